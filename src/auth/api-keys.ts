@@ -1,0 +1,66 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { Sql } from '../db.js';
+import { fail, ok, type Result } from '../errors.js';
+import type { Scope } from './scopes.js';
+
+/** Who is calling: the resolved key, its application and its scopes. */
+export interface Principal {
+  appId: string;
+  keyId: string;
+  scopes: Scope[];
+}
+
+const KEY_PREFIX = 'gw_';
+
+export function hashKey(key: string): Buffer {
+  return createHash('sha256').update(key).digest();
+}
+
+/** Creates a key; the plain value is returned here once and never stored. */
+export async function createApiKey(sql: Sql, appId: string, scopes: Scope[]): Promise<{ keyId: string; apiKey: string }> {
+  const apiKey = KEY_PREFIX + randomBytes(32).toString('base64url');
+  const [row] = await sql<{ id: string }[]>`
+    INSERT INTO api_keys (app_id, key_hash, key_prefix, scopes)
+    VALUES (${appId}, ${hashKey(apiKey)}, ${apiKey.slice(0, 10)}, ${scopes})
+    RETURNING id`;
+  return { keyId: row.id, apiKey };
+}
+
+/** Revokes a key; false when no such live key exists. */
+export async function revokeApiKey(sql: Sql, keyId: string): Promise<boolean> {
+  if (!isUuid(keyId)) return false;
+  const rows = await sql`UPDATE api_keys SET revoked_at = now() WHERE id = ${keyId} AND revoked_at IS NULL RETURNING id`;
+  return rows.length > 0;
+}
+
+export const isUuid = (s: string): boolean => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(s);
+
+export interface Credentials {
+  /** The `Authorization` header as received. */
+  authorization?: string;
+  /** The `X-Service-App-ID` header as received. */
+  appId?: string;
+}
+
+/**
+ * The one auth check, used by REST, GraphQL and the stream. The key is looked up on every
+ * request (one index probe) rather than cached, so a revoked key stops working at once in
+ * every process.
+ */
+export async function authenticate(sql: Sql, creds: Credentials, options: { appIdRequired: boolean }): Promise<Result<Principal>> {
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(creds.authorization ?? '');
+  if (!match) return fail('UNAUTHORIZED', 'Missing or malformed Authorization header; expected "Bearer <API key>"');
+  const appHeader = creds.appId?.trim();
+  if (options.appIdRequired && !appHeader) return fail('UNAUTHORIZED', 'Missing X-Service-App-ID header');
+  const [row] = await sql<{ id: string; app_id: string; scopes: Scope[] }[]>`
+    SELECT id, app_id, scopes FROM api_keys WHERE key_hash = ${hashKey(match[1])} AND revoked_at IS NULL`;
+  if (!row) return fail('UNAUTHORIZED', 'Invalid or revoked API key');
+  if (appHeader && appHeader !== row.app_id) return fail('UNAUTHORIZED', 'X-Service-App-ID does not match the API key');
+  return ok({ appId: row.app_id, keyId: row.id, scopes: row.scopes });
+}
+
+/** A valid key without the scope an operation needs is a 403, not a 401. */
+export function requireScope(principal: Principal, scope: Scope): Result<Principal> {
+  if (principal.scopes.includes(scope)) return ok(principal);
+  return fail('FORBIDDEN', `This API key lacks the "${scope}" scope`);
+}

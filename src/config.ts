@@ -1,0 +1,140 @@
+import { z } from 'zod';
+
+/** Names of the BullMQ queues; stable, Bull Board lists them all. */
+export const QUEUE_NAMES = ['inbound', 'send', 'transcription', 'ledger', 'webhook'] as const;
+export type QueueName = (typeof QUEUE_NAMES)[number];
+
+const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
+const bool = (def: boolean) =>
+  z
+    .enum(['true', 'false', '1', '0', 'yes', 'no'])
+    .default(def ? 'true' : 'false')
+    .transform((v) => v === 'true' || v === '1' || v === 'yes');
+const msList = (def: string) =>
+  z
+    .string()
+    .default(def)
+    .transform((s, ctx) => {
+      const parts = s.split(',').map((p) => Number(p.trim()));
+      if (parts.length === 0 || parts.some((n) => !Number.isInteger(n) || n < 0)) {
+        ctx.addIssue({ code: 'custom', message: 'expected a comma-separated list of non-negative integers (ms)' });
+        return z.NEVER;
+      }
+      return parts;
+    });
+
+// Development defaults let `npm ci && npm start` run on a fresh machine; production must set them.
+const DEV_ADMIN_TOKEN = 'dev-admin-token-change-me';
+const DEV_SECRETS_KEY = 'dev-secrets-key-change-me-0123456789abcdef';
+
+const schema = z
+  .object({
+    NODE_ENV: z.enum(['development', 'test', 'production']).default('development'),
+    PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+    /** Base URL the service is reached at from outside; used in webhook URLs and Twilio signatures. */
+    PUBLIC_BASE_URL: z.url().optional(),
+    DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'expected a postgres:// URL').default('postgres://postgres@127.0.0.1:5432/gateway'),
+    REDIS_URL: z.string().regex(/^rediss?:\/\//, 'expected a redis:// URL').default('redis://127.0.0.1:6379/0'),
+    /** Prefix for every Redis key and channel (BullMQ queues, rate limits, stream slots, wakes). */
+    REDIS_PREFIX: z.string().regex(/^[A-Za-z0-9_:-]+$/).default('gw'),
+    /** Comma-separated queue names this worker process serves, or `all`. */
+    WORKER_QUEUES: z
+      .string()
+      .default('all')
+      .transform((s, ctx) => {
+        if (s.trim() === 'all' || s.trim() === '') return [...QUEUE_NAMES];
+        const names = s.split(',').map((n) => n.trim()).filter(Boolean);
+        const bad = names.filter((n) => !(QUEUE_NAMES as readonly string[]).includes(n));
+        if (bad.length) {
+          ctx.addIssue({ code: 'custom', message: `unknown queue ${bad.join(', ')}; expected some of ${QUEUE_NAMES.join(', ')} or all` });
+          return z.NEVER;
+        }
+        return names as QueueName[];
+      }),
+    WORKER_CONCURRENCY: int(16, 1),
+    LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    /** Guards /admin/queues (Bull Board) and other operator routes. */
+    ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+    /** Any string of 32+ characters; the AES-256-GCM key for stored secrets is derived from it. */
+    SECRETS_KEY: z.string().min(32, 'must be at least 32 characters').optional(),
+    RATE_LIMIT_PER_MINUTE: int(100, 1),
+    /** Largest accepted JSON body, in bytes. */
+    BODY_LIMIT_BYTES: int(1_048_576, 1024),
+    /** Bound on graceful shutdown before the process is forced down (ms). */
+    SHUTDOWN_TIMEOUT_MS: int(10_000, 0),
+    /** Create a demo application on `npm start` when none exists. */
+    DEMO_APP: bool(true),
+    /** How long POST /v1/events waits for the ledger commit before answering 202 (ms). */
+    EVENT_WAIT_MS: int(10_000, 0),
+    /** Ledger group commit: most events in one transaction. */
+    LEDGER_BATCH_MAX: int(500, 1),
+    STREAM_BACKFILL: int(10, 0),
+    STREAM_RECHECK_MS: int(2000, 10),
+    STREAM_KEEPALIVE_MS: int(15_000, 10),
+    STREAM_MAX_MS: int(3_600_000, 100),
+    STREAM_MAX_PER_APP: int(100, 1),
+    SEND_WAIT_MS: int(10_000, 0),
+    WEBHOOK_TARGET_POLICY: z.enum(['public-https', 'any']).optional(),
+    WEBHOOK_TIMEOUT_MS: int(30_000, 1),
+    WEBHOOK_RETRY_DELAYS_MS: msList('0,60000,300000,1800000,7200000'),
+    WEBHOOK_LOG_RETENTION_DAYS: int(30, 1),
+    WEBHOOK_DISABLE_AFTER: int(50, 1),
+    TRANSCRIPTION_API_BASE: z.url().optional(),
+    TRANSCRIPTION_API_KEY: z.string().optional(),
+    TRANSCRIPTION_MODEL: z.string().default('whisper-1'),
+    /** Serve /metrics of a worker-only process on this port (0 = off). */
+    WORKER_METRICS_PORT: int(0, 0),
+  })
+  .superRefine((env, ctx) => {
+    if (env.NODE_ENV === 'production') {
+      if (!env.ADMIN_TOKEN) ctx.addIssue({ code: 'custom', path: ['ADMIN_TOKEN'], message: 'is required in production' });
+      if (!env.SECRETS_KEY) ctx.addIssue({ code: 'custom', path: ['SECRETS_KEY'], message: 'is required in production' });
+    }
+  })
+  .transform((env) => ({
+    ...env,
+    ADMIN_TOKEN: env.ADMIN_TOKEN ?? DEV_ADMIN_TOKEN,
+    SECRETS_KEY: env.SECRETS_KEY ?? DEV_SECRETS_KEY,
+    PUBLIC_BASE_URL: (env.PUBLIC_BASE_URL ?? `http://localhost:${env.PORT}`).replace(/\/$/, ''),
+    WEBHOOK_TARGET_POLICY: env.WEBHOOK_TARGET_POLICY ?? (env.NODE_ENV === 'production' ? 'public-https' : 'any'),
+    usingDevSecrets: !env.ADMIN_TOKEN || !env.SECRETS_KEY,
+  }));
+
+export type Config = z.infer<typeof schema>;
+
+export class ConfigError extends Error {
+  constructor(readonly variable: string, message: string) {
+    super(`${variable}: ${message}`);
+  }
+}
+
+/** Parses an environment; throws ConfigError naming the first bad variable. */
+export function parseConfig(env: Record<string, string | undefined>): Config {
+  // An empty string means "unset" — operators blank variables as often as they delete them.
+  const cleaned = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
+  const result = schema.safeParse(cleaned);
+  if (!result.success) {
+    const issue = result.error.issues[0];
+    const variable = String(issue.path[0] ?? 'environment');
+    const value = cleaned[variable];
+    const shown = value === undefined || /TOKEN|KEY|SECRET|URL/.test(variable) ? '' : ` (got "${value}")`;
+    throw new ConfigError(variable, `${issue.message}${shown}`);
+  }
+  return result.data;
+}
+
+/**
+ * The one reader of process.env. A bad value stops the process with one line naming the
+ * variable, which is what an operator looking at a crash loop needs.
+ */
+export function loadConfig(): Config {
+  try {
+    return parseConfig(process.env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`config error: ${err.message}\n`);
+      process.exit(1);
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,58 @@
+import type { Config } from './config.js';
+import { createSecretBox, type SecretBox } from './crypto/secrets.js';
+import { createSql, type Sql } from './db.js';
+import { createLogger, type Logger } from './logger.js';
+import { createMetrics, type Metrics } from './metrics.js';
+import { closeQueues, createQueues, type Queues } from './queues.js';
+import { createRedis, type Redis } from './redis.js';
+
+/**
+ * What the web process and the workers are built from. Passed in explicitly — no container,
+ * no module singletons — so a test builds its own with its own database and key prefix.
+ */
+export interface Deps {
+  config: Config;
+  sql: Sql;
+  /** Request-path Redis connection: fails fast so an outage answers 503 instead of hanging. */
+  redis: Redis;
+  /** The connection BullMQ producers share; it retries, so a brief blip does not fail an `add`. */
+  queueRedis: Redis;
+  queues: Queues;
+  logger: Logger;
+  metrics: Metrics;
+  secrets: SecretBox;
+}
+
+export function createDeps(config: Config, options: { logger?: Logger; metrics?: Metrics; dbPoolSize?: number } = {}): Deps {
+  const queueRedis = createRedis(config.REDIS_URL, 'blocking');
+  return {
+    config,
+    sql: createSql(config.DATABASE_URL, { max: options.dbPoolSize ?? 10 }),
+    redis: createRedis(config.REDIS_URL, 'request'),
+    queueRedis,
+    queues: createQueues(queueRedis, config.REDIS_PREFIX),
+    logger: options.logger ?? createLogger(config.LOG_LEVEL),
+    metrics: options.metrics ?? createMetrics(),
+    secrets: createSecretBox(config.SECRETS_KEY),
+  };
+}
+
+/** Closes every connection; each step is attempted even if an earlier one fails. */
+export async function closeDeps(deps: Deps): Promise<void> {
+  await runAll(deps.logger, [
+    () => closeQueues(deps.queues),
+    () => deps.sql.end({ timeout: 5 }),
+    () => deps.redis.quit(),
+    () => deps.queueRedis.quit(),
+  ]);
+}
+
+export async function runAll(logger: Logger, steps: (() => Promise<unknown>)[]): Promise<void> {
+  for (const step of steps) {
+    try {
+      await step();
+    } catch (err) {
+      logger.warn({ err }, 'shutdown step failed');
+    }
+  }
+}

@@ -1,0 +1,44 @@
+/**
+ * `npm start` for a developer on one machine: migrate, then web and workers in one process
+ * sharing one set of connections. On first start with no application it creates a demo one.
+ */
+import { createApplication, countApplications } from './apps/applications.js';
+import { SCOPES } from './auth/scopes.js';
+import { loadConfig } from './config.js';
+import { closeDeps, createDeps } from './deps.js';
+import { migrate } from './migrate.js';
+import { onShutdownSignal } from './shutdown.js';
+import { startWeb } from './web.js';
+import { startWorkers } from '../workers/index.js';
+
+const config = loadConfig();
+await migrate(config.DATABASE_URL);
+const deps = createDeps(config);
+if (config.usingDevSecrets) {
+  deps.logger.warn('ADMIN_TOKEN or SECRETS_KEY not set: using development defaults (never in production)');
+}
+const workers = startWorkers(deps);
+const web = await startWeb(deps);
+
+if (config.DEMO_APP && (await countApplications(deps.sql)) === 0) {
+  const demo = await createApplication(deps.sql, 'demo', [...SCOPES]);
+  const base = `http://localhost:${web.port}`;
+  process.stdout.write(
+    [
+      '',
+      'Demo application created (shown once):',
+      `  app id:  ${demo.appId}`,
+      `  API key: ${demo.apiKey}`,
+      '',
+      'Try it:',
+      `  curl -s ${base}/v1/events -H 'Authorization: Bearer ${demo.apiKey}' -H 'X-Service-App-ID: ${demo.appId}'`,
+      '',
+    ].join('\n') + '\n',
+  );
+}
+
+onShutdownSignal(deps.logger, config.SHUTDOWN_TIMEOUT_MS, async () => {
+  await web.close();
+  await workers.close();
+  await closeDeps(deps);
+});

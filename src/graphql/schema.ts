@@ -1,0 +1,82 @@
+import { buildSchema, GraphQLScalarType, Kind, isObjectType, type GraphQLFieldResolver, type GraphQLSchema, type ValueNode } from 'graphql';
+import type { GqlContext } from './context.js';
+import { baseModule } from './base.js';
+
+type FieldResolver = GraphQLFieldResolver<unknown, GqlContext, any>;
+/** Resolvers per type: plain field resolvers, or `{subscribe, resolve}` on Subscription fields. */
+export type Resolvers = Record<string, Record<string, FieldResolver | { subscribe: FieldResolver; resolve?: FieldResolver }>>;
+
+/** A slice of the API: its SDL (using `extend type Query` etc.) and its resolvers. */
+export interface GraphqlModule {
+  typeDefs: string;
+  resolvers: Resolvers;
+}
+
+/**
+ * Every module of the GraphQL API. Each resource adds its own module here; REST and GraphQL
+ * call the same domain functions underneath.
+ */
+export const MODULES: GraphqlModule[] = [baseModule];
+
+export function createSchema(modules: GraphqlModule[] = MODULES): GraphQLSchema {
+  const schema = buildSchema(modules.map((m) => m.typeDefs).join('\n'));
+  for (const m of modules) attachResolvers(schema, m.resolvers);
+  attachScalars(schema);
+  return schema;
+}
+
+function attachResolvers(schema: GraphQLSchema, resolvers: Resolvers): void {
+  for (const [typeName, fields] of Object.entries(resolvers)) {
+    const type = schema.getType(typeName);
+    if (!type || !isObjectType(type)) throw new Error(`resolvers for unknown type ${typeName}`);
+    const defined = type.getFields();
+    for (const [fieldName, r] of Object.entries(fields)) {
+      const field = defined[fieldName];
+      if (!field) throw new Error(`resolver for unknown field ${typeName}.${fieldName}`);
+      if (typeof r === 'function') field.resolve = r;
+      else {
+        field.subscribe = r.subscribe;
+        field.resolve = r.resolve ?? ((v: unknown) => v);
+      }
+    }
+  }
+}
+
+function literalToJs(ast: ValueNode): unknown {
+  switch (ast.kind) {
+    case Kind.STRING:
+    case Kind.BOOLEAN:
+      return ast.value;
+    case Kind.INT:
+    case Kind.FLOAT:
+      return Number(ast.value);
+    case Kind.OBJECT:
+      return Object.fromEntries(ast.fields.map((f) => [f.name.value, literalToJs(f.value)]));
+    case Kind.LIST:
+      return ast.values.map(literalToJs);
+    case Kind.NULL:
+      return null;
+    default:
+      return undefined;
+  }
+}
+
+/** JSON and DateTime behave as their names say; buildSchema leaves custom scalars as identity. */
+function attachScalars(schema: GraphQLSchema): void {
+  const json = schema.getType('JSON') as GraphQLScalarType | undefined;
+  if (json) {
+    json.parseLiteral = (ast) => literalToJs(ast);
+    json.parseValue = (v) => v;
+    json.serialize = (v) => v;
+  }
+  const dt = schema.getType('DateTime') as GraphQLScalarType | undefined;
+  if (dt) {
+    dt.serialize = (v) => (v instanceof Date ? v.toISOString() : typeof v === 'string' ? new Date(v).toISOString() : v);
+    dt.parseValue = (v) => {
+      const d = new Date(String(v));
+      if (Number.isNaN(d.getTime())) throw new TypeError('DateTime must be an ISO 8601 string');
+      return d;
+    };
+    dt.parseLiteral = (ast) => (ast.kind === Kind.STRING ? dt.parseValue(ast.value) : undefined);
+  }
+}

@@ -1,0 +1,37 @@
+import type { NextFunction, Request, Response } from 'express';
+import { ZodError } from 'zod';
+import { AppError, isUnavailable } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { zodDetails } from './zod-details.js';
+
+/** Turns anything thrown into a response: the REST face of the one error table. */
+export function toAppError(err: unknown): AppError | undefined {
+  if (err instanceof AppError) return err;
+  if (err instanceof ZodError) return new AppError('VALIDATION_ERROR', 'Invalid request', zodDetails(err));
+  const e = err as { type?: string; status?: number; expose?: boolean };
+  if (e?.type === 'entity.parse.failed') return new AppError('INVALID_JSON', 'Request body is not valid JSON');
+  if (e?.type === 'entity.too.large') return new AppError('PAYLOAD_TOO_LARGE', 'Request body is too large');
+  if (e?.type === 'encoding.unsupported' || e?.type === 'charset.unsupported') return new AppError('UNSUPPORTED_MEDIA_TYPE', 'Unsupported body encoding');
+  if (isUnavailable(err)) return new AppError('UNAVAILABLE', 'A backing service is unavailable; retry shortly', undefined, { headers: { 'Retry-After': '1' } });
+  return undefined;
+}
+
+export function errorHandler(logger: Logger) {
+  return (err: unknown, req: Request, res: Response, _next: NextFunction) => {
+    const known = toAppError(err);
+    const log = (req as Request & { log?: Logger }).log ?? logger;
+    if (!known) log.error({ err }, 'unhandled error');
+    else if (known.code === 'UNAVAILABLE') log.warn({ err: (known.cause as Error) ?? err }, 'backing service unavailable');
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    const error = known ?? new AppError('INTERNAL', 'Internal error; the request id identifies it in the logs');
+    for (const [k, v] of Object.entries(error.headers ?? {})) res.setHeader(k, v);
+    res.status(error.status).json(error.toBody());
+  };
+}
+
+export function notFound(req: Request, res: Response): void {
+  res.status(404).json(new AppError('NOT_FOUND', `No route for ${req.method} ${req.path}`).toBody());
+}

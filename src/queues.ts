@@ -1,0 +1,102 @@
+import { Queue, type JobsOptions } from 'bullmq';
+import { z } from 'zod';
+import { QUEUE_NAMES, type QueueName } from './config.js';
+import type { Redis } from './redis.js';
+
+export { QUEUE_NAMES, type QueueName };
+
+const uuid = z.uuid();
+const json = z.record(z.string(), z.unknown());
+
+export const edgeInput = z.object({
+  edge_type: z.string().min(1).max(100),
+  target_node_type: z.enum(['platform_user', 'file']),
+  target_node_id: z.string().min(1).max(200),
+});
+
+/** An event as the ledger worker writes it: everything decided before it is enqueued. */
+export const ledgerEventSchema = z.object({
+  id: uuid,
+  app_id: uuid,
+  event_type: z.string().min(1).max(200),
+  payload: json,
+  edges: z.array(edgeInput).default([]),
+  attachments: z.array(json).default([]),
+  origin_event_id: uuid.nullish(),
+  conversation_id: uuid.nullish(),
+  platform_connection_id: uuid.nullish(),
+  validation_errors: z.array(json).nullish(),
+});
+export type LedgerEvent = z.infer<typeof ledgerEventSchema>;
+
+/**
+ * The job catalog: each queue's payload schema, retry policy and job id. The web process
+ * parses before `add`; the worker re-parses when it takes the job, so a payload that does not
+ * fit is an UnrecoverableError rather than a half-done side effect.
+ */
+export const JOBS = {
+  ledger: {
+    schema: z.object({ event: ledgerEventSchema }),
+    // The event id is the job id: a producer that retries its `add` never queues twice.
+    jobId: (d: { event: { id: string } }) => `ev-${d.event.id}`,
+    options: { attempts: 10, backoff: { type: 'exponential', delay: 200 } },
+  },
+  webhook: {
+    schema: z.object({ delivery_id: uuid, app_id: uuid }),
+    jobId: (d: { delivery_id: string }) => `wd-${d.delivery_id}`,
+    options: { attempts: 5, backoff: { type: 'webhook' } },
+  },
+  send: {
+    schema: z.object({ message_id: uuid, app_id: uuid }),
+    jobId: (d: { message_id: string }) => `send-${d.message_id}`,
+    options: { attempts: 8, backoff: { type: 'exponential', delay: 1000 } },
+  },
+  inbound: {
+    schema: z.object({
+      connection_id: uuid,
+      platform: z.string(),
+      received_at: z.string(),
+      headers: z.record(z.string(), z.string()),
+      body: z.string(),
+      dedupe_key: z.string(),
+    }),
+    jobId: (d: { connection_id: string; dedupe_key: string }) => `in-${d.connection_id}-${d.dedupe_key}`.replace(/:/g, '_'),
+    options: { attempts: 10, backoff: { type: 'exponential', delay: 500 } },
+  },
+  transcription: {
+    schema: z.object({ app_id: uuid, event: ledgerEventSchema, file_id: uuid }),
+    jobId: (d: { event: { id: string } }) => `tr-${d.event.id}`,
+    options: { attempts: 5, backoff: { type: 'exponential', delay: 2000 } },
+  },
+} satisfies Record<QueueName, { schema: z.ZodType; jobId: (d: never) => string; options: JobsOptions }>;
+
+export type JobData<Q extends QueueName> = z.infer<(typeof JOBS)[Q]['schema']>;
+
+/** BullMQ key prefix; per-test prefixes keep parallel test files apart. */
+export const queuePrefix = (redisPrefix: string) => `${redisPrefix}:q`;
+
+export type Queues = { [Q in QueueName]: Queue };
+
+export function createQueues(connection: Redis, redisPrefix: string): Queues {
+  const prefix = queuePrefix(redisPrefix);
+  const entries = QUEUE_NAMES.map((name) => [
+    name,
+    new Queue(name, {
+      connection,
+      prefix,
+      defaultJobOptions: { ...JOBS[name].options, removeOnComplete: { age: 3600, count: 10_000 }, removeOnFail: { age: 7 * 24 * 3600 } },
+    }),
+  ]);
+  return Object.fromEntries(entries) as Queues;
+}
+
+/** Validates a payload against the catalog and enqueues it under its deterministic id. */
+export async function enqueue<Q extends QueueName>(queues: Queues, name: Q, data: JobData<Q>, options: JobsOptions = {}) {
+  const entry = JOBS[name];
+  const parsed = entry.schema.parse(data) as JobData<Q>;
+  return queues[name].add(name, parsed, { jobId: (entry.jobId as (d: JobData<Q>) => string)(parsed), ...options });
+}
+
+export async function closeQueues(queues: Queues): Promise<void> {
+  await Promise.allSettled(Object.values(queues).map((q) => q.close()));
+}

@@ -1,0 +1,47 @@
+import type { Server } from 'node:http';
+import { pathToFileURL } from 'node:url';
+import { loadConfig } from './config.js';
+import { closeDeps, createDeps, runAll, type Deps } from './deps.js';
+import { createApp } from './http/app.js';
+import { onShutdownSignal } from './shutdown.js';
+
+export interface WebServer {
+  server: Server;
+  port: number;
+  /** Stops accepting, ends open streams, waits for in-flight requests (bounded). */
+  close(): Promise<void>;
+}
+
+export async function startWeb(deps: Deps, port = deps.config.PORT): Promise<WebServer> {
+  const web = createApp(deps);
+  const server = web.app.listen(port);
+  await new Promise<void>((resolve, reject) => {
+    server.once('listening', resolve);
+    server.once('error', reject);
+  });
+  server.keepAliveTimeout = 65_000;
+  const actual = (server.address() as { port: number }).port;
+  deps.logger.info({ port: actual }, 'web listening');
+  return {
+    server,
+    port: actual,
+    async close() {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      await runAll(deps.logger, web.onShutdown.map((hook) => async () => hook()));
+      const timer = setTimeout(() => server.closeAllConnections(), deps.config.SHUTDOWN_TIMEOUT_MS);
+      await closed;
+      clearTimeout(timer);
+    },
+  };
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const config = loadConfig();
+  const deps = createDeps(config);
+  const web = await startWeb(deps);
+  onShutdownSignal(deps.logger, config.SHUTDOWN_TIMEOUT_MS, async () => {
+    await web.close();
+    await closeDeps(deps);
+  });
+}

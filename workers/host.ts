@@ -1,0 +1,76 @@
+import { UnrecoverableError, Worker, type Job, type WorkerOptions } from 'bullmq';
+import type { QueueName } from '../src/config.js';
+import type { Deps } from '../src/deps.js';
+import { JOBS, queuePrefix } from '../src/queues.js';
+import { createRedis, type Redis } from '../src/redis.js';
+
+/** One queue's processor: how to build it from the dependencies, and its worker options. */
+export interface ProcessorDef<Q extends QueueName = QueueName> {
+  queue: Q;
+  create(deps: Deps): (job: Job) => Promise<unknown>;
+  /** Extra BullMQ worker options (concurrency, backoff strategies, limiter). */
+  options?(deps: Deps): Partial<WorkerOptions>;
+}
+
+export interface WorkerHost {
+  workers: Worker[];
+  /** Stops taking jobs, lets running ones finish (bounded by SHUTDOWN_TIMEOUT_MS), closes. */
+  close(): Promise<void>;
+}
+
+/** Starts one BullMQ worker per processor; each re-parses its payload against the job catalog. */
+export function startWorkerHost(deps: Deps, defs: ProcessorDef[]): WorkerHost {
+  const connection: Redis = createRedis(deps.config.REDIS_URL, 'blocking');
+  const workers = defs.map((def) => {
+    const run = def.create(deps);
+    const schema = JOBS[def.queue].schema;
+    const worker = new Worker(
+      def.queue,
+      async (job) => {
+        const parsed = schema.safeParse(job.data);
+        if (!parsed.success) throw new UnrecoverableError(`invalid ${def.queue} payload: ${parsed.error.issues[0]?.message}`);
+        job.data = parsed.data;
+        return run(job);
+      },
+      {
+        connection,
+        prefix: queuePrefix(deps.config.REDIS_PREFIX),
+        concurrency: deps.config.WORKER_CONCURRENCY,
+        autorun: true,
+        ...def.options?.(deps),
+      },
+    );
+    const observe = (job: Job | undefined, outcome: 'completed' | 'failed') => {
+      if (job?.processedOn && job.finishedOn) {
+        deps.metrics.jobDuration.observe({ queue: def.queue, outcome }, (job.finishedOn - job.processedOn) / 1000);
+      }
+    };
+    worker.on('completed', (job) => observe(job, 'completed'));
+    worker.on('failed', (job, err) => {
+      observe(job, 'failed');
+      deps.logger.warn({ queue: def.queue, jobId: job?.id, attempt: job?.attemptsMade, err: err?.message }, 'job failed');
+    });
+    worker.on('error', (err) => deps.logger.error({ queue: def.queue, err }, 'worker error'));
+    return worker;
+  });
+  deps.logger.info({ queues: defs.map((d) => d.queue) }, 'workers started');
+
+  return {
+    workers,
+    async close() {
+      const timeoutMs = deps.config.SHUTDOWN_TIMEOUT_MS;
+      const graceful = Promise.all(workers.map((w) => w.close()));
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = await Promise.race([
+        graceful.then(() => false),
+        new Promise<boolean>((r) => (timer = setTimeout(() => r(true), timeoutMs))),
+      ]);
+      clearTimeout(timer);
+      if (timedOut) {
+        deps.logger.warn({ timeoutMs }, 'jobs still running at shutdown deadline: forcing close (they will be retried)');
+        await Promise.all(workers.map((w) => w.close(true)));
+      }
+      await connection.quit().catch(() => {});
+    },
+  };
+}

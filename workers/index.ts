@@ -1,0 +1,28 @@
+import { pathToFileURL } from 'node:url';
+import type { QueueName } from '../src/config.js';
+import { loadConfig } from '../src/config.js';
+import { closeDeps, createDeps, type Deps } from '../src/deps.js';
+import { startMetricsServer } from '../src/http/metrics-server.js';
+import { onShutdownSignal } from '../src/shutdown.js';
+import { startWorkerHost, type WorkerHost } from './host.js';
+import { PROCESSORS } from './registry.js';
+
+/** Starts the processors named in WORKER_QUEUES that exist. */
+export function startWorkers(deps: Deps, names: QueueName[] = deps.config.WORKER_QUEUES): WorkerHost {
+  const defs = names.flatMap((n) => (PROCESSORS[n] ? [PROCESSORS[n]] : []));
+  const missing = names.filter((n) => !PROCESSORS[n]);
+  if (missing.length) deps.logger.info({ queues: missing }, 'no processor for these queues yet');
+  return startWorkerHost(deps, defs);
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const config = loadConfig();
+  const deps = createDeps(config);
+  const host = startWorkers(deps);
+  const metrics = config.WORKER_METRICS_PORT ? startMetricsServer(deps, config.WORKER_METRICS_PORT) : undefined;
+  onShutdownSignal(deps.logger, config.SHUTDOWN_TIMEOUT_MS, async () => {
+    await host.close();
+    metrics?.close();
+    await closeDeps(deps);
+  });
+}
