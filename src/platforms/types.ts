@@ -1,0 +1,160 @@
+import type { z } from 'zod';
+
+export const PLATFORM_NAMES = ['TELEGRAM', 'WHATSAPP', 'MESSENGER', 'INSTAGRAM', 'SLACK', 'DISCORD', 'SMS', 'EMAIL'] as const;
+export type PlatformName = (typeof PLATFORM_NAMES)[number];
+
+/** Gateway error codes a platform outcome maps to (see ERROR_STATUS in src/errors.ts for HTTP). */
+export type PlatformErrorCode =
+  | 'REPLY_WINDOW_CLOSED'
+  | 'RECIPIENT_NOT_STARTED'
+  | 'RECIPIENT_BLOCKED'
+  | 'MESSAGE_TOO_LONG'
+  | 'INVALID_RECIPIENT'
+  | 'PLATFORM_RATE_LIMITED'
+  | 'PLATFORM_AUTH_FAILED'
+  | 'PLATFORM_UNAVAILABLE'
+  | 'PLATFORM_REJECTED';
+
+export interface PlatformError {
+  code: PlatformErrorCode;
+  message: string;
+  /** True for transient failures (network, 5xx, 429) the send worker retries. */
+  retryable: boolean;
+  /** The platform's requested wait, when it gave one (429 retry_after / Retry-After). */
+  retryAfterMs?: number;
+  /** The platform's own error code and text, for `details` of a 422. */
+  platformCode?: string | number;
+  platformMessage?: string;
+}
+
+export interface OutboundFile {
+  filename: string;
+  mimeType: string;
+  data: Buffer;
+}
+
+export interface OutboundMessage {
+  /** Recipient's external id on the platform (chat id, E.164 phone, channel id, e-mail address). */
+  to: string;
+  text: string;
+  /** Telegram only. */
+  parseMode?: 'MarkdownV2' | 'HTML';
+  /** E-mail only; defaults to the first line of the text. */
+  subject?: string;
+  files?: OutboundFile[];
+  /** E-mail threading / Slack thread: the platform id of the message being replied to. */
+  inReplyTo?: string;
+  threadId?: string;
+}
+
+export type SendOutcome =
+  | { ok: true; externalMessageId: string; /** Platform's canonical recipient id when it differs (WhatsApp wa_id). */ recipientId?: string }
+  | { ok: false; error: PlatformError };
+
+/** What the inbound receiver hands an adapter: the raw bytes plus what signatures need. */
+export interface InboundRequest {
+  method: 'GET' | 'POST';
+  rawBody: Buffer;
+  /** Lower-cased header names. */
+  headers: Record<string, string>;
+  query: Record<string, string>;
+  /** The public URL as the platform called it (PUBLIC_BASE_URL + path + query), for Twilio. */
+  publicUrl: string;
+  /** Current time in ms, passed in so window checks are testable. */
+  now: number;
+}
+
+export type VerifyOutcome = { ok: true } | { ok: false; reason: string };
+
+/** An answer the receiver sends as is (Meta hub challenge, Slack url_verification, Discord PONG). */
+export interface DirectAnswer {
+  status: number;
+  contentType: string;
+  body: string;
+}
+
+export interface PlatformParty {
+  externalId: string;
+  name?: string;
+  username?: string;
+}
+
+export interface InboundMedia {
+  /** The platform's id for the file (Telegram file_id, WhatsApp media id) or a URL. */
+  platformFileId?: string;
+  url?: string;
+  mimeType?: string;
+  /** Voice/audio flag for transcription. */
+  isAudio?: boolean;
+}
+
+/** Normalised records produced by a platform's pure normaliser from one inbound payload. */
+export type NormalisedRecord =
+  | {
+      kind: 'message';
+      externalMessageId: string;
+      conversation: { externalId: string; name?: string; threadId?: string };
+      sender: PlatformParty;
+      /** The connected account the message was sent to (bot, page, number). */
+      recipient?: PlatformParty;
+      message: {
+        text: string;
+        type: 'text' | 'image' | 'video' | 'audio' | 'voice' | 'document' | 'sticker' | 'location' | 'contact' | 'other';
+        media?: InboundMedia;
+        caption?: string;
+        location?: { latitude: number; longitude: number };
+        contact?: Record<string, unknown>;
+      };
+      edited?: boolean;
+      occurredAt: string;
+    }
+  | {
+      kind: 'status';
+      externalMessageId: string;
+      status: 'sent' | 'delivered' | 'read' | 'failed';
+      recipient?: PlatformParty;
+      error?: { code?: string | number; message?: string };
+      occurredAt: string;
+    }
+  | {
+      kind: 'reaction';
+      targetExternalMessageId: string;
+      emoji: string;
+      action: 'added' | 'removed';
+      sender: PlatformParty;
+      conversation: { externalId: string };
+      occurredAt: string;
+    };
+
+export interface SendContext {
+  /** Overrides the platform's API base URL (config.api_base_url wins over this). */
+  defaultBaseUrl?: string;
+  /** Bound on one platform call (ms). */
+  timeoutMs: number;
+}
+
+/**
+ * One platform behind one interface (DESIGN §6). `C` is the decrypted connection config.
+ * Sending lives in `send.ts`, inbound verification and normalisation in `inbound.ts` of each
+ * platform folder; `index.ts` there assembles the adapter.
+ */
+export interface PlatformAdapter<C = Record<string, unknown>> {
+  name: PlatformName;
+  /** zod schema of `config`, including the optional `api_base_url`. */
+  configSchema: z.ZodType<C>;
+  /** Config fields that are secrets: encrypted at rest, masked on reads. */
+  secretFields: readonly string[];
+  /** Text limit checked before sending (MESSAGE_TOO_LONG). */
+  maxTextLength?: number;
+  /** Returns an INVALID_RECIPIENT message when `to` is not a valid id for the platform. */
+  checkRecipient(to: string): string | undefined;
+  send(config: C, message: OutboundMessage, ctx: SendContext): Promise<SendOutcome>;
+  /** Platform signature/token check over the raw request. */
+  verify(config: C, req: InboundRequest): VerifyOutcome;
+  /** Challenge answers that need no enqueue; undefined when the request is an ordinary delivery. */
+  handshake?(config: C, req: InboundRequest): DirectAnswer | undefined;
+  /** The platform's dedupe key for one delivery (PLATFORMS.md), so retries collapse into one job. */
+  dedupeKey(req: InboundRequest): string;
+  /** Pure: raw payload → normalised records. */
+  normalise(req: Pick<InboundRequest, 'rawBody' | 'headers'>): NormalisedRecord[];
+}

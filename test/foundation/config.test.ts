@@ -1,0 +1,42 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, parseConfig } from '../../src/config.js';
+import { spawnService } from '../helpers/stack.js';
+
+describe('config', () => {
+  it('applies documented defaults', () => {
+    const c = parseConfig({});
+    expect(c.PORT).toBe(3000);
+    expect(c.RATE_LIMIT_PER_MINUTE).toBe(100);
+    expect(c.WORKER_QUEUES).toEqual(['inbound', 'send', 'transcription', 'ledger', 'webhook']);
+    expect(c.WEBHOOK_RETRY_DELAYS_MS).toEqual([0, 60000, 300000, 1800000, 7200000]);
+    expect(c.WEBHOOK_TARGET_POLICY).toBe('any');
+  });
+
+  it('names the variable of a bad value', () => {
+    expect(() => parseConfig({ PORT: 'abc' })).toThrow(ConfigError);
+    expect(() => parseConfig({ PORT: 'abc' })).toThrow(/^PORT: /);
+    expect(() => parseConfig({ SECRETS_KEY: 'short' })).toThrow(/^SECRETS_KEY: .*32/);
+    expect(() => parseConfig({ WORKER_QUEUES: 'ledger,bogus' })).toThrow(/^WORKER_QUEUES: unknown queue bogus/);
+    expect(() => parseConfig({ RATE_LIMIT_PER_MINUTE: '0' })).toThrow(/^RATE_LIMIT_PER_MINUTE: /);
+  });
+
+  it('requires ADMIN_TOKEN and SECRETS_KEY in production', () => {
+    expect(() => parseConfig({ NODE_ENV: 'production', SECRETS_KEY: 'x'.repeat(32) })).toThrow(/^ADMIN_TOKEN: is required in production/);
+    const c = parseConfig({ NODE_ENV: 'production', SECRETS_KEY: 'x'.repeat(32), ADMIN_TOKEN: 'y'.repeat(16) });
+    expect(c.WEBHOOK_TARGET_POLICY).toBe('public-https');
+  });
+
+  it('stops the web process at start-up with one line naming the variable', async () => {
+    const svc = spawnService('src/web.ts', { PORT: 'not-a-port', LOG_LEVEL: 'silent' });
+    expect(await svc.exited).toBe(1);
+    const lines = svc.output().trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/^config error: PORT: /);
+  });
+
+  it('stops the worker process the same way', async () => {
+    const svc = spawnService('workers/index.ts', { REDIS_URL: 'http://nope' });
+    expect(await svc.exited).toBe(1);
+    expect(svc.output().trim()).toMatch(/^config error: REDIS_URL: expected a redis:\/\/ URL$/);
+  });
+});

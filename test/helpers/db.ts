@@ -1,0 +1,36 @@
+import { randomBytes } from 'node:crypto';
+import postgres from 'postgres';
+
+export const PG_BASE = 'postgres://postgres@127.0.0.1:5432';
+export const ADMIN_URL = `${PG_BASE}/postgres`;
+export const TEMPLATE_DB = 'gw_test_template';
+export const dbUrl = (name: string) => `${PG_BASE}/${name}`;
+
+/** A fresh database cloned from the migrated template: each test file gets its own. */
+export async function createTestDatabase(): Promise<{ name: string; url: string; drop(): Promise<void> }> {
+  const name = `gw_t_${randomBytes(6).toString('hex')}`;
+  const admin = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
+  try {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await admin.unsafe(`CREATE DATABASE ${name} TEMPLATE ${TEMPLATE_DB}`);
+        break;
+      } catch (err) {
+        // Another file cloning the template at the same instant: try again shortly.
+        if (attempt > 20 || !/being accessed by other users/.test(String((err as Error).message))) throw err;
+        await new Promise((r) => setTimeout(r, 100 + Math.random() * 200));
+      }
+    }
+  } finally {
+    await admin.end();
+  }
+  return {
+    name,
+    url: dbUrl(name),
+    async drop() {
+      const a = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
+      await a.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {});
+      await a.end();
+    },
+  };
+}
