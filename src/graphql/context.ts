@@ -4,18 +4,21 @@ import { requireScope } from '../auth/api-keys.js';
 import type { Scope } from '../auth/scopes.js';
 import type { Deps } from '../deps.js';
 import { AppError } from '../errors.js';
+import type { WebServices } from '../http/web-services.js';
 
 export interface GqlContext {
   [key: PropertyKey]: unknown;
   deps: Deps;
+  web: WebServices;
   principal: Principal;
   /** Throws the FORBIDDEN error unless the key has the scope; returns the principal. */
   need(scope: Scope): Principal;
 }
 
-export function createContext(deps: Deps, principal: Principal): GqlContext {
+export function createContext(deps: Deps, web: WebServices, principal: Principal): GqlContext {
   return {
     deps,
+    web,
     principal,
     need(scope) {
       const r = requireScope(principal, scope);

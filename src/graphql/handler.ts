@@ -6,6 +6,7 @@ import { authenticate, requireScope, type Principal } from '../auth/api-keys.js'
 import { AppError } from '../errors.js';
 import type { Deps } from '../deps.js';
 import type { RequestGuards } from '../http/guards.js';
+import type { WebServices } from '../http/web-services.js';
 import { createContext, formatGraphqlError, type GqlContext } from './context.js';
 import { depthLimit } from './limits.js';
 
@@ -17,7 +18,7 @@ const resOf = (req: { context?: unknown }) => (req.context as { res: Response })
  * at POST / with `Accept: text/event-stream`. Every request is authenticated before the
  * GraphQL layer sees it, so subscriptions and introspection get no way around the key.
  */
-export function graphqlRouter(deps: Deps, guards: RequestGuards, schema: GraphQLSchema): Router {
+export function graphqlRouter(deps: Deps, web: WebServices, guards: RequestGuards, schema: GraphQLSchema): Router {
   const router = express.Router();
   const sdl = printSchema(schema);
   router.get('/graphql/schema.graphql', (_req, res) => {
@@ -29,13 +30,13 @@ export function graphqlRouter(deps: Deps, guards: RequestGuards, schema: GraphQL
 
   const http = createHttpHandler<GqlContext>({
     schema,
-    context: (req) => createContext(deps, principalOf(resOf(req))),
+    context: (req) => createContext(deps, web, principalOf(resOf(req))),
     validationRules: (_req, _args, specified) => [...specified, depthLimit(10)],
     onOperation: (_req, _args, result) => mapErrors(result),
   });
   const sse = createSseHandler<GqlContext>({
     schema,
-    context: (req) => createContext(deps, principalOf(resOf(req))),
+    context: (req) => createContext(deps, web, principalOf(resOf(req))),
     onNext: (_ctx, _req, result) => mapErrors(result as ExecutionResult),
   });
 

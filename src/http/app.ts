@@ -9,10 +9,12 @@ import { errorHandler, notFound } from './errors.js';
 import { createGuards } from './guards.js';
 import { adminRouter, opsRouter } from './ops.js';
 import { ROUTES } from './routes.js';
+import { createWebServices, type WebServices } from './web-services.js';
 
 export interface WebApp {
   app: Express;
   api: Api;
+  web: WebServices;
   /** Hooks run on graceful shutdown before connections close (e.g. ending open streams). */
   onShutdown: (() => Promise<void> | void)[];
 }
@@ -65,16 +67,18 @@ export function createApp(deps: Deps): WebApp {
     }),
   );
 
+  const web = createWebServices(deps);
+  onShutdown.push(() => web.wakes.close());
   const guards = createGuards(deps);
   const api = new Api(deps, guards);
-  for (const register of ROUTES) register(api, { deps, onShutdown });
+  for (const register of ROUTES) register(api, { deps, web, onShutdown });
   app.get('/v1/openapi.json', (_req, res) => {
     res.json(api.openapi({ title: 'Messaging gateway', version: '1' }));
   });
   app.use(api.router);
-  app.use(graphqlRouter(deps, guards, createSchema()));
+  app.use(graphqlRouter(deps, web, guards, createSchema()));
 
   app.use(notFound);
   app.use(errorHandler(deps.logger));
-  return { app, api, onShutdown };
+  return { app, api, web, onShutdown };
 }

@@ -1,10 +1,14 @@
 import type { Deps } from '../deps.js';
 import type { Api } from './api.js';
+import { registerEventRoutes } from './events.js';
+import { registerEventSchemaRoutes } from './event-schemas.js';
+import type { WebServices } from './web-services.js';
 
 export interface RouteContext {
   deps: Deps;
+  web: WebServices;
   onShutdown: (() => Promise<void> | void)[];
 }
 
 /** Every REST resource registers itself here, one module per resource. */
-export const ROUTES: ((api: Api, ctx: RouteContext) => void)[] = [];
+export const ROUTES: ((api: Api, ctx: RouteContext) => void)[] = [registerEventRoutes, registerEventSchemaRoutes];

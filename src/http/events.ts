@@ -1,0 +1,93 @@
+import { z } from 'zod';
+import { unwrap } from '../errors.js';
+import { createCustomEvent, createEventInput } from '../ledger/create-event.js';
+import { decodeCursor } from '../ledger/cursor.js';
+import { getEvent, listEvents } from '../ledger/read.js';
+import { toRestEvent } from '../ledger/shape.js';
+import { AppError } from '../errors.js';
+import type { Api } from './api.js';
+import type { RouteContext } from './routes.js';
+
+const edgeOut = z.object({ edge_type: z.string(), target_node_type: z.enum(['platform_user', 'file']), target_node_id: z.string() });
+export const restEventSchema = z.object({
+  id: z.string(),
+  app_id: z.string(),
+  event_type: z.string(),
+  payload: z.record(z.string(), z.unknown()),
+  edges: z.array(edgeOut),
+  attachments: z.array(z.unknown()),
+  origin_event_id: z.string().nullable(),
+  conversation_id: z.string().nullable(),
+  platform_connection_id: z.string().nullable(),
+  validation_errors: z.array(z.unknown()).optional(),
+  created_at: z.string(),
+  cursor: z.string(),
+});
+
+const listQuery = z.object({
+  after: z.string().optional(),
+  limit: z.coerce.number().int().min(1).max(500).default(50),
+  event_type: z.string().max(200).regex(/^[a-z0-9_.]+\*?$/, 'an event type, or a prefix ending in *').optional(),
+});
+
+/** Filters of GET /v1/events as the ledger's read filters. */
+export function eventTypeFilter(eventType: string | undefined) {
+  if (!eventType) return undefined;
+  return eventType.endsWith('*') ? { startsWith: eventType.slice(0, -1) } : { equals: eventType };
+}
+
+export function registerEventRoutes(api: Api, { web }: RouteContext): void {
+  api.route({
+    method: 'post',
+    path: '/v1/events',
+    summary: 'Record a custom event (answers once the ledger has committed it)',
+    scope: 'events:write',
+    body: createEventInput,
+    responses: {
+      201: { description: 'The stored event', schema: restEventSchema },
+      202: { description: 'Accepted; not yet committed within the wait bound', schema: z.object({ id: z.string(), status: z.literal('queued') }) },
+    },
+    errors: ['RESERVED_EVENT_TYPE', 'IDEMPOTENCY_CONFLICT'],
+    async handler({ deps, principal, body, req }) {
+      const outcome = unwrap(await createCustomEvent(deps, web.commits, principal.appId, body, req.get('idempotency-key')));
+      return outcome.committed ? { status: 201, body: toRestEvent(outcome.event) } : { status: 202, body: { id: outcome.id, status: 'queued' } };
+    },
+  });
+
+  api.route({
+    method: 'get',
+    path: '/v1/events',
+    summary: 'Page through the ledger in cursor order',
+    scope: 'events:read',
+    query: listQuery,
+    responses: {
+      200: {
+        description: 'A page; keep polling from next_cursor to see new events exactly once',
+        schema: z.object({ data: z.array(restEventSchema), next_cursor: z.string().optional(), has_more: z.boolean() }),
+      },
+    },
+    errors: ['INVALID_CURSOR'],
+    async handler({ deps, principal, query }) {
+      const afterSeq = query.after !== undefined ? unwrap(decodeCursor(query.after)).seq : undefined;
+      const rows = await listEvents(deps.sql, principal.appId, { afterSeq, eventType: eventTypeFilter(query.event_type) }, query.limit + 1);
+      const page = rows.slice(0, query.limit);
+      const last = page.at(-1);
+      return { status: 200, body: { data: page.map(toRestEvent), ...(last ? { next_cursor: last.cursor } : {}), has_more: rows.length > query.limit } };
+    },
+  });
+
+  api.route({
+    method: 'get',
+    path: '/v1/events/:id',
+    summary: 'One event',
+    scope: 'events:read',
+    params: z.object({ id: z.string() }),
+    responses: { 200: { description: 'The event', schema: restEventSchema } },
+    errors: ['NOT_FOUND'],
+    async handler({ deps, principal, params }) {
+      const event = await getEvent(deps.sql, principal.appId, params.id);
+      if (!event) throw new AppError('NOT_FOUND', `No event ${params.id}`);
+      return { status: 200, body: toRestEvent(event) };
+    },
+  });
+}

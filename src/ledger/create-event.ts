@@ -1,0 +1,103 @@
+import { z } from 'zod';
+import type { Deps } from '../deps.js';
+import { fail, ok, type ErrorDetail, type Result } from '../errors.js';
+import { claimIdempotencyKey } from '../idempotency.js';
+import { enqueue, type LedgerEvent } from '../queues.js';
+import type { CommitWaiter } from './commit-waiter.js';
+import { checkPayload, EVENT_TYPE_RE } from './event-schemas.js';
+import { getEvent, type EventRecord } from './read.js';
+
+export const RESERVED_PREFIXES = ['message.', 'user.', 'system.', 'link_code.'] as const;
+
+export const createEventInput = z.object({
+  event_type: z.string().min(1).max(200).regex(EVENT_TYPE_RE, 'must match ^[a-z0-9_.]+$'),
+  payload: z.record(z.string(), z.unknown()).default({}),
+  edges: z
+    .array(
+      z.object({
+        edge_type: z.string().min(1).max(100),
+        target_node_type: z.enum(['platform_user', 'file']),
+        target_node_id: z.string().min(1).max(200),
+      }),
+    )
+    .max(100)
+    .default([]),
+  origin_event_id: z.string().max(200).nullish(),
+});
+export type CreateEventInput = z.infer<typeof createEventInput>;
+
+export type CreateEventOutcome = { committed: true; event: EventRecord } | { committed: false; id: string };
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * Validates a custom event against the application's records and schema, enqueues it on the
+ * ledger and waits (bounded) for the commit. Nothing is written before validation passes.
+ */
+export async function createCustomEvent(
+  deps: Deps,
+  commits: CommitWaiter,
+  appId: string,
+  input: CreateEventInput,
+  idempotencyKey?: string,
+): Promise<Result<CreateEventOutcome>> {
+  const { sql } = deps;
+  if (RESERVED_PREFIXES.some((p) => input.event_type.startsWith(p))) {
+    return fail('RESERVED_EVENT_TYPE', `Event type "${input.event_type}" uses a reserved prefix (${RESERVED_PREFIXES.join(', ')})`, [
+      { path: ['event_type'], message: 'reserved prefix' },
+    ]);
+  }
+
+  const bad: ErrorDetail[] = [];
+  const wanted = { platform_user: [] as string[], file: [] as string[] };
+  input.edges.forEach((e, i) => {
+    if (!UUID.test(e.target_node_id)) bad.push({ path: ['edges', i, 'target_node_id'], message: `${e.target_node_type} ${e.target_node_id} not found` });
+    else wanted[e.target_node_type].push(e.target_node_id);
+  });
+  const [users, files] = await Promise.all([
+    wanted.platform_user.length ? sql<{ id: string }[]>`SELECT id FROM platform_users WHERE app_id = ${appId} AND id = ANY(${wanted.platform_user}::uuid[])` : [],
+    wanted.file.length ? sql<{ id: string }[]>`SELECT id FROM files WHERE app_id = ${appId} AND id = ANY(${wanted.file}::uuid[])` : [],
+  ]);
+  const found = new Set([...users, ...files].map((r) => r.id));
+  input.edges.forEach((e, i) => {
+    if (UUID.test(e.target_node_id) && !found.has(e.target_node_id)) {
+      bad.push({ path: ['edges', i, 'target_node_id'], message: `${e.target_node_type} ${e.target_node_id} not found` });
+    }
+  });
+  if (input.origin_event_id) {
+    const origin = UUID.test(input.origin_event_id)
+      ? await sql`SELECT 1 FROM events WHERE app_id = ${appId} AND id = ${input.origin_event_id}`
+      : [];
+    if (origin.length === 0) bad.push({ path: ['origin_event_id'], message: `event ${input.origin_event_id} not found` });
+  }
+  if (bad.length) return fail('VALIDATION_ERROR', bad.map((b) => b.message).join('; '), bad);
+
+  const checked = await checkPayload(sql, appId, input.event_type, input.payload);
+  if (checked.errors && checked.enforced) {
+    return fail('VALIDATION_ERROR', `Payload does not match the "${input.event_type}" schema: ${checked.errors[0].message}`, checked.errors);
+  }
+
+  const claim = await claimIdempotencyKey(sql, appId, 'events', idempotencyKey, input);
+  if (!claim.ok) return claim;
+  const id = claim.value.resourceId;
+  if (claim.value.replay) {
+    const existing = await getEvent(sql, appId, id);
+    if (existing) return ok({ committed: true, event: existing });
+  }
+
+  const event: LedgerEvent = {
+    id,
+    app_id: appId,
+    event_type: input.event_type,
+    payload: checked.payload,
+    edges: input.edges,
+    attachments: [],
+    origin_event_id: input.origin_event_id ?? null,
+    validation_errors: checked.errors,
+  };
+  const waiting = commits.wait(appId, id, deps.config.EVENT_WAIT_MS);
+  await enqueue(deps.queues, 'ledger', { event });
+  if (!(await waiting)) return ok({ committed: false, id });
+  const stored = await getEvent(sql, appId, id);
+  return stored ? ok({ committed: true, event: stored }) : ok({ committed: false, id });
+}

@@ -1,0 +1,135 @@
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import addFormatsModule from 'ajv-formats';
+import { z } from 'zod';
+import type { Sql } from '../db.js';
+import { fail, ok, type ErrorDetail, type Result } from '../errors.js';
+
+// ajv-formats is CommonJS; under NodeNext its default export arrives wrapped.
+const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ?? addFormatsModule) as (ajv: Ajv) => Ajv;
+
+export const EVENT_TYPE_RE = /^[a-z0-9_.]+$/;
+
+export const eventSchemaInput = z.object({
+  name: z.string().min(1).max(200).regex(EVENT_TYPE_RE, 'must match ^[a-z0-9_.]+$'),
+  description: z.string().max(2000).nullish(),
+  json_schema: z.record(z.string(), z.unknown()),
+  enforce_validation: z.boolean().default(false),
+});
+export type EventSchemaInput = z.infer<typeof eventSchemaInput>;
+export const eventSchemaPatch = eventSchemaInput.partial().refine((v) => Object.keys(v).length > 0, 'nothing to update');
+
+export interface EventSchemaRecord {
+  id: string;
+  name: string;
+  description: string | null;
+  json_schema: Record<string, unknown>;
+  enforce_validation: boolean;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const ajv = new Ajv({ allErrors: true, useDefaults: true, strict: false, coerceTypes: false });
+addFormats(ajv);
+const compiled = new Map<string, ValidateFunction>();
+
+/** Compiles a JSON Schema; a schema Ajv refuses is a VALIDATION_ERROR naming the problem. */
+function compile(schema: Record<string, unknown>, cacheKey?: string): Result<ValidateFunction> {
+  const hit = cacheKey ? compiled.get(cacheKey) : undefined;
+  if (hit) return ok(hit);
+  try {
+    const fn = ajv.compile(schema);
+    if (cacheKey) {
+      if (compiled.size > 5000) compiled.clear();
+      compiled.set(cacheKey, fn);
+    }
+    return ok(fn);
+  } catch (err) {
+    return fail('VALIDATION_ERROR', `Invalid JSON Schema: ${(err as Error).message}`, [{ path: ['json_schema'], message: (err as Error).message }]);
+  }
+}
+
+function ajvDetails(errors: ErrorObject[] | null | undefined): ErrorDetail[] {
+  return (errors ?? []).map((e) => {
+    const path: (string | number)[] = ['payload', ...e.instancePath.split('/').slice(1).map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'))];
+    if (e.keyword === 'required') path.push((e.params as { missingProperty: string }).missingProperty);
+    if (e.keyword === 'additionalProperties') path.push((e.params as { additionalProperty: string }).additionalProperty);
+    const where = path.length > 1 ? path.slice(1).join('.') : 'payload';
+    return { path, message: e.keyword === 'required' ? `${where} is required` : `${where} ${e.message ?? 'is invalid'}`, keyword: e.keyword };
+  });
+}
+
+const row = (sql: Sql) => sql`id, name, description, json_schema, enforce_validation, created_at, updated_at`;
+
+export async function createEventSchema(sql: Sql, appId: string, input: EventSchemaInput): Promise<Result<EventSchemaRecord>> {
+  const check = compile(input.json_schema);
+  if (!check.ok) return check;
+  const [created] = await sql<EventSchemaRecord[]>`
+    INSERT INTO event_schemas (app_id, name, description, json_schema, enforce_validation)
+    VALUES (${appId}, ${input.name}, ${input.description ?? null}, ${sql.json(input.json_schema as never)}, ${input.enforce_validation})
+    ON CONFLICT (app_id, name) DO NOTHING
+    RETURNING ${row(sql)}`;
+  if (!created) return fail('CONFLICT', `An event schema named "${input.name}" already exists`, [{ path: ['name'], message: 'already exists' }]);
+  return ok(created);
+}
+
+export async function listEventSchemas(sql: Sql, appId: string): Promise<EventSchemaRecord[]> {
+  return sql<EventSchemaRecord[]>`SELECT ${row(sql)} FROM event_schemas WHERE app_id = ${appId} ORDER BY name`;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const notFound = (id: string) => fail('NOT_FOUND', `No event schema ${id}`);
+
+export async function getEventSchema(sql: Sql, appId: string, id: string): Promise<Result<EventSchemaRecord>> {
+  if (!UUID.test(id)) return notFound(id);
+  const [found] = await sql<EventSchemaRecord[]>`SELECT ${row(sql)} FROM event_schemas WHERE app_id = ${appId} AND id = ${id}`;
+  return found ? ok(found) : notFound(id);
+}
+
+export async function updateEventSchema(sql: Sql, appId: string, id: string, patch: Partial<EventSchemaInput>): Promise<Result<EventSchemaRecord>> {
+  if (!UUID.test(id)) return notFound(id);
+  if (patch.json_schema) {
+    const check = compile(patch.json_schema);
+    if (!check.ok) return check;
+  }
+  try {
+    const [updated] = await sql<EventSchemaRecord[]>`
+      UPDATE event_schemas SET
+        name = COALESCE(${patch.name ?? null}, name),
+        description = ${patch.description === undefined ? sql`description` : sql`${patch.description}`},
+        json_schema = COALESCE(${patch.json_schema ? sql.json(patch.json_schema as never) : null}::jsonb, json_schema),
+        enforce_validation = COALESCE(${patch.enforce_validation ?? null}, enforce_validation),
+        updated_at = clock_timestamp()
+      WHERE app_id = ${appId} AND id = ${id}
+      RETURNING ${row(sql)}`;
+    return updated ? ok(updated) : notFound(id);
+  } catch (err) {
+    if ((err as { code?: string }).code === '23505') return fail('CONFLICT', `An event schema named "${patch.name}" already exists`);
+    throw err;
+  }
+}
+
+export async function deleteEventSchema(sql: Sql, appId: string, id: string): Promise<Result<true>> {
+  if (!UUID.test(id)) return notFound(id);
+  const rows = await sql`DELETE FROM event_schemas WHERE app_id = ${appId} AND id = ${id} RETURNING id`;
+  return rows.length ? ok(true) : notFound(id);
+}
+
+export interface PayloadCheck {
+  /** The payload with the schema's `default` values applied. */
+  payload: Record<string, unknown>;
+  /** Problems found; null when it matched or no schema applies. */
+  errors: ErrorDetail[] | null;
+  enforced: boolean;
+}
+
+/** Checks a payload against the application's schema for this event type, if there is one. */
+export async function checkPayload(sql: Sql, appId: string, eventType: string, payload: Record<string, unknown>): Promise<PayloadCheck> {
+  const [schema] = await sql<{ id: string; json_schema: Record<string, unknown>; enforce_validation: boolean; updated_at: Date }[]>`
+    SELECT id, json_schema, enforce_validation, updated_at FROM event_schemas WHERE app_id = ${appId} AND name = ${eventType}`;
+  if (!schema) return { payload, errors: null, enforced: false };
+  const fn = compile(schema.json_schema, `${schema.id}:${schema.updated_at.getTime()}`);
+  if (!fn.ok) return { payload, errors: null, enforced: false };
+  const copy = structuredClone(payload);
+  const valid = fn.value(copy);
+  return { payload: copy, errors: valid ? null : ajvDetails(fn.value.errors), enforced: schema.enforce_validation };
+}

@@ -1,0 +1,32 @@
+/**
+ * Gathers items from many concurrent callers into batches: while one flush runs, new items
+ * queue up and go together in the next. Under load, batches grow on their own; when idle,
+ * an item is flushed at once (no added latency).
+ */
+export function createGroupCommit<T, R>(flush: (items: T[]) => Promise<R>, maxBatch: number): (item: T) => Promise<R> {
+  let pending: { item: T; resolve: (r: R) => void; reject: (e: unknown) => void }[] = [];
+  let running = false;
+
+  const drain = async () => {
+    if (running || pending.length === 0) return;
+    running = true;
+    const batch = pending.slice(0, maxBatch);
+    pending = pending.slice(batch.length);
+    try {
+      const result = await flush(batch.map((p) => p.item));
+      for (const p of batch) p.resolve(result);
+    } catch (err) {
+      for (const p of batch) p.reject(err);
+    } finally {
+      running = false;
+      void drain();
+    }
+  };
+
+  return (item) =>
+    new Promise<R>((resolve, reject) => {
+      pending.push({ item, resolve, reject });
+      // Let the callers of this tick join the batch before flushing.
+      setImmediate(() => void drain());
+    });
+}

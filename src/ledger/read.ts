@@ -1,0 +1,157 @@
+import type { Sql } from '../db.js';
+import { encodeCursor } from './cursor.js';
+import { CREATED_AT_ISO } from './write.js';
+
+export interface EdgeRecord {
+  edge_type: string;
+  target_node_type: 'platform_user' | 'file';
+  target_node_id: string;
+  /** The target platform user, when the edge points at one. */
+  platform_user: { id: string; external_id: string; name: string | null; is_system_user: boolean; user_id: string | null } | null;
+}
+
+/** An event as read from the ledger; the faces shape it (REST names, GraphQL/stream names). */
+export interface EventRecord {
+  id: string;
+  app_id: string;
+  seq: number;
+  created_at: string;
+  event_type: string;
+  payload: Record<string, unknown>;
+  attachments: unknown[];
+  origin_event_id: string | null;
+  conversation_id: string | null;
+  platform_connection_id: string | null;
+  validation_errors: unknown[] | null;
+  edges: EdgeRecord[];
+  cursor: string;
+}
+
+export interface EventFilters {
+  /** Only events after this ledger position (a decoded cursor's seq). */
+  afterSeq?: number;
+  eventType?: { equals?: string; startsWith?: string };
+  payload?: { path: string; equals?: unknown; gt?: number; gte?: number; lt?: number; lte?: number };
+  hasEdge?: { edgeType?: string; targetNodeId?: string };
+  conversationId?: string;
+  /** Events with an edge to this platform user or to any platform user of this user. */
+  userId?: string;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** `a.b.c` → a jsonpath `$."a"."b"."c"` with each segment quoted, so no input is parsed as syntax. */
+function jsonPath(path: string): string {
+  return '$' + path.split('.').map((seg) => `."${seg.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`).join('');
+}
+
+const escapeLike = (s: string) => s.replace(/[\\%_]/g, (c) => '\\' + c);
+
+/**
+ * One page of an application's ledger in cursor order. Every query is scoped by app_id and
+ * index-backed: (app_id, seq) for paging, (app_id, event_type, seq) for type filters,
+ * event_edges(app_id, target_node_id, edge_type, event_seq) for edge filters.
+ */
+export async function listEvents(sql: Sql, appId: string, filters: EventFilters, limit: number): Promise<EventRecord[]> {
+  const f = filters;
+  const conds = [sql`e.app_id = ${appId}`];
+  if (f.afterSeq !== undefined) conds.push(sql`e.seq > ${f.afterSeq}`);
+  if (f.eventType?.equals !== undefined) conds.push(sql`e.event_type = ${f.eventType.equals}`);
+  if (f.eventType?.startsWith !== undefined) conds.push(sql`e.event_type LIKE ${escapeLike(f.eventType.startsWith) + '%'}`);
+  if (f.conversationId !== undefined) {
+    if (!UUID.test(f.conversationId)) return [];
+    conds.push(sql`e.conversation_id = ${f.conversationId}`);
+  }
+  if (f.payload) {
+    const ops: [string, unknown][] = [];
+    if (f.payload.equals !== undefined) ops.push(['==', f.payload.equals]);
+    if (f.payload.gt !== undefined) ops.push(['>', f.payload.gt]);
+    if (f.payload.gte !== undefined) ops.push(['>=', f.payload.gte]);
+    if (f.payload.lt !== undefined) ops.push(['<', f.payload.lt]);
+    if (f.payload.lte !== undefined) ops.push(['<=', f.payload.lte]);
+    const path = jsonPath(f.payload.path);
+    if (ops.length === 0) conds.push(sql`jsonb_path_exists(e.payload, ${path}::jsonpath)`);
+    ops.forEach(([op, value], i) => {
+      conds.push(sql`jsonb_path_exists(e.payload, ${`${path} ? (@ ${op} $v${i})`}::jsonpath, ${sql.json({ [`v${i}`]: value } as never)})`);
+    });
+  }
+  if (f.hasEdge) {
+    const target = f.hasEdge.targetNodeId;
+    if (target !== undefined && !UUID.test(target)) return [];
+    // An edge to a platform user also matches through the user it belongs to (identity follows merges).
+    conds.push(sql`EXISTS (
+      SELECT 1 FROM event_edges x
+       WHERE x.event_id = e.id AND x.app_id = ${appId}
+         ${f.hasEdge.edgeType !== undefined ? sql`AND x.edge_type = ${f.hasEdge.edgeType}` : sql``}
+         ${target !== undefined ? sql`AND (x.target_node_id = ${target} OR x.target_node_id IN (SELECT pu.id FROM platform_users pu WHERE pu.app_id = ${appId} AND pu.user_id = ${target}))` : sql``})`);
+  }
+  if (f.userId !== undefined) {
+    if (!UUID.test(f.userId)) return [];
+    conds.push(sql`EXISTS (
+      SELECT 1 FROM event_edges x
+       WHERE x.event_id = e.id AND x.app_id = ${appId} AND x.target_node_type = 'platform_user'
+         AND (x.target_node_id = ${f.userId} OR x.target_node_id IN (SELECT pu.id FROM platform_users pu WHERE pu.app_id = ${appId} AND pu.user_id = ${f.userId})))`);
+  }
+  const where = conds.reduce((acc, c) => sql`${acc} AND ${c}`);
+  const rows = await sql<Omit<EventRecord, 'edges' | 'cursor'>[]>`
+    SELECT e.id, e.app_id, e.seq, ${sql.unsafe(CREATED_AT_ISO.replace('created_at', 'e.created_at'))} AS created_at,
+           e.event_type, e.payload, e.attachments, e.origin_event_id, e.conversation_id,
+           e.platform_connection_id, e.validation_errors
+      FROM events e
+     WHERE ${where}
+     ORDER BY e.seq
+     LIMIT ${limit}`;
+  return withEdges(sql, appId, rows);
+}
+
+export async function getEvent(sql: Sql, appId: string, id: string): Promise<EventRecord | undefined> {
+  if (!UUID.test(id)) return undefined;
+  const rows = await sql<Omit<EventRecord, 'edges' | 'cursor'>[]>`
+    SELECT id, app_id, seq, ${sql.unsafe(CREATED_AT_ISO)} AS created_at, event_type, payload, attachments,
+           origin_event_id, conversation_id, platform_connection_id, validation_errors
+      FROM events WHERE app_id = ${appId} AND id = ${id}`;
+  const [event] = await withEdges(sql, appId, rows);
+  return event;
+}
+
+/** The newest `n` events (for a stream's backfill), oldest first. */
+export async function lastEvents(sql: Sql, appId: string, n: number): Promise<EventRecord[]> {
+  const rows = await sql<{ seq: number }[]>`SELECT seq FROM events WHERE app_id = ${appId} ORDER BY seq DESC LIMIT 1 OFFSET ${Math.max(0, n)}`;
+  return listEvents(sql, appId, rows[0] ? { afterSeq: rows[0].seq } : {}, Math.max(0, n));
+}
+
+/** The application's current head position (0 for an empty ledger). */
+export async function headSeq(sql: Sql, appId: string): Promise<number> {
+  const [row] = await sql<{ seq: number }[]>`SELECT seq FROM ledger_heads WHERE app_id = ${appId}`;
+  return row?.seq ?? 0;
+}
+
+async function withEdges(sql: Sql, appId: string, rows: Omit<EventRecord, 'edges' | 'cursor'>[]): Promise<EventRecord[]> {
+  if (rows.length === 0) return [];
+  const edges = await sql<(EdgeRecord & { event_id: string; pu_id: string | null; pu_external_id: string | null; pu_name: string | null; pu_system: boolean | null; pu_user_id: string | null })[]>`
+    SELECT x.event_id, x.edge_type, x.target_node_type, x.target_node_id,
+           pu.id AS pu_id, pu.external_id AS pu_external_id, pu.name AS pu_name,
+           pu.is_system_user AS pu_system, pu.user_id AS pu_user_id
+      FROM event_edges x
+      LEFT JOIN platform_users pu ON x.target_node_type = 'platform_user' AND pu.id = x.target_node_id AND pu.app_id = ${appId}
+     WHERE x.app_id = ${appId} AND x.event_id = ANY(${rows.map((r) => r.id)}::uuid[])
+     ORDER BY x.event_id, x.ord`;
+  const byEvent = new Map<string, EdgeRecord[]>();
+  for (const x of edges) {
+    const list = byEvent.get(x.event_id) ?? [];
+    list.push({
+      edge_type: x.edge_type,
+      target_node_type: x.target_node_type,
+      target_node_id: x.target_node_id,
+      platform_user: x.pu_id
+        ? { id: x.pu_id, external_id: x.pu_external_id!, name: x.pu_name, is_system_user: Boolean(x.pu_system), user_id: x.pu_user_id }
+        : null,
+    });
+    byEvent.set(x.event_id, list);
+  }
+  return rows.map((r) => ({
+    ...r,
+    edges: byEvent.get(r.id) ?? [],
+    cursor: encodeCursor({ seq: r.seq, createdAt: r.created_at, id: r.id }),
+  }));
+}

@@ -1,0 +1,51 @@
+import type { Logger } from '../logger.js';
+import { createRedis, type Redis } from '../redis.js';
+import { wakePattern } from './wake.js';
+
+export type WakeListener = (appId: string) => void;
+
+/**
+ * One Redis subscriber per web process for every application's wakes, fanned out in memory
+ * to whoever listens for an application (stream tails, commit waiters).
+ */
+export interface WakeHub {
+  on(appId: string, listener: WakeListener): () => void;
+  /** Resolves once the subscription is active. */
+  ready: Promise<void>;
+  close(): Promise<void>;
+}
+
+export function createWakeHub(redisUrl: string, redisPrefix: string, logger: Logger): WakeHub {
+  const sub: Redis = createRedis(redisUrl, 'blocking');
+  const listeners = new Map<string, Set<WakeListener>>();
+  const prefixLen = wakePattern(redisPrefix).length - 1;
+  sub.on('pmessage', (_pattern: string, channel: string) => {
+    const appId = channel.slice(prefixLen);
+    for (const l of listeners.get(appId) ?? []) {
+      try {
+        l(appId);
+      } catch (err) {
+        logger.error({ err }, 'wake listener failed');
+      }
+    }
+  });
+  sub.on('error', (err) => logger.warn({ err: err.message }, 'wake subscriber error'));
+  const ready = sub.psubscribe(wakePattern(redisPrefix)).then(() => undefined);
+  ready.catch((err) => logger.warn({ err }, 'wake subscribe failed'));
+  return {
+    ready,
+    on(appId, listener) {
+      let set = listeners.get(appId);
+      if (!set) listeners.set(appId, (set = new Set()));
+      set.add(listener);
+      return () => {
+        set!.delete(listener);
+        if (set!.size === 0) listeners.delete(appId);
+      };
+    },
+    async close() {
+      listeners.clear();
+      await sub.quit().catch(() => sub.disconnect());
+    },
+  };
+}

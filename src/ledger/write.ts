@@ -1,0 +1,92 @@
+import type { Sql } from '../db.js';
+import type { LedgerEvent } from '../queues.js';
+
+/** What a commit reports per event: enough for wakes, cursors and the webhook fan-out. */
+export interface CommittedEvent {
+  id: string;
+  app_id: string;
+  seq: number;
+  event_type: string;
+}
+
+/** created_at as ISO 8601 with microseconds: the ledger's own precision, so cursors stay exact. */
+export const CREATED_AT_ISO = `to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
+
+/**
+ * Writes a batch of events in one transaction (group commit) and returns every event of the
+ * batch as committed — including ones an earlier attempt already wrote, so a retried job
+ * still wakes readers and fans out, while writing nothing twice (ON CONFLICT on the id).
+ *
+ * The ledger invariant — for one application, an event that becomes visible never sorts
+ * before one a reader could already see — is kept by serialising commits per application:
+ * the UPDATE of the application's `ledger_heads` row takes its row lock inside the
+ * transaction and assigns `seq` (and a strictly increasing `created_at`) from the head.
+ * A second writer of the same application blocks on that row until the first has committed
+ * and become visible (Postgres releases row locks only after the commit is visible), then
+ * continues from the new head. So positions are handed out in commit order, and a reader
+ * paging by `seq > cursor` can never later find a smaller position appear behind it.
+ * `now()`, clock_timestamp() or a sequence alone would not do: they are fixed before commit,
+ * and transactions commit in any order. Applications are locked in sorted order so two
+ * batches spanning the same applications cannot deadlock. Holding the lock costs one short
+ * transaction per batch, not per event, which is why this worker group-commits.
+ */
+export async function writeEvents(sql: Sql, events: LedgerEvent[]): Promise<CommittedEvent[]> {
+  const unique = [...new Map(events.map((e) => [e.id, e])).values()];
+  const byApp = new Map<string, LedgerEvent[]>();
+  for (const e of unique) byApp.set(e.app_id, [...(byApp.get(e.app_id) ?? []), e]);
+  const appIds = [...byApp.keys()].sort();
+
+  await sql.begin(async (tx) => {
+    await tx`INSERT INTO ledger_heads (app_id) SELECT unnest(${appIds}::uuid[]) ORDER BY 1 ON CONFLICT DO NOTHING`;
+    for (const appId of appIds) {
+      const batch = byApp.get(appId)!;
+      const n = batch.length;
+      const rows = batch.map((e, i) => ({
+        ord: i + 1,
+        id: e.id,
+        event_type: e.event_type,
+        payload: e.payload,
+        attachments: e.attachments ?? [],
+        origin_event_id: e.origin_event_id ?? null,
+        conversation_id: e.conversation_id ?? null,
+        platform_connection_id: e.platform_connection_id ?? null,
+        validation_errors: e.validation_errors ?? null,
+      }));
+      const inserted = await tx<{ id: string; seq: number }[]>`
+        WITH head AS (
+          UPDATE ledger_heads h
+             SET seq = h.seq + ${n},
+                 last_at = GREATEST(clock_timestamp(), h.last_at + interval '1 microsecond') + ${n - 1} * interval '1 microsecond'
+           WHERE h.app_id = ${appId}
+       RETURNING h.seq - ${n} AS base_seq, h.last_at - ${n - 1} * interval '1 microsecond' AS base_at
+        )
+        INSERT INTO events (id, app_id, seq, created_at, event_type, payload, attachments,
+                            origin_event_id, conversation_id, platform_connection_id, validation_errors)
+        SELECT r.id, ${appId}, head.base_seq + r.ord, head.base_at + (r.ord - 1) * interval '1 microsecond',
+               r.event_type, r.payload, r.attachments, r.origin_event_id, r.conversation_id,
+               r.platform_connection_id, r.validation_errors
+          FROM head, jsonb_to_recordset(${tx.json(rows as never)}::jsonb) AS r(
+               ord int, id uuid, event_type text, payload jsonb, attachments jsonb, origin_event_id uuid,
+               conversation_id uuid, platform_connection_id uuid, validation_errors jsonb)
+        ORDER BY r.ord
+        ON CONFLICT (id) DO NOTHING
+        RETURNING id, seq`;
+      const seqOf = new Map(inserted.map((r) => [r.id, r.seq]));
+      const edges = batch.flatMap((e) =>
+        seqOf.has(e.id)
+          ? e.edges.map((edge, ord) => ({ event_id: e.id, event_seq: seqOf.get(e.id), ord, ...edge }))
+          : [],
+      );
+      if (edges.length) {
+        await tx`
+          INSERT INTO event_edges (event_id, app_id, event_seq, edge_type, target_node_type, target_node_id, ord)
+          SELECT r.event_id, ${appId}, r.event_seq, r.edge_type, r.target_node_type, r.target_node_id, r.ord
+            FROM jsonb_to_recordset(${tx.json(edges as never)}::jsonb) AS r(
+                 event_id uuid, event_seq bigint, edge_type text, target_node_type text, target_node_id uuid, ord int)`;
+      }
+    }
+  });
+
+  return sql<CommittedEvent[]>`
+    SELECT id, app_id, seq, event_type FROM events WHERE id = ANY(${unique.map((e) => e.id)}::uuid[]) ORDER BY app_id, seq`;
+}
