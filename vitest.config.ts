@@ -9,5 +9,8 @@ export default defineConfig({
     hookTimeout: 60_000,
     teardownTimeout: 30_000,
     reporters: ['default'],
+    // graphql-http/graphql-sse must load the same `graphql` module instance as our code
+    // (graphql refuses schemas from "another realm"), so vite processes them too.
+    server: { deps: { inline: ['graphql-http', 'graphql-sse'] } },
   },
 });

@@ -1,8 +1,11 @@
 import { buildSchema, GraphQLScalarType, Kind, isObjectType, type GraphQLFieldResolver, type GraphQLSchema, type ValueNode } from 'graphql';
 import type { GqlContext } from './context.js';
 import { baseModule } from './base.js';
+import { eventsModule } from './events.js';
 
-type FieldResolver = GraphQLFieldResolver<unknown, GqlContext, any>;
+// Sources vary per type; each resolver annotates its own.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type FieldResolver = GraphQLFieldResolver<any, GqlContext, any>;
 /** Resolvers per type: plain field resolvers, or `{subscribe, resolve}` on Subscription fields. */
 export type Resolvers = Record<string, Record<string, FieldResolver | { subscribe: FieldResolver; resolve?: FieldResolver }>>;
 
@@ -16,7 +19,7 @@ export interface GraphqlModule {
  * Every module of the GraphQL API. Each resource adds its own module here; REST and GraphQL
  * call the same domain functions underneath.
  */
-export const MODULES: GraphqlModule[] = [baseModule];
+export const MODULES: GraphqlModule[] = [baseModule, eventsModule];
 
 export function createSchema(modules: GraphqlModule[] = MODULES): GraphQLSchema {
   const schema = buildSchema(modules.map((m) => m.typeDefs).join('\n'));
@@ -71,7 +74,8 @@ function attachScalars(schema: GraphQLSchema): void {
   }
   const dt = schema.getType('DateTime') as GraphQLScalarType | undefined;
   if (dt) {
-    dt.serialize = (v) => (v instanceof Date ? v.toISOString() : typeof v === 'string' ? new Date(v).toISOString() : v);
+    // Ledger times are ISO strings with microseconds: passed through so no precision is lost.
+    dt.serialize = (v) => (v instanceof Date ? v.toISOString() : v);
     dt.parseValue = (v) => {
       const d = new Date(String(v));
       if (Number.isNaN(d.getTime())) throw new TypeError('DateTime must be an ISO 8601 string');

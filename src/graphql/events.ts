@@ -1,0 +1,181 @@
+import { AppError, unwrap } from '../errors.js';
+import { createCustomEvent, createEventInput } from '../ledger/create-event.js';
+import { decodeCursor } from '../ledger/cursor.js';
+import { createEventSchema, eventSchemaInput } from '../ledger/event-schemas.js';
+import { getEvent, listEvents, type EventFilters } from '../ledger/read.js';
+import { toEventNode, type EventNode } from '../ledger/shape.js';
+import { zodDetails } from '../http/zod-details.js';
+import type { GqlContext } from './context.js';
+import type { GraphqlModule } from './schema.js';
+
+const MAX_FIRST = 500;
+
+interface EventsArgs {
+  filters?: {
+    eventType?: { equals?: string; startsWith?: string };
+    payload?: { path: string; equals?: unknown; gt?: number; gte?: number; lt?: number; lte?: number };
+    hasEdge?: { edgeType?: string; targetNodeId?: { equals?: string } };
+    conversationId?: string;
+  };
+  first?: number;
+  after?: string;
+}
+
+function parse<T>(schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: import('zod').ZodError } }, value: unknown): T {
+  const r = schema.safeParse(value);
+  if (!r.success) throw new AppError('VALIDATION_ERROR', r.error.issues[0]?.message ?? 'Invalid input', zodDetails(r.error));
+  return r.data;
+}
+
+export const eventsModule: GraphqlModule = {
+  typeDefs: /* GraphQL */ `
+    enum EdgeTargetType { PLATFORM_USER FILE }
+
+    type PlatformUserRef {
+      id: ID!
+      externalId: String!
+      name: String
+    }
+
+    type Edge {
+      edgeType: String!
+      targetNodeType: EdgeTargetType!
+      targetNodeId: ID!
+      targetPlatformUser: PlatformUserRef
+    }
+
+    type Event {
+      id: ID!
+      appId: ID!
+      eventType: String!
+      payload: JSON!
+      edges: [Edge!]!
+      attachments: JSON!
+      createdAt: DateTime!
+      originEvent: Event
+      originEventId: ID
+      conversationId: ID
+      platformConnectionId: ID
+      validationErrors: JSON
+      "Opaque position in the ledger; pass it as \`after\` to resume."
+      cursor: String!
+    }
+
+    type EventEdge {
+      cursor: String!
+      node: Event!
+    }
+
+    type PageInfo {
+      hasNextPage: Boolean!
+      endCursor: String
+    }
+
+    type EventConnection {
+      edges: [EventEdge!]!
+      pageInfo: PageInfo!
+    }
+
+    input StringFilter { equals: String, startsWith: String }
+    input PayloadFilter { path: String!, equals: JSON, gt: Float, gte: Float, lt: Float, lte: Float }
+    input IdEquals { equals: ID }
+    input HasEdgeFilter { edgeType: String, targetNodeId: IdEquals }
+    input EventFilters {
+      eventType: StringFilter
+      payload: PayloadFilter
+      hasEdge: HasEdgeFilter
+      conversationId: ID
+    }
+
+    input EdgeInput {
+      edgeType: String!
+      targetNodeType: EdgeTargetType!
+      targetNodeId: ID!
+    }
+
+    type EventSchema {
+      id: ID!
+      name: String!
+      description: String
+      jsonSchema: JSON!
+      enforceValidation: Boolean!
+      createdAt: DateTime!
+    }
+
+    extend type Query {
+      "Events in ledger order (creation time, id), filters combined with AND. \`first\` is capped at ${MAX_FIRST}."
+      events(filters: EventFilters, first: Int = 50, after: String): EventConnection!
+      event(id: ID!): Event
+    }
+
+    extend type Mutation {
+      createEvent(eventType: String!, payload: JSON, edges: [EdgeInput!], originEventId: ID): Event!
+      createEventSchema(name: String!, description: String, jsonSchema: JSON!, enforceValidation: Boolean = false): EventSchema!
+    }
+  `,
+  resolvers: {
+    Query: {
+      events: async (_root, args: EventsArgs, ctx: GqlContext) => {
+        const { appId } = ctx.need('events:read');
+        const first = args.first ?? 50;
+        if (!Number.isInteger(first) || first < 1 || first > MAX_FIRST) {
+          throw new AppError('VALIDATION_ERROR', `first must be between 1 and ${MAX_FIRST}`, [{ path: ['first'], message: 'out of range' }]);
+        }
+        const f = args.filters ?? {};
+        const filters: EventFilters = {
+          afterSeq: args.after !== undefined && args.after !== null ? unwrap(decodeCursor(args.after)).seq : undefined,
+          eventType: f.eventType ?? undefined,
+          payload: f.payload ?? undefined,
+          hasEdge: f.hasEdge ? { edgeType: f.hasEdge.edgeType ?? undefined, targetNodeId: f.hasEdge.targetNodeId?.equals ?? undefined } : undefined,
+          conversationId: f.conversationId ?? undefined,
+        };
+        if (filters.payload && !/^[^.]+(\.[^.]+)*$/.test(filters.payload.path)) {
+          throw new AppError('VALIDATION_ERROR', 'payload.path must be dotted field names like "order.total"', [{ path: ['filters', 'payload', 'path'], message: 'invalid path' }]);
+        }
+        const rows = await listEvents(ctx.deps.sql, appId, filters, first + 1);
+        const page = rows.slice(0, first).map(toEventNode);
+        return {
+          edges: page.map((node) => ({ cursor: node.cursor, node })),
+          pageInfo: { hasNextPage: rows.length > first, endCursor: page.at(-1)?.cursor ?? null },
+        };
+      },
+      event: async (_root, args: { id: string }, ctx: GqlContext) => {
+        const { appId } = ctx.need('events:read');
+        const e = await getEvent(ctx.deps.sql, appId, args.id);
+        return e ? toEventNode(e) : null;
+      },
+    },
+    Event: {
+      originEvent: async (node: EventNode, _args, ctx: GqlContext) => {
+        if (!node.originEventId) return null;
+        const e = await getEvent(ctx.deps.sql, ctx.principal.appId, node.originEventId);
+        return e ? toEventNode(e) : null;
+      },
+    },
+    Mutation: {
+      createEvent: async (_root, args: { eventType: string; payload?: Record<string, unknown>; edges?: { edgeType: string; targetNodeType: string; targetNodeId: string }[]; originEventId?: string }, ctx: GqlContext) => {
+        const { appId } = ctx.need('events:write');
+        const input = parse(createEventInput, {
+          event_type: args.eventType,
+          payload: args.payload ?? {},
+          edges: (args.edges ?? []).map((e) => ({ edge_type: e.edgeType, target_node_type: e.targetNodeType.toLowerCase(), target_node_id: e.targetNodeId })),
+          origin_event_id: args.originEventId ?? null,
+        });
+        const outcome = unwrap(await createCustomEvent(ctx.deps, ctx.web.commits, appId, input));
+        if (!outcome.committed) throw new AppError('UNAVAILABLE', `Event ${outcome.id} was accepted but not yet committed; read it later by id`);
+        return toEventNode(outcome.event);
+      },
+      createEventSchema: async (_root, args: { name: string; description?: string; jsonSchema: Record<string, unknown>; enforceValidation?: boolean }, ctx: GqlContext) => {
+        const { appId } = ctx.need('admin');
+        const input = parse(eventSchemaInput, {
+          name: args.name,
+          description: args.description ?? null,
+          json_schema: args.jsonSchema,
+          enforce_validation: args.enforceValidation ?? false,
+        });
+        const s = unwrap(await createEventSchema(ctx.deps.sql, appId, input));
+        return { id: s.id, name: s.name, description: s.description, jsonSchema: s.json_schema, enforceValidation: s.enforce_validation, createdAt: s.created_at };
+      },
+    },
+  },
+};
