@@ -74,6 +74,8 @@ const schema = z
     STREAM_MAX_MS: int(3_600_000, 100),
     STREAM_MAX_PER_APP: int(100, 1),
     SEND_WAIT_MS: int(10_000, 0),
+    /** Per-connection flood guard on inbound platform webhooks (deliveries per second). */
+    INBOUND_FLOOD_PER_SECOND: int(200, 1),
     WEBHOOK_TARGET_POLICY: z.enum(['public-https', 'any']).optional(),
     WEBHOOK_TIMEOUT_MS: int(30_000, 1),
     WEBHOOK_RETRY_DELAYS_MS: msList('0,60000,300000,1800000,7200000'),

@@ -9,11 +9,13 @@ import { closeDeps, createDeps } from './deps.js';
 import { migrate } from './migrate.js';
 import { onShutdownSignal } from './shutdown.js';
 import { startWeb } from './web.js';
+import { checkRedis } from './startup-checks.js';
 import { startWorkers } from '../workers/index.js';
 
 const config = loadConfig();
 await migrate(config.DATABASE_URL);
 const deps = createDeps(config);
+await checkRedis(deps.redis, deps.logger);
 if (config.usingDevSecrets) {
   deps.logger.warn('ADMIN_TOKEN or SECRETS_KEY not set: using development defaults (never in production)');
 }

@@ -1,3 +1,4 @@
+import { checkRedis } from './startup-checks.js';
 import type { Server } from 'node:http';
 import { pathToFileURL } from 'node:url';
 import { loadConfig } from './config.js';
@@ -39,6 +40,7 @@ export async function startWeb(deps: Deps, port = deps.config.PORT): Promise<Web
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const config = loadConfig();
   const deps = createDeps(config);
+  await checkRedis(deps.redis, deps.logger);
   const web = await startWeb(deps);
   onShutdownSignal(deps.logger, config.SHUTDOWN_TIMEOUT_MS, async () => {
     await web.close();

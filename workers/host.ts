@@ -7,7 +7,8 @@ import { createRedis, type Redis } from '../src/redis.js';
 /** One queue's processor: how to build it from the dependencies, and its worker options. */
 export interface ProcessorDef<Q extends QueueName = QueueName> {
   queue: Q;
-  create(deps: Deps): (job: Job) => Promise<unknown>;
+  /** The processor; `token` is the job's lock token, needed to move it to delayed. */
+  create(deps: Deps): (job: Job, token?: string) => Promise<unknown>;
   /** Extra BullMQ worker options (concurrency, backoff strategies, limiter). */
   options?(deps: Deps): Partial<WorkerOptions>;
 }
@@ -26,11 +27,11 @@ export function startWorkerHost(deps: Deps, defs: ProcessorDef[]): WorkerHost {
     const schema = JOBS[def.queue].schema;
     const worker = new Worker(
       def.queue,
-      async (job) => {
+      async (job, token) => {
         const parsed = schema.safeParse(job.data);
         if (!parsed.success) throw new UnrecoverableError(`invalid ${def.queue} payload: ${parsed.error.issues[0]?.message}`);
         job.data = parsed.data;
-        return run(job);
+        return run(job, token);
       },
       {
         connection,

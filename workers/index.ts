@@ -1,3 +1,4 @@
+import { checkRedis } from '../src/startup-checks.js';
 import { pathToFileURL } from 'node:url';
 import type { QueueName } from '../src/config.js';
 import { loadConfig } from '../src/config.js';
@@ -18,6 +19,7 @@ export function startWorkers(deps: Deps, names: QueueName[] = deps.config.WORKER
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const config = loadConfig();
   const deps = createDeps(config);
+  await checkRedis(deps.redis, deps.logger);
   const host = startWorkers(deps);
   const metrics = config.WORKER_METRICS_PORT ? startMetricsServer(deps, config.WORKER_METRICS_PORT) : undefined;
   onShutdownSignal(deps.logger, config.SHUTDOWN_TIMEOUT_MS, async () => {

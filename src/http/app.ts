@@ -9,6 +9,7 @@ import { errorHandler, notFound } from './errors.js';
 import { createGuards } from './guards.js';
 import { adminRouter, opsRouter } from './ops.js';
 import { ROUTES } from './routes.js';
+import { inboundRouter } from '../inbound/receiver.js';
 import { createWebServices, type WebServices } from './web-services.js';
 
 export interface WebApp {
@@ -55,6 +56,8 @@ export function createApp(deps: Deps): WebApp {
 
   app.use(opsRouter(deps));
   app.use(adminRouter(deps));
+  // Platform webhooks read their raw bytes (signatures) and skip API auth and the API rate limit.
+  app.use(inboundRouter(deps));
 
   // Raw bytes kept beside the parsed body: signatures (platform webhooks, idempotency hashes) are over them.
   app.use(

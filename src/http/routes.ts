@@ -2,6 +2,9 @@ import type { Deps } from '../deps.js';
 import type { Api } from './api.js';
 import { registerEventRoutes } from './events.js';
 import { registerEventSchemaRoutes } from './event-schemas.js';
+import { registerConnectionRoutes } from './connections.js';
+import { registerFileRoutes } from './files.js';
+import { registerMessageRoutes } from './messages.js';
 import type { WebServices } from './web-services.js';
 
 export interface RouteContext {
@@ -11,4 +14,10 @@ export interface RouteContext {
 }
 
 /** Every REST resource registers itself here, one module per resource. */
-export const ROUTES: ((api: Api, ctx: RouteContext) => void)[] = [registerEventRoutes, registerEventSchemaRoutes];
+export const ROUTES: ((api: Api, ctx: RouteContext) => void)[] = [
+  registerEventRoutes,
+  registerEventSchemaRoutes,
+  registerConnectionRoutes,
+  registerMessageRoutes,
+  registerFileRoutes,
+];

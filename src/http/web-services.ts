@@ -1,14 +1,17 @@
 import type { Deps } from '../deps.js';
 import { createCommitWaiter, type CommitWaiter } from '../ledger/commit-waiter.js';
 import { createWakeHub, type WakeHub } from '../ledger/wake-hub.js';
+import { messageSettled } from '../messages/messages.js';
 
 /** What only the web process has: the wake subscriber and what listens on it. */
 export interface WebServices {
   wakes: WakeHub;
   commits: CommitWaiter;
+  /** Waits for sends to settle (sent or finally failed). */
+  sends: CommitWaiter;
 }
 
 export function createWebServices(deps: Deps): WebServices {
   const wakes = createWakeHub(deps.config.REDIS_URL, deps.config.REDIS_PREFIX, deps.logger);
-  return { wakes, commits: createCommitWaiter(deps.sql, wakes) };
+  return { wakes, commits: createCommitWaiter(deps.sql, wakes), sends: createCommitWaiter(deps.sql, wakes, messageSettled) };
 }

@@ -2,27 +2,32 @@ import type { Sql } from '../db.js';
 import type { WakeHub } from './wake-hub.js';
 
 export interface CommitWaiter {
-  /** Resolves true once the event is in the ledger, false after `timeoutMs`. */
-  wait(appId: string, eventId: string, timeoutMs: number): Promise<boolean>;
+  /** Resolves true once the outcome exists (e.g. the event is in the ledger), false after `timeoutMs`. */
+  wait(appId: string, id: string, timeoutMs: number): Promise<boolean>;
 }
 
+/** Which of `ids` have their outcome recorded — the truth the waiter trusts. */
+export type OutcomeCheck = (sql: Sql, appId: string, ids: string[]) => Promise<string[]>;
+
+export const eventCommitted: OutcomeCheck = async (sql, appId, ids) =>
+  (await sql<{ id: string }[]>`SELECT id FROM events WHERE app_id = ${appId} AND id = ANY(${ids}::uuid[])`).map((r) => r.id);
+
 /**
- * Waits on the outcome itself — the ledger row — not on a queue signal: each wake of the
+ * Waits on an outcome itself — the ledger row — not on a queue signal: each wake of the
  * application triggers one query for all its pending ids, and a periodic check covers a lost
  * wake, so a missed signal can only make an answer late, never wrong.
  */
-export function createCommitWaiter(sql: Sql, wakes: WakeHub, recheckMs = 250): CommitWaiter {
+export function createCommitWaiter(sql: Sql, wakes: WakeHub, check: OutcomeCheck = eventCommitted, recheckMs = 250): CommitWaiter {
   const pending = new Map<string, Map<string, Set<(found: boolean) => void>>>();
   const unsubs = new Map<string, () => void>();
   const checking = new Set<string>();
 
-  const check = async (appId: string) => {
+  const recheck = async (appId: string) => {
     const ids = pending.get(appId);
     if (!ids || ids.size === 0 || checking.has(appId)) return;
     checking.add(appId);
     try {
-      const rows = await sql<{ id: string }[]>`SELECT id FROM events WHERE app_id = ${appId} AND id = ANY(${[...ids.keys()]}::uuid[])`;
-      for (const { id } of rows) settle(appId, id, true);
+      for (const id of await check(sql, appId, [...ids.keys()])) settle(appId, id, true);
     } catch {
       // The periodic check tries again.
     } finally {
@@ -44,7 +49,7 @@ export function createCommitWaiter(sql: Sql, wakes: WakeHub, recheckMs = 250): C
   };
 
   const timer = setInterval(() => {
-    for (const appId of pending.keys()) void check(appId);
+    for (const appId of pending.keys()) void recheck(appId);
   }, recheckMs);
   timer.unref();
 
@@ -54,7 +59,7 @@ export function createCommitWaiter(sql: Sql, wakes: WakeHub, recheckMs = 250): C
         let ids = pending.get(appId);
         if (!ids) {
           pending.set(appId, (ids = new Map()));
-          unsubs.set(appId, wakes.on(appId, () => void check(appId)));
+          unsubs.set(appId, wakes.on(appId, () => void recheck(appId)));
         }
         let resolvers = ids.get(eventId);
         if (!resolvers) ids.set(eventId, (resolvers = new Set()));

@@ -1,0 +1,226 @@
+import { randomBytes } from 'node:crypto';
+import { z } from 'zod';
+import type { Deps } from '../deps.js';
+import { fail, ok, type ErrorDetail, type Result } from '../errors.js';
+import { zodDetails } from '../http/zod-details.js';
+import { getAdapter } from '../platforms/registry.js';
+import { PLATFORM_NAMES, type PlatformName } from '../platforms/types.js';
+
+/** Meta-family platforms share one inbound URL, routed by the ids in the payload (SPEC 4.8). */
+export const SHARED_WEBHOOK_PLATFORMS: readonly PlatformName[] = ['WHATSAPP', 'MESSENGER', 'INSTAGRAM'];
+
+export const createConnectionInput = z.object({
+  platform_name: z.enum(PLATFORM_NAMES),
+  name: z.string().trim().min(1).max(200),
+  config: z.record(z.string(), z.unknown()),
+});
+export const updateConnectionInput = z
+  .object({
+    name: z.string().trim().min(1).max(200).optional(),
+    status: z.enum(['ACTIVE', 'DISABLED']).optional(),
+    /** Merged over the stored config; secret fields left out keep their stored values. */
+    config: z.record(z.string(), z.unknown()).optional(),
+  })
+  .refine((v) => Object.keys(v).length > 0, 'nothing to update');
+
+interface ConnectionRow {
+  id: string;
+  app_id: string;
+  platform: PlatformName;
+  name: string;
+  config_sealed: string;
+  config_public: Record<string, unknown>;
+  webhook_secret_sealed: string;
+  status: 'ACTIVE' | 'DISABLED';
+  last_success_at: Date | null;
+  last_error_at: Date | null;
+  last_error: string | null;
+  consecutive_failures: number;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** A connection with its decrypted config: for workers and the inbound receiver only, never a response. */
+export interface Connection {
+  id: string;
+  appId: string;
+  platform: PlatformName;
+  name: string;
+  status: 'ACTIVE' | 'DISABLED';
+  config: Record<string, unknown>;
+  webhookSecret: string;
+}
+
+const MASK = '********';
+
+/** Splits a validated config into sealed secrets and public fields, and the routing ids. */
+function splitConfig(deps: Deps, platform: PlatformName, config: Record<string, unknown>) {
+  const secretNames = new Set(getAdapter(platform).secretFields);
+  const secrets: Record<string, unknown> = {};
+  const pub: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(config)) (secretNames.has(k) ? secrets : pub)[k] = v;
+  return { sealed: deps.secrets.seal(JSON.stringify(secrets)), pub, routingIds: routingIdsOf(platform, config) };
+}
+
+function routingIdsOf(platform: PlatformName, config: Record<string, unknown>): string[] {
+  const keys: Partial<Record<PlatformName, string[]>> = {
+    WHATSAPP: ['phone_number_id', 'business_account_id'],
+    MESSENGER: ['page_id'],
+    INSTAGRAM: ['ig_account_id', 'page_id'],
+  };
+  return (keys[platform] ?? []).map((k) => config[k]).filter((v): v is string => typeof v === 'string' && v.length > 0);
+}
+
+function validateConfig(platform: PlatformName, config: Record<string, unknown>): Result<Record<string, unknown>> {
+  const parsed = getAdapter(platform).configSchema.safeParse(config);
+  if (parsed.success) return ok(parsed.data as Record<string, unknown>);
+  const details: ErrorDetail[] = zodDetails(parsed.error, ['config']);
+  return fail('VALIDATION_ERROR', `Invalid ${platform} config: ${details.map((d) => `${d.path?.join('.')}: ${d.message}`).join('; ')}`, details);
+}
+
+function open(deps: Deps, row: ConnectionRow): Connection {
+  return {
+    id: row.id,
+    appId: row.app_id,
+    platform: row.platform,
+    name: row.name,
+    status: row.status,
+    config: { ...row.config_public, ...(JSON.parse(deps.secrets.open(row.config_sealed)) as Record<string, unknown>) },
+    webhookSecret: deps.secrets.open(row.webhook_secret_sealed),
+  };
+}
+
+/** The inbound URL of a connection: dedicated, or the platform's shared one. */
+export async function webhookUrlOf(deps: Deps, row: Pick<ConnectionRow, 'id' | 'platform' | 'webhook_secret_sealed'>): Promise<string> {
+  const base = deps.config.PUBLIC_BASE_URL;
+  if (SHARED_WEBHOOK_PLATFORMS.includes(row.platform)) {
+    const shared = await sharedWebhook(deps, row.platform);
+    return `${base}/webhooks/${shared.id}/${shared.secret}`;
+  }
+  return `${base}/webhooks/${row.id}/${deps.secrets.open(row.webhook_secret_sealed)}`;
+}
+
+/** The service-wide inbound URL of a Meta-family platform, created on first use. */
+export async function sharedWebhook(deps: Deps, platform: PlatformName): Promise<{ id: string; secret: string }> {
+  const sealed = deps.secrets.seal(randomBytes(24).toString('base64url'));
+  await deps.sql`INSERT INTO shared_webhooks (platform, secret_sealed) VALUES (${platform}, ${sealed}) ON CONFLICT (platform) DO NOTHING`;
+  const [row] = await deps.sql<{ id: string; secret_sealed: string }[]>`SELECT id, secret_sealed FROM shared_webhooks WHERE platform = ${platform}`;
+  return { id: row.id, secret: deps.secrets.open(row.secret_sealed) };
+}
+
+/** A connection as responses show it: secrets masked, health summarised. */
+export async function toPublicConnection(deps: Deps, row: ConnectionRow) {
+  const masked = Object.fromEntries(getAdapter(row.platform).secretFields.map((f) => [f, MASK]));
+  const secretsPresent = JSON.parse(deps.secrets.open(row.config_sealed)) as Record<string, unknown>;
+  const config = { ...row.config_public, ...Object.fromEntries(Object.keys(secretsPresent).map((k) => [k, masked[k] ?? MASK])) };
+  return {
+    id: row.id,
+    name: row.name,
+    platform_name: row.platform,
+    config,
+    webhook_url: await webhookUrlOf(deps, row),
+    status: row.status,
+    health: {
+      status: row.consecutive_failures > 0 ? 'red' : row.last_success_at ? 'green' : 'unknown',
+      last_success_at: row.last_success_at?.toISOString() ?? null,
+      last_error_at: row.last_error_at?.toISOString() ?? null,
+      last_error: row.last_error,
+      consecutive_failures: row.consecutive_failures,
+    },
+    created_at: row.created_at.toISOString(),
+    updated_at: row.updated_at.toISOString(),
+  };
+}
+export type PublicConnection = Awaited<ReturnType<typeof toPublicConnection>>;
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const notFound = (id: string) => fail('PLATFORM_CONNECTION_NOT_FOUND', `Platform connection ${id} not found`);
+
+export async function createConnection(deps: Deps, appId: string, input: z.infer<typeof createConnectionInput>): Promise<Result<PublicConnection>> {
+  const config = validateConfig(input.platform_name, input.config);
+  if (!config.ok) return config;
+  const { sealed, pub, routingIds } = splitConfig(deps, input.platform_name, config.value);
+  const [row] = await deps.sql<ConnectionRow[]>`
+    INSERT INTO platform_connections (app_id, platform, name, config_sealed, config_public, routing_ids, webhook_secret_sealed)
+    VALUES (${appId}, ${input.platform_name}, ${input.name}, ${sealed}, ${deps.sql.json(pub as never)}, ${routingIds},
+            ${deps.secrets.seal(randomBytes(24).toString('base64url'))})
+    RETURNING *`;
+  return ok(await toPublicConnection(deps, row));
+}
+
+export async function listConnections(deps: Deps, appId: string): Promise<PublicConnection[]> {
+  const rows = await deps.sql<ConnectionRow[]>`SELECT * FROM platform_connections WHERE app_id = ${appId} ORDER BY created_at, id`;
+  return Promise.all(rows.map((r) => toPublicConnection(deps, r)));
+}
+
+async function rowOf(deps: Deps, appId: string, id: string): Promise<ConnectionRow | undefined> {
+  if (!UUID.test(id)) return undefined;
+  const [row] = await deps.sql<ConnectionRow[]>`SELECT * FROM platform_connections WHERE app_id = ${appId} AND id = ${id}`;
+  return row;
+}
+
+export async function getConnection(deps: Deps, appId: string, id: string): Promise<Result<PublicConnection>> {
+  const row = await rowOf(deps, appId, id);
+  return row ? ok(await toPublicConnection(deps, row)) : notFound(id);
+}
+
+/** Loads a connection with its secrets, scoped by application. */
+export async function loadConnection(deps: Deps, appId: string, id: string): Promise<Connection | undefined> {
+  const row = await rowOf(deps, appId, id);
+  return row ? open(deps, row) : undefined;
+}
+
+/** For the inbound receiver, which knows only the connection id from the URL. */
+export async function loadConnectionById(deps: Deps, id: string): Promise<Connection | undefined> {
+  if (!UUID.test(id)) return undefined;
+  const [row] = await deps.sql<ConnectionRow[]>`SELECT * FROM platform_connections WHERE id = ${id}`;
+  return row ? open(deps, row) : undefined;
+}
+
+/** Active connections of a platform whose routing ids include one of `ids` (shared Meta URLs). */
+export async function connectionsByRoutingIds(deps: Deps, platform: PlatformName, ids: string[]): Promise<Connection[]> {
+  if (ids.length === 0) return [];
+  const rows = await deps.sql<ConnectionRow[]>`
+    SELECT * FROM platform_connections WHERE platform = ${platform} AND status = 'ACTIVE' AND routing_ids && ${ids}::text[]`;
+  return rows.map((r) => open(deps, r));
+}
+
+export async function updateConnection(deps: Deps, appId: string, id: string, patch: z.infer<typeof updateConnectionInput>): Promise<Result<PublicConnection>> {
+  const row = await rowOf(deps, appId, id);
+  if (!row) return notFound(id);
+  let sealed = row.config_sealed;
+  let pub = row.config_public;
+  let routingIds = routingIdsOf(row.platform, open(deps, row).config);
+  if (patch.config) {
+    const merged = { ...open(deps, row).config, ...patch.config };
+    const config = validateConfig(row.platform, merged);
+    if (!config.ok) return config;
+    ({ sealed, pub, routingIds } = splitConfig(deps, row.platform, config.value));
+  }
+  const [updated] = await deps.sql<ConnectionRow[]>`
+    UPDATE platform_connections SET
+      name = ${patch.name ?? row.name}, status = ${patch.status ?? row.status},
+      config_sealed = ${sealed}, config_public = ${deps.sql.json(pub as never)}, routing_ids = ${routingIds},
+      updated_at = now()
+    WHERE app_id = ${appId} AND id = ${id}
+    RETURNING *`;
+  return updated ? ok(await toPublicConnection(deps, updated)) : notFound(id);
+}
+
+export async function deleteConnection(deps: Deps, appId: string, id: string): Promise<Result<true>> {
+  if (!UUID.test(id)) return notFound(id);
+  const rows = await deps.sql`DELETE FROM platform_connections WHERE app_id = ${appId} AND id = ${id} RETURNING id`;
+  return rows.length ? ok(true) : notFound(id);
+}
+
+/** Records a platform call's outcome on the connection's health. */
+export async function recordHealth(deps: Deps, connectionId: string, outcome: { ok: true } | { ok: false; error: string }): Promise<void> {
+  if (outcome.ok) {
+    await deps.sql`UPDATE platform_connections SET last_success_at = now(), consecutive_failures = 0 WHERE id = ${connectionId}`;
+  } else {
+    await deps.sql`
+      UPDATE platform_connections SET last_error_at = now(), last_error = ${outcome.error.slice(0, 500)},
+             consecutive_failures = consecutive_failures + 1
+       WHERE id = ${connectionId}`;
+  }
+}

@@ -1,0 +1,69 @@
+import multer from 'multer';
+import { z } from 'zod';
+import { AppError } from '../errors.js';
+import { getFileContent, getFileMeta, MAX_FILE_BYTES, storeFile, toRestFile } from '../files/files.js';
+import type { Api } from './api.js';
+
+const fileOut = z.object({ id: z.string(), filename: z.string().nullable(), mime_type: z.string().nullable(), size_bytes: z.number(), sha256: z.string().nullable(), created_at: z.string() });
+const idParams = z.object({ id: z.string() });
+const upload = multer({ storage: multer.memoryStorage(), limits: { fileSize: MAX_FILE_BYTES, files: 1, fields: 5 } });
+
+export function registerFileRoutes(api: Api): void {
+  api.route({
+    method: 'post',
+    path: '/v1/files',
+    summary: 'Upload a file (multipart/form-data, field "file", at most 50 MB); its type is sniffed from the content',
+    scope: 'events:write',
+    responses: { 201: { description: 'The stored file', schema: fileOut } },
+    errors: ['PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE'],
+    async handler({ deps, principal, req, res }) {
+      if (!req.is('multipart/form-data')) throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'Upload files as multipart/form-data with a "file" field');
+      await new Promise<void>((resolve, reject) =>
+        upload.single('file')(req, res, (err?: unknown) => {
+          if (!err) return resolve();
+          const code = (err as { code?: string }).code;
+          if (code === 'LIMIT_FILE_SIZE') return reject(new AppError('PAYLOAD_TOO_LARGE', `Files are limited to ${MAX_FILE_BYTES / 1024 / 1024} MB`));
+          if (typeof code === 'string' && code.startsWith('LIMIT_')) return reject(new AppError('VALIDATION_ERROR', (err as Error).message, [{ path: ['file'], message: (err as Error).message }]));
+          reject(new AppError('VALIDATION_ERROR', 'Malformed multipart body', [{ path: ['file'], message: 'malformed multipart body' }]));
+        }),
+      );
+      const file = req.file;
+      if (!file) throw new AppError('VALIDATION_ERROR', 'Missing "file" field', [{ path: ['file'], message: 'required' }]);
+      const meta = await storeFile(deps.sql, principal.appId, { filename: file.originalname, declaredMime: file.mimetype, data: file.buffer });
+      return { status: 201, body: toRestFile(meta) };
+    },
+  });
+  api.route({
+    method: 'get',
+    path: '/v1/files/:id',
+    summary: 'File metadata',
+    scope: 'events:read',
+    params: idParams,
+    responses: { 200: { description: 'Metadata', schema: fileOut } },
+    errors: ['NOT_FOUND'],
+    async handler({ deps, principal, params }) {
+      const meta = await getFileMeta(deps.sql, principal.appId, params.id);
+      if (!meta) throw new AppError('NOT_FOUND', `No file ${params.id}`);
+      return { status: 200, body: toRestFile(meta) };
+    },
+  });
+  api.route({
+    method: 'get',
+    path: '/v1/files/:id/content',
+    summary: 'File bytes',
+    scope: 'events:read',
+    params: idParams,
+    responses: { 200: { description: 'The content, with its sniffed Content-Type' } },
+    errors: ['NOT_FOUND'],
+    async handler({ deps, principal, params, res }) {
+      const f = await getFileContent(deps.sql, principal.appId, params.id);
+      if (!f) throw new AppError('NOT_FOUND', `No file ${params.id}`);
+      res.setHeader('Content-Type', f.mime_type ?? 'application/octet-stream');
+      res.setHeader('Content-Length', String(f.data.length));
+      res.setHeader('X-Content-Type-Options', 'nosniff');
+      res.setHeader('Content-Disposition', `attachment; filename*=UTF-8''${encodeURIComponent(f.filename ?? f.id)}`);
+      res.status(200).end(f.data);
+      return undefined;
+    },
+  });
+}

@@ -1,0 +1,169 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import express, { type Request, type Response, type Router } from 'express';
+import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import {
+  connectionsByRoutingIds,
+  loadConnectionById,
+  SHARED_WEBHOOK_PLATFORMS,
+  type Connection,
+} from '../connections/connections.js';
+import type { Deps } from '../deps.js';
+import { getInbound } from '../platforms/registry.js';
+import { PLATFORM_NAMES, type InboundRequest, type PlatformName } from '../platforms/types.js';
+import { enqueue } from '../queues.js';
+
+/** Headers a normaliser or signature may need later; everything else is dropped before queueing. */
+const KEPT_HEADERS = ['content-type', 'x-slack-retry-num', 'x-slack-request-timestamp', 'x-signature-timestamp', 'x-gateway-timestamp'];
+
+const digest = (s: string) => createHash('sha256').update(s).digest();
+const sameSecret = (a: string, b: string) => timingSafeEqual(digest(a), digest(b));
+
+function toInbound(req: Request, deps: Deps): InboundRequest {
+  const headers: Record<string, string> = {};
+  for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string') headers[k.toLowerCase()] = v;
+  const query: Record<string, string> = {};
+  for (const [k, v] of Object.entries(req.query)) if (typeof v === 'string') query[k] = v;
+  return {
+    method: req.method === 'GET' ? 'GET' : 'POST',
+    rawBody: Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0),
+    headers,
+    query,
+    publicUrl: deps.config.PUBLIC_BASE_URL + req.originalUrl,
+    now: Date.now(),
+  };
+}
+
+const unauthorized = (res: Response, error: string) => res.status(401).json({ error });
+
+/**
+ * Inbound platform webhooks (SPEC 4.8): verify (URL secret, then the platform's own
+ * signature), answer handshakes, and enqueue the raw delivery under the platform's dedupe key
+ * so retries collapse into one job. Nothing else happens here: the answer must be fast.
+ */
+export function inboundRouter(deps: Deps): Router {
+  const router = express.Router();
+  const flood = new RateLimiterRedis({
+    storeClient: deps.redis,
+    keyPrefix: `${deps.config.REDIS_PREFIX}:flood`,
+    points: deps.config.INBOUND_FLOOD_PER_SECOND,
+    duration: 1,
+  });
+  const raw = express.raw({ type: () => true, limit: deps.config.BODY_LIMIT_BYTES });
+
+  const floodGuard = async (key: string, res: Response): Promise<boolean> => {
+    try {
+      await flood.consume(key);
+      return true;
+    } catch (err) {
+      if (err instanceof RateLimiterRes) {
+        res.setHeader('Retry-After', String(Math.max(1, Math.ceil(err.msBeforeNext / 1000))));
+        res.status(429).json({ error: 'too many deliveries' });
+        return false;
+      }
+      throw err;
+    }
+  };
+
+  const accept = async (conn: Connection, inbound: InboundRequest, body: Buffer) => {
+    const adapter = getInbound(conn.platform);
+    const headers = Object.fromEntries(KEPT_HEADERS.filter((h) => inbound.headers[h]).map((h) => [h, inbound.headers[h]]));
+    await enqueue(deps.queues, 'inbound', {
+      connection_id: conn.id,
+      platform: conn.platform,
+      received_at: new Date(inbound.now).toISOString(),
+      headers,
+      body: body.toString('base64'),
+      dedupe_key: adapter.dedupeKey({ ...inbound, rawBody: body }),
+    });
+  };
+
+  const ack = (platform: PlatformName, res: Response) => {
+    if (platform === 'SMS') res.status(200).type('text/xml').send('<?xml version="1.0" encoding="UTF-8"?><Response/>');
+    else res.status(200).json({ ok: true });
+  };
+
+  router.all('/webhooks/:webhookId/:webhookSecret', raw, async (req, res) => {
+    if (req.method !== 'GET' && req.method !== 'POST') return void res.status(405).json({ error: 'method not allowed' });
+    const { webhookId, webhookSecret } = req.params as { webhookId: string; webhookSecret: string };
+    const inbound = toInbound(req, deps);
+
+    const shared = await sharedPlatformOf(deps, webhookId, webhookSecret);
+    if (shared === 'bad-secret') return void unauthorized(res, 'invalid webhook secret');
+    if (shared) return void (await receiveShared(shared, inbound, res));
+
+    const conn = await loadConnectionById(deps, webhookId);
+    if (!conn || !sameSecret(conn.webhookSecret, webhookSecret)) return void unauthorized(res, 'unknown webhook');
+    if (conn.status !== 'ACTIVE') return void res.status(410).json({ error: 'connection disabled' });
+    const adapter = getInbound(conn.platform);
+    if (inbound.method === 'GET') {
+      const answer = adapter.handshake?.(conn.config, inbound);
+      if (!answer) return void res.status(404).json({ error: 'no handshake for this platform' });
+      return void res.status(answer.status).type(answer.contentType).send(answer.body);
+    }
+    const verified = adapter.verify(conn.config, inbound);
+    if (!verified.ok) return void unauthorized(res, verified.reason);
+    const answer = adapter.handshake?.(conn.config, inbound);
+    if (answer) return void res.status(answer.status).type(answer.contentType).send(answer.body);
+    if (!(await floodGuard(conn.id, res))) return;
+    await accept(conn, inbound, inbound.rawBody);
+    ack(conn.platform, res);
+  });
+
+  /** Meta family: route each entry to the connection whose ids it names, verified with that connection's app secret. */
+  async function receiveShared(platform: PlatformName, inbound: InboundRequest, res: Response) {
+    const adapter = getInbound(platform);
+    if (inbound.method === 'GET') return void answerHubChallenge(platform, inbound, res);
+    let body: { entry?: unknown[] } & Record<string, unknown>;
+    try {
+      body = JSON.parse(inbound.rawBody.toString('utf8'));
+    } catch {
+      return void res.status(400).json({ error: 'body is not JSON' });
+    }
+    const ids = adapter.routingIds?.(body) ?? [];
+    const candidates = await connectionsByRoutingIds(deps, platform, ids);
+    const verified = candidates.filter((c) => adapter.verify(c.config, inbound).ok);
+    if (verified.length === 0) return void unauthorized(res, candidates.length ? 'invalid signature' : 'no connection for this payload');
+    for (const conn of verified) {
+      if (!(await floodGuard(conn.id, res))) return;
+      // Each connection gets only its own entries, so one payload never leaks across applications.
+      const own = new Set(ownRoutingIds(conn));
+      const entries = (Array.isArray(body.entry) ? body.entry : []).filter((e) => (adapter.routingIds?.({ ...body, entry: [e] }) ?? []).some((id) => own.has(id)));
+      if (entries.length === 0) continue;
+      await accept(conn, inbound, Buffer.from(JSON.stringify({ ...body, entry: entries })));
+    }
+    ack(platform, res);
+  }
+
+  /** GET /webhooks/:platform?hub.mode=subscribe&hub.verify_token=…&hub.challenge=… */
+  async function answerHubChallenge(platform: PlatformName, inbound: InboundRequest, res: Response) {
+    const token = inbound.query['hub.verify_token'];
+    if (inbound.query['hub.mode'] !== 'subscribe' || !token) return void res.status(403).type('text/plain').send('forbidden');
+    const rows = await deps.sql<{ id: string }[]>`SELECT id FROM platform_connections WHERE platform = ${platform} AND status = 'ACTIVE'`;
+    for (const { id } of rows) {
+      const conn = await loadConnectionById(deps, id);
+      const answer = conn && getInbound(platform).handshake?.(conn.config, inbound);
+      if (answer && answer.status === 200) return void res.status(200).type(answer.contentType).send(answer.body);
+    }
+    res.status(403).type('text/plain').send('forbidden');
+  }
+
+  router.get('/webhooks/:platform', async (req, res) => {
+    const platform = String(req.params.platform).toUpperCase() as PlatformName;
+    if (!SHARED_WEBHOOK_PLATFORMS.includes(platform)) return void res.status(404).json({ error: 'unknown platform' });
+    await answerHubChallenge(platform, toInbound(req, deps), res);
+  });
+
+  return router;
+}
+
+function ownRoutingIds(conn: Connection): string[] {
+  return ['phone_number_id', 'business_account_id', 'page_id', 'ig_account_id'].map((k) => conn.config[k]).filter((v): v is string => typeof v === 'string');
+}
+
+async function sharedPlatformOf(deps: Deps, id: string, secret: string): Promise<PlatformName | 'bad-secret' | undefined> {
+  if (!/^[0-9a-f-]{36}$/i.test(id)) return undefined;
+  const [row] = await deps.sql<{ platform: PlatformName; secret_sealed: string }[]>`SELECT platform, secret_sealed FROM shared_webhooks WHERE id = ${id}`;
+  if (!row) return undefined;
+  if (!PLATFORM_NAMES.includes(row.platform)) return undefined;
+  return sameSecret(deps.secrets.open(row.secret_sealed), secret) ? row.platform : 'bad-secret';
+}

@@ -1,0 +1,118 @@
+import { z } from 'zod';
+import { loadConnection } from '../connections/connections.js';
+import type { Deps } from '../deps.js';
+import { fail, ok, type ErrorCode, type Result } from '../errors.js';
+import { claimIdempotencyKey } from '../idempotency.js';
+import type { CommitWaiter, OutcomeCheck } from '../ledger/commit-waiter.js';
+import { getAdapter } from '../platforms/registry.js';
+import { enqueue } from '../queues.js';
+
+export const sendMessageInput = z
+  .object({
+    platform_connection_id: z.string().min(1).max(100),
+    to_external_id: z.string().trim().min(1).max(320),
+    message: z.string().max(100_000),
+    file_ids: z.array(z.uuid()).max(10).optional(),
+    /** Telegram formatting. */
+    parse_mode: z.enum(['MarkdownV2', 'HTML']).optional(),
+    /** E-mail subject; defaults to the first line of the message. */
+    subject: z.string().max(998).optional(),
+  })
+  .refine((m) => m.message.length > 0 || (m.file_ids?.length ?? 0) > 0, { message: 'message must not be empty', path: ['message'] });
+export type SendMessageInput = z.infer<typeof sendMessageInput>;
+
+export interface MessageRow {
+  id: string;
+  app_id: string;
+  platform_connection_id: string;
+  to_external_id: string;
+  recipient_seq: number;
+  text: string;
+  options: { parse_mode?: 'MarkdownV2' | 'HTML'; subject?: string };
+  file_ids: string[];
+  status: 'queued' | 'sending' | 'sent' | 'failed';
+  external_message_id: string | null;
+  error: { code: ErrorCode; message: string; platform_code?: string | number; platform_message?: string } | null;
+  attempts: number;
+  created_at: Date;
+  finished_at: Date | null;
+}
+
+/** A message is settled once it is sent or finally failed: what POST /v1/messages waits for. */
+export const messageSettled: OutcomeCheck = async (sql, appId, ids) =>
+  (await sql<{ id: string }[]>`SELECT id FROM outbound_messages WHERE app_id = ${appId} AND id = ANY(${ids}::uuid[]) AND status IN ('sent', 'failed')`).map((r) => r.id);
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * Validates a send, records it, enqueues it on `send` and waits (bounded) for the outcome.
+ * Everything knowable before calling the platform is checked here, so those refusals are
+ * synchronous 4xx answers that write nothing.
+ */
+export async function submitMessage(deps: Deps, sends: CommitWaiter, appId: string, input: SendMessageInput, idempotencyKey?: string): Promise<Result<MessageRow>> {
+  const conn = UUID.test(input.platform_connection_id) ? await loadConnection(deps, appId, input.platform_connection_id) : undefined;
+  if (!conn) return fail('PLATFORM_CONNECTION_NOT_FOUND', `Platform connection ${input.platform_connection_id} not found`, [{ path: ['platform_connection_id'], message: 'not found' }]);
+  if (conn.status !== 'ACTIVE') return fail('CONNECTION_DISABLED', `Platform connection ${conn.id} is disabled`);
+  const adapter = getAdapter(conn.platform);
+  const badTo = adapter.checkRecipient(input.to_external_id);
+  if (badTo) return fail('INVALID_RECIPIENT', badTo, [{ path: ['to_external_id'], message: badTo }]);
+  if (adapter.maxTextLength !== undefined && [...input.message].length > adapter.maxTextLength) {
+    return fail('MESSAGE_TOO_LONG', `${conn.platform} accepts at most ${adapter.maxTextLength} characters; this message has ${[...input.message].length}`, [
+      { path: ['message'], message: `longer than ${adapter.maxTextLength} characters` },
+    ]);
+  }
+  if (input.file_ids?.length) {
+    const found = await deps.sql<{ id: string }[]>`SELECT id FROM files WHERE app_id = ${appId} AND id = ANY(${input.file_ids}::uuid[])`;
+    const have = new Set(found.map((f) => f.id));
+    const missing = input.file_ids.map((id, i) => ({ id, i })).filter((f) => !have.has(f.id));
+    if (missing.length) return fail('VALIDATION_ERROR', `Unknown file ${missing[0].id}`, missing.map((m) => ({ path: ['file_ids', m.i], message: `file ${m.id} not found` })));
+  }
+  const window = await replyWindowClosed(deps, conn.id, conn.platform, input.to_external_id);
+  if (window) return fail('REPLY_WINDOW_CLOSED', window);
+
+  const claim = await claimIdempotencyKey(deps.sql, appId, 'messages', idempotencyKey, input);
+  if (!claim.ok) return claim;
+  const id = claim.value.resourceId;
+  if (!claim.value.replay) {
+    await deps.sql.begin(async (tx) => {
+      const [counter] = await tx<{ seq: number }[]>`
+        INSERT INTO recipient_counters (platform_connection_id, to_external_id, seq) VALUES (${conn.id}, ${input.to_external_id}, 1)
+        ON CONFLICT (platform_connection_id, to_external_id) DO UPDATE SET seq = recipient_counters.seq + 1
+        RETURNING seq`;
+      await tx`
+        INSERT INTO outbound_messages (id, app_id, platform_connection_id, to_external_id, recipient_seq, text, options, file_ids)
+        VALUES (${id}, ${appId}, ${conn.id}, ${input.to_external_id}, ${counter.seq}, ${input.message},
+                ${tx.json({ ...(input.parse_mode ? { parse_mode: input.parse_mode } : {}), ...(input.subject ? { subject: input.subject } : {}) })},
+                ${input.file_ids ?? []})
+        ON CONFLICT (id) DO NOTHING`;
+    });
+  }
+  const settled = sends.wait(appId, id, deps.config.SEND_WAIT_MS);
+  // Re-driving the job for a replayed key is harmless: the job id is the message id, and the
+  // worker does nothing for a message already sent.
+  await enqueue(deps.queues, 'send', { message_id: id, app_id: appId });
+  await settled;
+  const [row] = await deps.sql<MessageRow[]>`SELECT * FROM outbound_messages WHERE app_id = ${appId} AND id = ${id}`;
+  return ok(row);
+}
+
+/**
+ * WhatsApp and Messenger/Instagram only allow free-form replies within 24 h of the user's
+ * last message. When we have seen the conversation and its last inbound is older than that,
+ * fail fast without calling the platform; when we know nothing, the platform decides.
+ */
+async function replyWindowClosed(deps: Deps, connectionId: string, platform: string, to: string): Promise<string | undefined> {
+  if (!['WHATSAPP', 'MESSENGER', 'INSTAGRAM'].includes(platform)) return undefined;
+  const [conv] = await deps.sql<{ last_inbound_at: Date | null }[]>`
+    SELECT max(last_inbound_at) AS last_inbound_at FROM conversations
+     WHERE platform_connection_id = ${connectionId} AND external_id IN (${to}, ${to.replace(/^\+/, '')})`;
+  if (!conv?.last_inbound_at) return undefined;
+  if (Date.now() - conv.last_inbound_at.getTime() <= 24 * 3600_000) return undefined;
+  return `The 24-hour reply window for ${to} closed at ${new Date(conv.last_inbound_at.getTime() + 24 * 3600_000).toISOString()}; a template message is needed`;
+}
+
+export async function getMessage(deps: Deps, appId: string, id: string): Promise<MessageRow | undefined> {
+  if (!UUID.test(id)) return undefined;
+  const [row] = await deps.sql<MessageRow[]>`SELECT * FROM outbound_messages WHERE app_id = ${appId} AND id = ${id}`;
+  return row;
+}
