@@ -1,14 +1,20 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import postgres from 'postgres';
 
 export const PG_BASE = 'postgres://postgres@127.0.0.1:5432';
 export const ADMIN_URL = `${PG_BASE}/postgres`;
-export const TEMPLATE_DB = 'gw_test_template';
+/**
+ * Names carry a hash of the checkout so that several checkouts on one machine (worktrees, a CI
+ * clone) can run their suites at the same time without dropping each other's databases.
+ */
+export const CHECKOUT_TAG = createHash('sha256').update(process.cwd()).digest('hex').slice(0, 8);
+export const TEMPLATE_DB = `gw_tpl_${CHECKOUT_TAG}`;
+export const TEST_DB_PREFIX = `gw_t_${CHECKOUT_TAG}_`;
 export const dbUrl = (name: string) => `${PG_BASE}/${name}`;
 
 /** A fresh database cloned from the migrated template: each test file gets its own. */
 export async function createTestDatabase(): Promise<{ name: string; url: string; drop(): Promise<void> }> {
-  const name = `gw_t_${randomBytes(6).toString('hex')}`;
+  const name = `${TEST_DB_PREFIX}${randomBytes(6).toString('hex')}`;
   const admin = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
   try {
     for (let attempt = 0; ; attempt++) {
