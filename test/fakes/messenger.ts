@@ -32,6 +32,12 @@ export class PageSendFake {
     return this.server.url;
   }
 
+  /** Forgets recorded requests, accepted sends and pending scripts (behaviour settings stay). */
+  reset(): void {
+    this.server.reset();
+    this.accepted.length = 0;
+  }
+
   close(): Promise<void> {
     return this.server.close();
   }

@@ -48,6 +48,12 @@ export class SlackFake {
     return this.server.url;
   }
 
+  /** Forgets recorded requests, accepted sends and pending scripts (behaviour settings stay). */
+  reset(): void {
+    this.server.reset();
+    this.accepted.length = 0;
+  }
+
   close(): Promise<void> {
     return this.server.close();
   }

@@ -59,6 +59,12 @@ export class WhatsappFake {
     return id;
   }
 
+  /** Forgets recorded requests, accepted sends and pending scripts (behaviour settings stay). */
+  reset(): void {
+    this.server.reset();
+    this.accepted.length = 0;
+  }
+
   close(): Promise<void> {
     return this.server.close();
   }
