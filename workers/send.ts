@@ -14,7 +14,8 @@ import {
   recordSent,
   storedError,
 } from '../src/messages/delivery.js';
-import { holdConnection, reserveSendSlot } from '../src/platforms/rate-budget.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { holdConnection, paceSend, reserveSendSlot } from '../src/platforms/rate-budget.js';
 import { getAdapter } from '../src/platforms/registry.js';
 import type { JobData } from '../src/queues.js';
 import type { ProcessorDef } from './host.js';
@@ -25,6 +26,10 @@ const PLATFORM_TIMEOUT_MS = 15_000;
  * the safety net for a wake lost to a crash between the two.
  */
 const ORDER_FALLBACK_MS = 30_000;
+/** Waits up to this long are slept in the job; longer ones move it to delayed. */
+const PACE_SLEEP_MAX_MS = 250;
+/** BullMQ wakes delayed jobs on Redis's ~100 ms timer tick: wake this much before the slot. */
+const WAKE_EARLY_MS = 120;
 
 /**
  * The send queue: one platform call per job, in order per recipient, within the platform's
@@ -75,13 +80,20 @@ export const sendProcessor: ProcessorDef<'send'> = {
         throw new DelayedError();
       }
 
-      // A slot reserved for this attempt is already paid for; otherwise reserve one.
+      // Reserve a slot once per attempt; a job whose slot is further off than a short pause
+      // waits for it in delayed, woken a little early so the pacing below can place it exactly.
       if (data.reserved_attempt !== msg.attempts) {
         const wait = await reserveSendSlot(deps.redis, deps.config.REDIS_PREFIX, conn.platform, conn.id, msg.to_external_id);
-        if (wait > 0) {
+        if (wait > PACE_SLEEP_MAX_MS) {
           await job.updateData({ ...data, reserved_attempt: msg.attempts });
-          return delay(wait);
+          return delay(wait - WAKE_EARLY_MS);
         }
+      }
+      for (;;) {
+        const wait = await paceSend(deps.redis, deps.config.REDIS_PREFIX, conn.platform, conn.id, msg.to_external_id);
+        if (wait === 0) break;
+        if (wait > PACE_SLEEP_MAX_MS) return delay(wait);
+        await sleep(wait);
       }
 
       if (!(await markSending(deps, msg))) return { skipped: 'settled elsewhere' };

@@ -56,6 +56,33 @@ end
 return slot - now
 `;
 
+// GCRA without reservation, on the moment a send actually goes out: all budgets must allow
+// it now, and only then are all charged. Reservations place jobs; this keeps the sends
+// themselves spaced when jobs start late together (BullMQ wakes delayed jobs on Redis's
+// ~100 ms blocking-timeout tick, and busy workers start them late).
+const PACE = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local n = #KEYS
+local wait = 0
+local tats = {}
+for i = 1, n do
+  local interval = tonumber(ARGV[(i - 1) * 2 + 1])
+  local tolerance = tonumber(ARGV[(i - 1) * 2 + 2])
+  local tat = tonumber(redis.call('GET', KEYS[i]) or '0')
+  if tat < now then tat = now end
+  if tat - tolerance - now > wait then wait = tat - tolerance - now end
+  tats[i] = tat + interval
+end
+if wait > 0 then return wait end
+for i = 1, n do
+  local interval = tonumber(ARGV[(i - 1) * 2 + 1])
+  local tolerance = tonumber(ARGV[(i - 1) * 2 + 2])
+  redis.call('SET', KEYS[i], tats[i], 'PX', math.ceil(interval + tolerance) + 1000)
+end
+return 0
+`;
+
 // A platform asked us to wait: nothing more goes out on the key until `now + wait`.
 const HOLD = `
 local t = redis.call('TIME')
@@ -86,8 +113,22 @@ export async function reserveSendSlot(redis: Redis, redisPrefix: string, platfor
   return Number(result);
 }
 
+const paceKeys = (prefix: string, connectionId: string, recipient: string) => [`${prefix}:pace:{${connectionId}}`, `${prefix}:pace:{${connectionId}}:${recipient}`];
+
+/**
+ * Spends one send from the connection's and the recipient's budget at this moment, or says
+ * how long until it may go (ms) without spending anything.
+ */
+export async function paceSend(redis: Redis, redisPrefix: string, platform: PlatformName, connectionId: string, recipient: string): Promise<number> {
+  const b = BUDGETS[platform];
+  const keys = paceKeys(redisPrefix, connectionId, recipient);
+  return Number(await redis.eval(PACE, keys.length, ...keys, ...params(b.connection), ...params(b.recipient)));
+}
+
 /** After a platform's retry-after: later reservations on the connection start after `waitMs`. */
 export async function holdConnection(redis: Redis, redisPrefix: string, platform: PlatformName, connectionId: string, waitMs: number): Promise<void> {
   const [, tolerance] = params(BUDGETS[platform].connection);
-  await redis.eval(HOLD, 1, connectionKey(redisPrefix, connectionId), Math.ceil(waitMs), tolerance);
+  for (const key of [connectionKey(redisPrefix, connectionId), paceKeys(redisPrefix, connectionId, '')[0]]) {
+    await redis.eval(HOLD, 1, key, Math.ceil(waitMs), tolerance);
+  }
 }
