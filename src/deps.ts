@@ -24,14 +24,15 @@ export interface Deps {
 }
 
 export function createDeps(config: Config, options: { logger?: Logger; metrics?: Metrics; dbPoolSize?: number } = {}): Deps {
-  const queueRedis = createRedis(config.REDIS_URL, 'blocking');
+  const logger = options.logger ?? createLogger(config.LOG_LEVEL);
+  const queueRedis = createRedis(config.REDIS_URL, 'blocking', {}, logger);
   return {
     config,
     sql: createSql(config.DATABASE_URL, { max: options.dbPoolSize ?? 10 }),
-    redis: createRedis(config.REDIS_URL, 'request'),
+    redis: createRedis(config.REDIS_URL, 'request', {}, logger),
     queueRedis,
     queues: createQueues(queueRedis, config.REDIS_PREFIX),
-    logger: options.logger ?? createLogger(config.LOG_LEVEL),
+    logger,
     metrics: options.metrics ?? createMetrics(),
     secrets: createSecretBox(config.SECRETS_KEY),
   };

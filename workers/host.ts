@@ -21,7 +21,7 @@ export interface WorkerHost {
 
 /** Starts one BullMQ worker per processor; each re-parses its payload against the job catalog. */
 export function startWorkerHost(deps: Deps, defs: ProcessorDef[]): WorkerHost {
-  const connection: Redis = createRedis(deps.config.REDIS_URL, 'blocking');
+  const connection: Redis = createRedis(deps.config.REDIS_URL, 'blocking', {}, deps.logger);
   let stopping = false;
   const workers = defs.map((def) => {
     const run = def.create(deps);

@@ -16,7 +16,7 @@ export interface WakeHub {
 }
 
 export function createWakeHub(redisUrl: string, redisPrefix: string, logger: Logger): WakeHub {
-  const sub: Redis = createRedis(redisUrl, 'blocking');
+  const sub: Redis = createRedis(redisUrl, 'blocking', {}, logger);
   const listeners = new Map<string, Set<WakeListener>>();
   const prefixLen = wakePattern(redisPrefix).length - 1;
   sub.on('pmessage', (_pattern: string, channel: string) => {
