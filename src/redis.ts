@@ -29,18 +29,6 @@ export function createRedis(url: string, kind: 'blocking' | 'request' = 'request
     ...failFast,
     ...extra,
   });
-  if (logger) {
-    let down = false;
-    redis.on('error', (err: Error) => {
-      if (!down) logger.warn({ err: err.message, kind }, 'Redis connection lost; reconnecting');
-      down = true;
-    });
-    redis.on('ready', () => {
-      if (down) logger.info({ kind }, 'Redis connection restored');
-      down = false;
-    });
-  }
-  return redis;
 }
 
 /**
