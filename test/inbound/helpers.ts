@@ -63,9 +63,9 @@ export async function inboundJobCount(s: TestStack): Promise<number> {
 }
 
 /** Waits until the queues have nothing waiting, active or delayed (so "nothing more happened" can be asserted). */
-export async function queuesIdle(s: TestStack, timeoutMs = 10_000): Promise<void> {
+export async function queuesIdle(s: TestStack, timeoutMs = 10_000, names = Object.keys(s.deps.queues) as (keyof TestStack['deps']['queues'])[]): Promise<void> {
   await eventually(async () => {
-    for (const q of Object.values(s.deps.queues)) {
+    for (const q of names.map((n) => s.deps.queues[n])) {
       const c = await q.getJobCounts('waiting', 'active', 'delayed', 'prioritized');
       if (Object.values(c).some((n) => n > 0)) return undefined;
     }
