@@ -37,7 +37,7 @@ export async function startFakeTranscription(): Promise<FakeTranscriptionServer>
     if (req.method !== 'POST' || req.url !== '/v1/audio/transcriptions') return void res.writeHead(404).end();
     const body = await readBody(req);
     // Parse the multipart body the way any server would, with the platform's own parser.
-    const form = await new Request('http://x', { method: 'POST', headers: { 'content-type': String(req.headers['content-type']) }, body }).formData();
+    const form = await new Request('http://x', { method: 'POST', headers: { 'content-type': String(req.headers['content-type']) }, body: new Uint8Array(body) }).formData();
     const file = form.get('file');
     state.calls.push({
       model: form.get('model') as string | null,
