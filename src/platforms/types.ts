@@ -160,6 +160,8 @@ export interface SendContext {
   defaultBaseUrl?: string;
   /** Bound on one platform call (ms). */
   timeoutMs: number;
+  /** The connection's inbound URL, for platforms told per message where to report status (Twilio StatusCallback). */
+  webhookUrl?: string;
 }
 
 /**
@@ -175,6 +177,8 @@ export interface PlatformAdapter<C = Record<string, unknown>> {
   secretFields: readonly string[];
   /** Text limit checked before sending (MESSAGE_TOO_LONG). */
   maxTextLength?: number;
+  /** Whether `send` takes `files`; a send with files on another platform is refused before queueing. */
+  acceptsFiles: boolean;
   /** Returns an INVALID_RECIPIENT message when `to` is not a valid id for the platform. */
   checkRecipient(to: string): string | undefined;
   send(config: C, message: OutboundMessage, ctx: SendContext): Promise<SendOutcome>;
@@ -191,6 +195,15 @@ export interface PlatformAdapter<C = Record<string, unknown>> {
   normalise(req: NormaliseInput): NormalisedRecord[];
   /** The answer to an accepted delivery when the platform expects more than 200 (Twilio TwiML, Discord deferral). */
   acknowledge?(req: InboundRequest): DirectAnswer;
+}
+
+/** The sending half of an adapter: each platform folder's config.ts and send.ts. */
+export type SendHalf = Pick<PlatformAdapter, 'configSchema' | 'secretFields' | 'maxTextLength' | 'acceptsFiles' | 'checkRecipient' | 'send'>;
+
+/** Builds a SendHalf from a platform's typed config schema and sender. */
+export function sendHalf<C>(half: Pick<PlatformAdapter<C>, 'configSchema' | 'secretFields' | 'maxTextLength' | 'acceptsFiles' | 'checkRecipient' | 'send'>): SendHalf {
+  // The registry hands `send` the config its own schema produced, so widening C is safe.
+  return half as unknown as SendHalf;
 }
 
 /** What each platform folder's `inbound.ts` provides; `registry.ts` merges it with the sending half. */
