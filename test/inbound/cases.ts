@@ -46,52 +46,52 @@ export const CASES: PlatformCase[] = [
   },
   {
     platform: 'WHATSAPP',
-    config: (api) => ({ access_token: 'wa-token', phone_number_id: 'PN-1', business_account_id: 'WABA-1', app_secret: 'wa-app-secret', verify_token: 'wa-verify', api_base_url: api }),
+    config: (api) => ({ access_token: 'wa-token', phone_number_id: '1065550001', business_account_id: '2065550001', app_secret: 'wa-app-secret', verify_token: 'wa-verify', api_base_url: api }),
     text: (n, text) => {
-      const body = json(P.waText('WABA-1', 'PN-1', '16505551234', `wamid.T${n}`, text));
+      const body = json(P.waText('2065550001', '1065550001', '16505551234', `wamid.T${n}`, text));
       return { body, headers: metaHeaders('wa-app-secret', body) };
     },
     forged: (n, text) => {
-      const body = json(P.waText('WABA-1', 'PN-1', '16505551234', `wamid.T${n}`, text));
+      const body = json(P.waText('2065550001', '1065550001', '16505551234', `wamid.T${n}`, text));
       return { body, headers: metaHeaders('not-the-secret', body) };
     },
     externalId: (n) => `wamid.T${n}`,
     sender: '16505551234',
-    system: 'PN-1',
+    system: '1065550001',
     conversation: '16505551234',
     ack: { contentType: /json/ },
   },
   {
     platform: 'MESSENGER',
-    config: (api) => ({ page_access_token: 'fb-token', page_id: 'PAGE-1', app_secret: 'fb-app-secret', verify_token: 'fb-verify', api_base_url: api }),
+    config: (api) => ({ page_access_token: 'fb-token', page_id: '3065550001', app_secret: 'fb-app-secret', verify_token: 'fb-verify', api_base_url: api }),
     text: (n, text) => {
-      const body = json(P.fbText('page', 'PAGE-1', 'PSID-1', `m_${n}`, text));
+      const body = json(P.fbText('page', '3065550001', 'PSID-1', `m_${n}`, text));
       return { body, headers: metaHeaders('fb-app-secret', body) };
     },
     forged: (n, text) => {
-      const body = json(P.fbText('page', 'PAGE-1', 'PSID-1', `m_${n}`, text));
+      const body = json(P.fbText('page', '3065550001', 'PSID-1', `m_${n}`, text));
       return { body, headers: metaHeaders('nope', body) };
     },
     externalId: (n) => `m_${n}`,
     sender: 'PSID-1',
-    system: 'PAGE-1',
+    system: '3065550001',
     conversation: 'PSID-1',
     ack: { contentType: /json/ },
   },
   {
     platform: 'INSTAGRAM',
-    config: (api) => ({ page_access_token: 'ig-token', ig_account_id: 'IG-1', app_secret: 'ig-app-secret', verify_token: 'ig-verify', api_base_url: api }),
+    config: (api) => ({ page_access_token: 'ig-token', ig_account_id: '4065550001', app_secret: 'ig-app-secret', verify_token: 'ig-verify', api_base_url: api }),
     text: (n, text) => {
-      const body = json(P.fbText('instagram', 'IG-1', 'IGSID-1', `ig_${n}`, text));
+      const body = json(P.fbText('instagram', '4065550001', 'IGSID-1', `ig_${n}`, text));
       return { body, headers: metaHeaders('ig-app-secret', body) };
     },
     forged: (n, text) => {
-      const body = json(P.fbText('instagram', 'IG-1', 'IGSID-1', `ig_${n}`, text));
+      const body = json(P.fbText('instagram', '4065550001', 'IGSID-1', `ig_${n}`, text));
       return { body, headers: metaHeaders('nope', body) };
     },
     externalId: (n) => `ig_${n}`,
     sender: 'IGSID-1',
-    system: 'IG-1',
+    system: '4065550001',
     conversation: 'IGSID-1',
     ack: { contentType: /json/ },
   },
@@ -131,7 +131,7 @@ export const CASES: PlatformCase[] = [
   },
   {
     platform: 'SMS',
-    config: (api) => ({ account_sid: 'AC00000000000000000000000000000000', auth_token: 'twilio-auth-token', from: '+15550001111', api_base_url: api }),
+    config: (api) => ({ account_sid: 'AC0123456789abcdef0123456789abcdef', auth_token: 'twilio-auth-token', from: '+15550001111', api_base_url: api }),
     text: (n, text, url) => {
       const params = P.twilioInbound(`SM${n}`, '+16505551234', '+15550001111', text);
       return { body: form(params), headers: twilioHeaders('twilio-auth-token', url, params) };
@@ -148,7 +148,7 @@ export const CASES: PlatformCase[] = [
   },
   {
     platform: 'EMAIL',
-    config: (api) => ({ smtp_url: 'smtp://127.0.0.1:2525', from: 'support@example.com', inbound_secret: 'email-inbound-secret', api_base_url: api }),
+    config: () => ({ smtp_url: 'smtp://127.0.0.1:2525', from: 'support@example.com', inbound_secret: 'email-inbound-secret' }),
     text: (n, text) => {
       const body = json(P.email(`msg-${n}@mail.example`, 'eve@example.org', text));
       return { body, headers: emailHeaders('email-inbound-secret', body) };

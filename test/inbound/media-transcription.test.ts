@@ -32,7 +32,7 @@ beforeAll(async () => {
   });
   app = await s.createApp();
   tg = await connect(s, app, 'TELEGRAM', { bot_token: TG_TOKEN, api_base_url: media.base });
-  wa = await connect(s, app, 'WHATSAPP', { access_token: WA_TOKEN, phone_number_id: 'PN-M', business_account_id: 'WABA-M', app_secret: 'wa-secret', verify_token: 'v', api_base_url: media.base });
+  wa = await connect(s, app, 'WHATSAPP', { access_token: WA_TOKEN, phone_number_id: '5100000001', business_account_id: '5000000001', app_secret: 'wa-secret', verify_token: 'v', api_base_url: media.base });
 });
 afterAll(async () => {
   await s?.close();
@@ -65,7 +65,7 @@ describe('inbound media', () => {
 
   it('downloads WhatsApp media by id with the bearer token, right away', async () => {
     media.addFile('wa-media-1', PNG, 'image/png');
-    expect((await postWhatsApp(P.waImage('WABA-M', 'PN-M', '4917600000', 'wamid.IMG1', 'wa-media-1', 'receipt'))).status).toBe(200);
+    expect((await postWhatsApp(P.waImage('5000000001', '5100000001', '4917600000', 'wamid.IMG1', 'wa-media-1', 'receipt'))).status).toBe(200);
     const event = await waitForEvent(s, app.appId, 'message.inbound', (e) => e.payload.external_message_id === 'wamid.IMG1');
     expect(event.payload.message).toMatchObject({ type: 'image', caption: 'receipt', media: { mime_type: 'image/png' } });
     expect(await fileContent(event.payload.message.media.id)).toEqual(PNG);
@@ -77,12 +77,12 @@ describe('inbound media', () => {
     media.addFile('fb-img', PNG, 'image/png');
     media.addFile('slack-file', PNG, 'image/png');
     media.addFile('mms-img', PNG, 'image/png');
-    const fb = await connect(s, app, 'MESSENGER', { page_access_token: 't', page_id: 'PAGE-M', app_secret: 'fb-s', verify_token: 'v' });
+    const fb = await connect(s, app, 'MESSENGER', { page_access_token: 't', page_id: '5200000001', app_secret: 'fb-s', verify_token: 'v' });
     const slack = await connect(s, app, 'SLACK', { bot_token: 'xoxb-media', signing_secret: 'ss' });
-    const sms = await connect(s, app, 'SMS', { account_sid: 'AC1', auth_token: 'tw', from: '+15550009999' });
-    const mail = await connect(s, app, 'EMAIL', { smtp_url: 'smtp://127.0.0.1:1', from: 'help@example.com', inbound_secret: 'mail-s' });
+    const sms = await connect(s, app, 'SMS', { account_sid: 'AC0123456789abcdef0123456789abcdef', auth_token: 'tw', from: '+15550009999' });
+    const mail = await connect(s, app, 'EMAIL', { smtp_url: 'smtp://127.0.0.1:1', from: 'help@example.com', inbound_secret: 'mail-secret-0123456789' });
 
-    const fbBody = JSON.stringify(P.fbAttachment('page', 'PAGE-M', 'PSID-M', 'm_media', 'image', media.urlOf('fb-img')));
+    const fbBody = JSON.stringify(P.fbAttachment('page', '5200000001', 'PSID-M', 'm_media', 'image', media.urlOf('fb-img')));
     expect((await postWebhook(s, fb.path, fbBody, metaHeaders('fb-s', fbBody))).status).toBe(200);
     const files = [{ id: 'F1', name: 'shot.png', mimetype: 'image/png', url_private_download: media.urlOf('slack-file') }];
     const slackBody = JSON.stringify(P.slackMessage('EvMedia', 'C9', 'U9', '1700000009.000100', 'see', { subtype: 'file_share', files }));
@@ -90,7 +90,7 @@ describe('inbound media', () => {
     const params = P.twilioInbound('MMmedia', '+16505550000', '+15550009999', 'pic', [{ url: media.urlOf('mms-img'), type: 'image/png' }]);
     expect((await postWebhook(s, sms.path, form(params), twilioHeaders('tw', sms.webhookUrl, params))).status).toBe(200);
     const mailBody = JSON.stringify(P.email('media@mail', 'f@example.org', 'attached', { attachments: [{ filename: 'a.png', content_type: 'image/png', content_base64: PNG.toString('base64') }] }));
-    expect((await postWebhook(s, mail.path, mailBody, emailHeaders('mail-s', mailBody))).status).toBe(200);
+    expect((await postWebhook(s, mail.path, mailBody, emailHeaders('mail-secret-0123456789', mailBody))).status).toBe(200);
 
     for (const id of ['m_media', 'C9:1700000009.000100', 'MMmedia', '<media@mail>']) {
       const event = await waitForEvent(s, app.appId, 'message.inbound', (e) => e.payload.external_message_id === id);
@@ -98,7 +98,7 @@ describe('inbound media', () => {
       expect(await fileContent(event.payload.message.media.id)).toEqual(PNG);
     }
     expect(media.requests.find((r) => r.line === 'GET /cdn/slack-file')?.auth).toBe('Bearer xoxb-media');
-    expect(media.requests.find((r) => r.line === 'GET /cdn/mms-img')?.auth).toBe(`Basic ${Buffer.from('AC1:tw').toString('base64')}`);
+    expect(media.requests.find((r) => r.line === 'GET /cdn/mms-img')?.auth).toBe(`Basic ${Buffer.from('AC0123456789abcdef0123456789abcdef:tw').toString('base64')}`);
   });
 
   it('retries a failed download, and on the last attempt keeps the message without its file', async () => {
@@ -148,7 +148,7 @@ describe('audio transcription', () => {
   it('transcribes WhatsApp voice notes too', async () => {
     media.addFile('wa-voice', OGG, 'audio/ogg; codecs=opus');
     tr.answer = { text: 'hola', language: 'spanish', duration: 1 };
-    expect((await postWhatsApp(P.waAudio('WABA-M', 'PN-M', '4917600000', 'wamid.VOICE', 'wa-voice'))).status).toBe(200);
+    expect((await postWhatsApp(P.waAudio('5000000001', '5100000001', '4917600000', 'wamid.VOICE', 'wa-voice'))).status).toBe(200);
     const event = await waitForEvent(s, app.appId, 'message.inbound', (e) => e.payload.external_message_id === 'wamid.VOICE');
     expect(event.payload.message).toMatchObject({ type: 'voice', transcript: 'hola', transcription: { status: 'completed', language: 'spanish' } });
   });

@@ -17,11 +17,11 @@ beforeAll(async () => {
   a = await s.createApp();
   b = await s.createApp();
   // Two tenants on WhatsApp through two different Meta apps (different app secrets)…
-  waA = await connect(s, a, 'WHATSAPP', { access_token: 't', phone_number_id: 'PN-A', business_account_id: 'WABA-A', app_secret: 'secret-A', verify_token: 'verify-A' });
-  waB = await connect(s, b, 'WHATSAPP', { access_token: 't', phone_number_id: 'PN-B', business_account_id: 'WABA-B', app_secret: 'secret-B', verify_token: 'verify-B' });
+  waA = await connect(s, a, 'WHATSAPP', { access_token: 't', phone_number_id: '1100000001', business_account_id: '1000000001', app_secret: 'secret-A', verify_token: 'verify-A' });
+  waB = await connect(s, b, 'WHATSAPP', { access_token: 't', phone_number_id: '2200000002', business_account_id: '2000000002', app_secret: 'secret-B', verify_token: 'verify-B' });
   // …and on Messenger through one Meta app that serves both tenants' pages.
-  fbA = await connect(s, a, 'MESSENGER', { page_access_token: 't', page_id: 'PAGE-A', app_secret: 'shared-meta-secret', verify_token: 'fb-verify' });
-  fbB = await connect(s, b, 'MESSENGER', { page_access_token: 't', page_id: 'PAGE-B', app_secret: 'shared-meta-secret', verify_token: 'fb-verify' });
+  fbA = await connect(s, a, 'MESSENGER', { page_access_token: 't', page_id: '3000000001', app_secret: 'shared-meta-secret', verify_token: 'fb-verify' });
+  fbB = await connect(s, b, 'MESSENGER', { page_access_token: 't', page_id: '3000000002', app_secret: 'shared-meta-secret', verify_token: 'fb-verify' });
 });
 afterAll(() => s?.close());
 
@@ -35,7 +35,7 @@ describe('shared Meta-family webhook URLs', () => {
   });
 
   it("routes a payload to the connection it is addressed to, in that connection's application only", async () => {
-    const body = JSON.stringify(waText('WABA-B', 'PN-B', '4915112345', 'wamid.route-b', 'for B'));
+    const body = JSON.stringify(waText('2000000002', '2200000002', '4915112345', 'wamid.route-b', 'for B'));
     expect((await post(waA, body, metaHeaders('secret-B', body))).status).toBe(200);
     const event = await waitForEvent(s, b.appId, 'message.inbound', (e) => e.payload.external_message_id === 'wamid.route-b');
     expect(event.payload.message.text).toBe('for B');
@@ -45,10 +45,10 @@ describe('shared Meta-family webhook URLs', () => {
 
   it("splits one payload's entries between the applications whose pages they name", async () => {
     const body = JSON.stringify(
-      fbEnvelope('page', 'PAGE-A', [{ sender: { id: 'U1' }, recipient: { id: 'PAGE-A' }, timestamp: Date.now(), message: { mid: 'm_split_a', text: 'to A' } }]),
+      fbEnvelope('page', '3000000001', [{ sender: { id: 'U1' }, recipient: { id: '3000000001' }, timestamp: Date.now(), message: { mid: 'm_split_a', text: 'to A' } }]),
     ).replace(
       /\]\}$/,
-      `,${JSON.stringify({ id: 'PAGE-B', time: Date.now(), messaging: [{ sender: { id: 'U2' }, recipient: { id: 'PAGE-B' }, timestamp: Date.now(), message: { mid: 'm_split_b', text: 'to B' } }] })}]}`,
+      `,${JSON.stringify({ id: '3000000002', time: Date.now(), messaging: [{ sender: { id: 'U2' }, recipient: { id: '3000000002' }, timestamp: Date.now(), message: { mid: 'm_split_b', text: 'to B' } }] })}]}`,
     );
     expect(JSON.parse(body).entry).toHaveLength(2);
     expect((await post(fbA, body, metaHeaders('shared-meta-secret', body))).status).toBe(200);
@@ -62,7 +62,7 @@ describe('shared Meta-family webhook URLs', () => {
   it("refuses a payload addressed to one tenant's number but signed with another tenant's app secret", async () => {
     await queuesIdle(s);
     const before = await inboundJobCount(s);
-    const body = JSON.stringify(waText('WABA-B', 'PN-B', '4915112345', 'wamid.injected', 'injected'));
+    const body = JSON.stringify(waText('2000000002', '2200000002', '4915112345', 'wamid.injected', 'injected'));
     const r = await post(waA, body, metaHeaders('secret-A', body));
     expect(r.status).toBe(401);
     expect(JSON.parse(r.text)).toEqual({ error: 'invalid signature' });
@@ -77,7 +77,7 @@ describe('shared Meta-family webhook URLs', () => {
   });
 
   it('refuses the shared URL with a wrong secret', async () => {
-    const body = JSON.stringify(waText('WABA-A', 'PN-A', '1', 'wamid.badurl', 'x'));
+    const body = JSON.stringify(waText('1000000001', '1100000001', '1', 'wamid.badurl', 'x'));
     expect((await postWebhook(s, waA.path.replace(/.$/, (c) => (c === 'a' ? 'b' : 'a')), body, metaHeaders('secret-A', body))).status).toBe(401);
   });
 });
@@ -115,7 +115,7 @@ describe('verification handshakes', () => {
 
   it('answers Discord PING with PONG, and a badly signed PING with 401 (Discord probes this)', async () => {
     const keys = discordKeys();
-    const discord = await connect(s, a, 'DISCORD', { bot_token: 'b', application_id: '1', public_key: keys.publicKeyHex });
+    const discord = await connect(s, a, 'DISCORD', { bot_token: 'b', application_id: '900000000000000001', public_key: keys.publicKeyHex });
     const body = JSON.stringify({ id: '1', application_id: '1', type: 1, token: 't', version: 1 });
     const r = await post(discord, body, discordHeaders(keys.privateKey, body));
     expect(r.status).toBe(200);

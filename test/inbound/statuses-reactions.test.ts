@@ -17,11 +17,11 @@ let slack: CreatedConnection;
 beforeAll(async () => {
   s = await startTestStack({ workers: ['inbound', 'ledger'], env: { SEND_WAIT_MS: '0' } });
   app = await s.createApp();
-  wa = await connect(s, app, 'WHATSAPP', { access_token: 't', phone_number_id: 'PN-S', business_account_id: 'WABA-S', app_secret: 'wa-s', verify_token: 'v' });
-  sms = await connect(s, app, 'SMS', { account_sid: 'AC1', auth_token: 'tw-s', from: '+15550002222' });
-  fb = await connect(s, app, 'MESSENGER', { page_access_token: 't', page_id: 'PAGE-S', app_secret: 'fb-s', verify_token: 'v' });
+  wa = await connect(s, app, 'WHATSAPP', { access_token: 't', phone_number_id: '6100000001', business_account_id: '6000000001', app_secret: 'wa-s', verify_token: 'v' });
+  sms = await connect(s, app, 'SMS', { account_sid: 'AC0123456789abcdef0123456789abcdef', auth_token: 'tw-s', from: '+15550002222' });
+  fb = await connect(s, app, 'MESSENGER', { page_access_token: 't', page_id: '6200000001', app_secret: 'fb-s', verify_token: 'v' });
   tg = await connect(s, app, 'TELEGRAM', { bot_token: '999:tok' });
-  slack = await connect(s, app, 'SLACK', { bot_token: 'xoxb', signing_secret: 'sl-s' });
+  slack = await connect(s, app, 'SLACK', { bot_token: 'xoxb-s', signing_secret: 'sl-s' });
 });
 afterAll(() => s?.close());
 
@@ -64,7 +64,7 @@ describe('message.status', () => {
   it('records WhatsApp statuses in order with the outbound event as origin and the recipient as sent_to', async () => {
     const outbound = await sentMessage(wa, '+16505551234', 'wamid.OUT1');
     for (const st of ['sent', 'delivered', 'read']) {
-      expect((await postWa(P.waStatus('WABA-S', 'PN-S', 'wamid.OUT1', st))).status).toBe(200);
+      expect((await postWa(P.waStatus('6000000001', '6100000001', 'wamid.OUT1', st))).status).toBe(200);
       await waitForEvent(s, app.appId, 'message.status', (e) => e.payload.external_message_id === 'wamid.OUT1' && e.payload.status === st);
     }
     const events = await eventsAbout(s, app.appId, 'message.status', 'wamid.OUT1');
@@ -78,10 +78,10 @@ describe('message.status', () => {
 
   it('never moves a message backwards: delivered and sent after read record nothing', async () => {
     await sentMessage(wa, '+16505551234', 'wamid.OUT2');
-    await postWa(P.waStatus('WABA-S', 'PN-S', 'wamid.OUT2', 'read'));
+    await postWa(P.waStatus('6000000001', '6100000001', 'wamid.OUT2', 'read'));
     await waitForEvent(s, app.appId, 'message.status', (e) => e.payload.external_message_id === 'wamid.OUT2');
-    await postWa(P.waStatus('WABA-S', 'PN-S', 'wamid.OUT2', 'delivered'));
-    await postWa(P.waStatus('WABA-S', 'PN-S', 'wamid.OUT2', 'sent'));
+    await postWa(P.waStatus('6000000001', '6100000001', 'wamid.OUT2', 'delivered'));
+    await postWa(P.waStatus('6000000001', '6100000001', 'wamid.OUT2', 'sent'));
     await queuesIdle(s);
     expect(await statusesOf('wamid.OUT2')).toEqual(['read']);
     const [row] = await s.deps.sql`SELECT delivery_status FROM outbound_messages WHERE external_message_id = 'wamid.OUT2'`;
@@ -90,7 +90,7 @@ describe('message.status', () => {
 
   it('records a repeated status once', async () => {
     await sentMessage(wa, '+16505551234', 'wamid.OUT3');
-    for (let i = 0; i < 3; i++) await postWa(P.waStatus('WABA-S', 'PN-S', 'wamid.OUT3', 'delivered'));
+    for (let i = 0; i < 3; i++) await postWa(P.waStatus('6000000001', '6100000001', 'wamid.OUT3', 'delivered'));
     await waitForEvent(s, app.appId, 'message.status', (e) => e.payload.external_message_id === 'wamid.OUT3');
     await queuesIdle(s);
     expect(await statusesOf('wamid.OUT3')).toEqual(['delivered']);
@@ -109,7 +109,7 @@ describe('message.status', () => {
   });
 
   it('records a status for a message the gateway never sent, without origin, after a short wait for our own send', async () => {
-    await postWa(P.waStatus('WABA-S', 'PN-S', 'wamid.FOREIGN', 'delivered'));
+    await postWa(P.waStatus('6000000001', '6100000001', 'wamid.FOREIGN', 'delivered'));
     const e = await waitForEvent(s, app.appId, 'message.status', (x) => x.payload.external_message_id === 'wamid.FOREIGN', 15_000);
     expect([e.payload.origin_event_id, e.origin_event_id]).toEqual([null, null]);
   });
@@ -120,7 +120,7 @@ describe('message.status', () => {
     const early2 = await sentMessage(fb, 'PSID-W', 'm_w2', new Date(t0 + 1000));
     await sentMessage(fb, 'PSID-W', 'm_w3', new Date(t0 + 10_000));
     await sentMessage(fb, 'PSID-OTHER', 'm_other', new Date(t0));
-    expect((await postFb(P.fbRead('page', 'PAGE-S', 'PSID-W', t0 + 5000))).status).toBe(200);
+    expect((await postFb(P.fbRead('page', '6200000001', 'PSID-W', t0 + 5000))).status).toBe(200);
     await waitForEvents(s, app.appId, 'message.status', 1);
     await queuesIdle(s);
     const reads = (await eventsOf(s, app.appId, 'message.status')).filter((e) => e.payload.status === 'read' && String(e.payload.external_message_id).startsWith('m_'));
@@ -129,7 +129,7 @@ describe('message.status', () => {
       ['m_w2', early2],
     ]);
     // A later delivery watermark does not undo the reads; it only covers what is still behind it.
-    await postFb(P.fbDelivery('page', 'PAGE-S', 'PSID-W', t0 + 20_000));
+    await postFb(P.fbDelivery('page', '6200000001', 'PSID-W', t0 + 20_000));
     await waitForEvent(s, app.appId, 'message.status', (e) => e.payload.external_message_id === 'm_w3');
     await queuesIdle(s);
     expect(await statusesOf('m_w1')).toEqual(['read']);
@@ -141,20 +141,20 @@ describe('message.status', () => {
 describe('message.reaction', () => {
   it('links a reaction to our own message through its outbound event, and records removal', async () => {
     const outbound = await sentMessage(wa, '+16505551234', 'wamid.OUT-R');
-    await postWa(P.waReaction('WABA-S', 'PN-S', '16505551234', 'wamid.R1', 'wamid.OUT-R', '👍'));
+    await postWa(P.waReaction('6000000001', '6100000001', '16505551234', 'wamid.R1', 'wamid.OUT-R', '👍'));
     const added = await waitForEvent(s, app.appId, 'message.reaction', (e) => e.payload.reaction.message_id === 'wamid.OUT-R');
     expect(added.payload).toMatchObject({ reaction: { emoji: '👍', message_id: 'wamid.OUT-R' }, action: 'added', origin_event_id: outbound, platform: 'whatsapp' });
     expect(added.origin_event_id).toBe(outbound);
     expect((await edgesOf(s, added.id)).map((e) => [e.edge_type, e.external_id])).toEqual([['sent_by', '16505551234']]);
-    await postWa(P.waReaction('WABA-S', 'PN-S', '16505551234', 'wamid.R2', 'wamid.OUT-R'));
+    await postWa(P.waReaction('6000000001', '6100000001', '16505551234', 'wamid.R2', 'wamid.OUT-R'));
     const removed = await waitForEvent(s, app.appId, 'message.reaction', (e) => e.payload.reaction.message_id === 'wamid.OUT-R' && e.payload.action === 'removed');
     expect(removed.origin_event_id).toBe(outbound);
   });
 
   it("links a reaction to the user's own inbound message", async () => {
-    await postWa(P.waText('WABA-S', 'PN-S', '16505551234', 'wamid.IN-R', 'react to me'));
+    await postWa(P.waText('6000000001', '6100000001', '16505551234', 'wamid.IN-R', 'react to me'));
     const inbound = await waitForEvent(s, app.appId, 'message.inbound', (e) => e.payload.external_message_id === 'wamid.IN-R');
-    await postWa(P.waReaction('WABA-S', 'PN-S', '16505551234', 'wamid.R3', 'wamid.IN-R', '❤️'));
+    await postWa(P.waReaction('6000000001', '6100000001', '16505551234', 'wamid.R3', 'wamid.IN-R', '❤️'));
     const reaction = await waitForEvent(s, app.appId, 'message.reaction', (e) => e.payload.reaction.message_id === 'wamid.IN-R');
     expect(reaction.origin_event_id).toBe(inbound.id);
   });
@@ -196,7 +196,7 @@ describe('edited messages', () => {
 
 describe('reply window bookkeeping', () => {
   it('fails a WhatsApp send fast with REPLY_WINDOW_CLOSED after 24 h of silence, and an inbound message reopens it', async () => {
-    await postWa(P.waText('WABA-S', 'PN-S', '4930123456', 'wamid.WIN1', 'hi'));
+    await postWa(P.waText('6000000001', '6100000001', '4930123456', 'wamid.WIN1', 'hi'));
     const inbound = await waitForEvent(s, app.appId, 'message.inbound', (e) => e.payload.external_message_id === 'wamid.WIN1');
     const [conv] = await s.deps.sql`SELECT last_inbound_at FROM conversations WHERE id = ${inbound.conversation_id}`;
     expect(Math.abs(conv.last_inbound_at.getTime() - Date.now())).toBeLessThan(60_000);
@@ -209,7 +209,7 @@ describe('reply window bookkeeping', () => {
     const [{ n }] = await s.deps.sql`SELECT count(*)::int AS n FROM outbound_messages WHERE platform_connection_id = ${wa.id} AND to_external_id = '+4930123456'`;
     expect(n).toBe(0);
 
-    await postWa(P.waText('WABA-S', 'PN-S', '4930123456', 'wamid.WIN2', 'are you there?'));
+    await postWa(P.waText('6000000001', '6100000001', '4930123456', 'wamid.WIN2', 'are you there?'));
     await waitForEvent(s, app.appId, 'message.inbound', (e) => e.payload.external_message_id === 'wamid.WIN2');
     const reopened = await send();
     expect(reopened.json?.error?.code).not.toBe('REPLY_WINDOW_CLOSED');

@@ -18,7 +18,7 @@ beforeAll(async () => {
   app = await s.createApp();
   tg = await connect(s, app, 'TELEGRAM', { bot_token: '1:a', secret_token: 'tok' });
   tg2 = await connect(s, app, 'TELEGRAM', { bot_token: '2:b' });
-  sms = await connect(s, app, 'SMS', { account_sid: 'AC1', auth_token: 'tw', from: '+15550003333' });
+  sms = await connect(s, app, 'SMS', { account_sid: 'AC0123456789abcdef0123456789abcdef', auth_token: 'tw', from: '+15550003333' });
 });
 afterAll(() => s?.close());
 
