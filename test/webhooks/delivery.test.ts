@@ -124,13 +124,13 @@ describe('retries', () => {
     expect(got[2].headers['x-service-original-timestamp']).toBe(got[0].headers['x-service-timestamp']);
     for (const g of got) expect(verifyService(sub.secret!, g)).toBe(true);
     // Backoff: ~300 ms (±10%) before attempt 2, ~600 ms after attempt 2 ended (800 ms timeout).
-    expect(got[1].at - got[0].at).toBeGreaterThanOrEqual(260);
-    expect(got[2].at - got[1].at).toBeGreaterThanOrEqual(800 + 530);
-
     const logs = await eventually(async () => {
       const l = await logsOf(sub.id);
       return l.length === 3 && l;
     });
+    expect(got[1].at - got[0].at).toBeGreaterThanOrEqual(260);
+    expect(got[2].at - got[1].at).toBeGreaterThanOrEqual(800 + 530);
+
     expect(logs.map((l) => [l.attempt_count, l.status, l.status_code])).toEqual([
       [3, 'delivered', 204],
       [2, 'retrying', null],
@@ -173,6 +173,24 @@ describe('retries', () => {
     const gap = got[1].at - got[0].at;
     expect(gap).toBeGreaterThanOrEqual(530);
     expect(gap).toBeLessThan(1000);
+  });
+});
+
+describe('redirects', () => {
+  it('never follows a redirect: a 3xx is a failed attempt', async () => {
+    const rx = await receiver();
+    const elsewhere = await receiver();
+    rx.answer({ status: 307, headers: { location: elsewhere.url } });
+    const sub = await subscribe(a, rx.url, ['redirect.me']);
+    await emit(a, 'redirect.me');
+    await rx.waitFor(3);
+    const logs = await eventually(async () => {
+      const l = await logsOf(sub.id);
+      return l.length === 3 && l;
+    });
+    expect(logs.map((l) => l.status_code)).toEqual([307, 307, 307]);
+    expect(logs[0].status).toBe('failed');
+    expect(elsewhere.received).toHaveLength(0);
   });
 });
 
