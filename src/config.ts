@@ -90,6 +90,8 @@ const schema = z
     TRANSCRIPTION_API_BASE: z.url().optional(),
     TRANSCRIPTION_API_KEY: z.string().optional(),
     TRANSCRIPTION_MODEL: z.string().default('whisper-1'),
+    /** First retry delay of a failed transcription (ms); doubles on each of the 5 attempts. */
+    TRANSCRIPTION_RETRY_BASE_MS: int(2000, 0),
     /** Serve /metrics of a worker-only process on this port (0 = off). */
     WORKER_METRICS_PORT: int(0, 0),
   })

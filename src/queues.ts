@@ -1,6 +1,7 @@
 import { Queue, type JobsOptions } from 'bullmq';
 import { z } from 'zod';
 import { QUEUE_NAMES, type QueueName } from './config.js';
+import { redisReady, REDIS_READY_WAIT_MS, withDeadline } from './availability.js';
 import type { Redis } from './redis.js';
 
 export { QUEUE_NAMES, type QueueName };
@@ -96,10 +97,16 @@ export function createQueues(connection: Redis, redisPrefix: string): Queues {
   return Object.fromEntries(entries) as Queues;
 }
 
-/** Validates a payload against the catalog and enqueues it under its deterministic id. */
+/**
+ * Validates a payload against the catalog and enqueues it under its deterministic id. While
+ * Redis is unreachable it throws the UNAVAILABLE AppError within REDIS_READY_WAIT_MS instead of
+ * waiting for Redis (BullMQ would wait forever for a first connection that never comes).
+ */
 export async function enqueue<Q extends QueueName>(queues: Queues, name: Q, data: JobData<Q>, options: JobsOptions = {}) {
   const entry = JOBS[name];
   const parsed = entry.schema.parse(data) as JobData<Q>;
+  const client = await withDeadline(queues[name].client, REDIS_READY_WAIT_MS, 'Redis');
+  await redisReady(client as unknown as Parameters<typeof redisReady>[0]);
   return queues[name].add(name, parsed, { jobId: (entry.jobId as (d: JobData<Q>) => string)(parsed), ...options });
 }
 
