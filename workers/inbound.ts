@@ -4,6 +4,7 @@ import type { Deps } from '../src/deps.js';
 import { storeFile } from '../src/files/files.js';
 import { derivedId } from '../src/ids.js';
 import { upsertConversation, upsertPlatformUser } from '../src/identity/platform-users.js';
+import { activateFromInbound } from '../src/identity/link-codes.js';
 import { downloadMedia } from '../src/platforms/media.js';
 import { getInbound, systemExternalId } from '../src/platforms/registry.js';
 import type { NormalisedRecord } from '../src/platforms/types.js';
@@ -68,6 +69,7 @@ async function onMessage(deps: Deps, conn: Connection, r: Rec<'message'>, finalA
     externalId: r.sender.externalId,
     name: r.sender.name ?? r.sender.username ?? null,
   });
+  await activateFromInbound(deps, { appId: conn.appId, platformUserId: sender.id, text: r.message.text, platform: conn.platform });
   const system = await systemUser(deps, conn);
   const conversationId = await upsertConversation(deps.sql, {
     appId: conn.appId,

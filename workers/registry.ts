@@ -4,6 +4,8 @@ import { ledgerProcessor } from './ledger.js';
 import { sendProcessor } from './send.js';
 import { inboundProcessor } from './inbound.js';
 import { transcriptionProcessor } from './transcription.js';
+import { AFTER_COMMIT } from './ledger.js';
+import { recordParticipants } from '../src/conversations/participants.js';
 
 /** The processor of each queue; a queue without one here is not served yet. */
 export const PROCESSORS: Partial<Record<QueueName, ProcessorDef>> = {
@@ -12,3 +14,6 @@ export const PROCESSORS: Partial<Record<QueueName, ProcessorDef>> = {
   inbound: inboundProcessor,
   transcription: transcriptionProcessor,
 };
+
+// Conversation participants follow committed events (src/conversations/participants.ts).
+AFTER_COMMIT.push(recordParticipants);

@@ -5,6 +5,9 @@ import { registerEventSchemaRoutes } from './event-schemas.js';
 import { registerConnectionRoutes } from './connections.js';
 import { registerFileRoutes } from './files.js';
 import { registerMessageRoutes } from './messages.js';
+import { registerUserRoutes } from './users.js';
+import { registerLinkCodeRoutes } from './link-codes.js';
+import { registerConversationRoutes } from './conversations.js';
 import type { WebServices } from './web-services.js';
 
 export interface RouteContext {
@@ -20,4 +23,7 @@ export const ROUTES: ((api: Api, ctx: RouteContext) => void)[] = [
   registerConnectionRoutes,
   registerMessageRoutes,
   registerFileRoutes,
+  registerUserRoutes,
+  registerLinkCodeRoutes,
+  registerConversationRoutes,
 ];
