@@ -101,7 +101,7 @@ export async function listConversations(
   const after = input.after !== undefined ? decodePageCursor(PAGE_KIND_CONVERSATIONS, input.after) : undefined;
   if (after && !after.ok) return after;
   const conds = [sql`c.app_id = ${appId}`];
-  if (after) conds.push(sql`(c.created_at, c.id) > (${after.value.at}::timestamptz, ${after.value.id}::uuid)`);
+  if (after) conds.push(sql`(c.created_at, c.id) > (${after.value.at}::text::timestamptz, ${after.value.id}::uuid)`);
   if (input.platform_connection_id !== undefined) conds.push(sql`c.platform_connection_id = ${input.platform_connection_id}`);
   if (input.user_id !== undefined) {
     const userId = await resolveUserId(sql, appId, input.user_id);

@@ -168,7 +168,7 @@ export async function listUsers(sql: Sql, appId: string, input: ListUsersInput):
   if (after && !after.ok) return after;
   const conds = [sql`u.app_id = ${appId}`, sql`u.merged_into IS NULL`];
   if (!input.include_system) conds.push(sql`NOT u.is_system`);
-  if (after) conds.push(sql`(u.created_at, u.id) > (${after.value.at}::timestamptz, ${after.value.id}::uuid)`);
+  if (after) conds.push(sql`(u.created_at, u.id) > (${after.value.at}::text::timestamptz, ${after.value.id}::uuid)`);
   if (input.platform !== undefined || input.external_id !== undefined || input.platform_connection_id !== undefined) {
     conds.push(sql`EXISTS (
       SELECT 1 FROM platform_users pu

@@ -5,6 +5,10 @@ import { fail, ok, type Result } from '../errors.js';
  * cursor: a page cursor names the sort key of the last row a page returned, tagged with the
  * listing it belongs to, so a users cursor handed to the conversations listing is refused
  * instead of silently paging somewhere else. Opaque base64url to clients.
+ *
+ * Compare with `(created_at, id) > (${at}::text::timestamptz, ${id}::uuid)`: the `::text`
+ * matters — a parameter typed timestamptz is serialised by postgres.js through a JS Date,
+ * which drops the microseconds and makes a page repeat its predecessor's last row.
  */
 export interface PageKey {
   /** ISO 8601 timestamp of the last row (its `created_at`, at the database's precision). */
