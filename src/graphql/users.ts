@@ -190,8 +190,7 @@ export const usersModule: GraphqlModule = {
       mergeUsers: async (_r, a: { targetUserId: string; sourceUserId: string }, ctx: GqlContext) => {
         const { appId } = ctx.need('users:write');
         const m = must(await mergeUsers(ctx.deps, appId, { targetUserId: a.targetUserId, sourceUserId: a.sourceUserId }));
-        const user = must(await getUser(ctx.deps.sql, appId, m.targetUserId));
-        return { user: toUserNode(user), targetUserId: m.targetUserId, sourceUserId: m.sourceUserId, platformUserIds: m.platformUserIds, eventId: m.eventId, replayed: m.replayed };
+        return { user: toUserNode(m.user), targetUserId: m.targetUserId, sourceUserId: m.sourceUserId, platformUserIds: m.platformUserIds, eventId: m.eventId, replayed: m.replayed };
       },
       createLinkCode: async (_r, a: { userId: string; ttlSeconds?: number | null }, ctx: GqlContext) => {
         const { appId } = ctx.need('users:write');

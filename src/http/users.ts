@@ -110,11 +110,10 @@ export function registerUserRoutes(api: Api): void {
     errors: ['NOT_FOUND', 'USER_MERGED', 'CONFLICT'],
     async handler({ deps, principal, params, body }) {
       const m = unwrapIdentity(await mergeUsers(deps, principal.appId, { targetUserId: params.id, sourceUserId: body.source_user_id }));
-      const user = unwrapIdentity(await getUser(deps.sql, principal.appId, m.targetUserId));
       return {
         status: 200,
         body: {
-          user,
+          user: m.user,
           merge: { source_user_id: m.sourceUserId, target_user_id: m.targetUserId, platform_user_ids: m.platformUserIds, event_id: m.eventId, replayed: m.replayed },
         },
       };

@@ -3,7 +3,7 @@ import type { Deps } from '../deps.js';
 import { fail, ok, type Result } from '../errors.js';
 import { derivedId } from '../ids.js';
 import { enqueue, type LedgerEvent } from '../queues.js';
-import { isUuid, userMerged, userNotFound } from './users.js';
+import { getUser, isUuid, userMerged, userNotFound, type UserView } from './users.js';
 
 /** What one merge did: recorded in user_merges and in the `user.merged` event. */
 export interface MergeRecord {
@@ -142,11 +142,18 @@ export function mergedEvent(m: MergeRecord): LedgerEvent {
 
 /**
  * Merges two users of an application (POST /v1/users/:id/merge) and records `user.merged`.
+ * The surviving user is read inside the merge's transaction: a merge that happened always
+ * answers with its result, even if the survivor is itself merged away a moment later.
  * The event is enqueued after the commit under an id derived from the source, so a repeated
  * request — say after the enqueue failed — re-drives the same event and never records two.
  */
-export async function mergeUsers(deps: Deps, appId: string, p: { targetUserId: string; sourceUserId: string }): Promise<Result<MergeRecord>> {
-  const result = await inRetriedTransaction(deps.sql, (tx) => mergeInTransaction(tx, appId, p));
+export async function mergeUsers(deps: Deps, appId: string, p: { targetUserId: string; sourceUserId: string }): Promise<Result<MergeRecord & { user: UserView }>> {
+  const result = await inRetriedTransaction(deps.sql, async (tx): Promise<Result<MergeRecord & { user: UserView }>> => {
+    const merged = await mergeInTransaction(tx, appId, p);
+    if (!merged.ok) return merged;
+    const user = await getUser(tx as unknown as Sql, appId, merged.value.targetUserId);
+    return user.ok ? ok({ ...merged.value, user: user.value }) : user;
+  });
   if (result.ok) await enqueue(deps.queues, 'ledger', { event: mergedEvent(result.value) });
   return result;
 }
