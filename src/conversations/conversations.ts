@@ -118,7 +118,7 @@ export async function listConversations(
   return ok({ conversations: page.rows.map((r) => toView(r, now)), nextCursor: page.nextCursor, hasMore: page.hasMore });
 }
 
-/** Participants of a conversation, each with the user it belongs to now (identity follows merges). */
+/** Participants of a conversation (people first, then the connected account), each with the user it belongs to now (identity follows merges). */
 export async function participantsOf(sql: Sql, appId: string, conversationId: string): Promise<ParticipantView[]> {
   return sql<ParticipantView[]>`
     SELECT pu.id AS platform_user_id, pu.user_id, lower(pu.platform) AS platform, pu.external_id, pu.name, pu.is_system_user,
@@ -126,7 +126,7 @@ export async function participantsOf(sql: Sql, appId: string, conversationId: st
       FROM conversation_participants cp
       JOIN platform_users pu ON pu.id = cp.platform_user_id AND pu.app_id = ${appId}
      WHERE cp.app_id = ${appId} AND cp.conversation_id = ${conversationId}
-     ORDER BY cp.first_seen_at, pu.id`;
+     ORDER BY pu.is_system_user, cp.first_seen_at, pu.id`;
 }
 
 /** One conversation with its participants, last event and reply-window state. */
