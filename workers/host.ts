@@ -2,7 +2,7 @@ import { UnrecoverableError, Worker, type Job, type WorkerOptions } from 'bullmq
 import type { QueueName } from '../src/config.js';
 import type { Deps } from '../src/deps.js';
 import { JOBS, queuePrefix } from '../src/queues.js';
-import { createRedis, type Redis } from '../src/redis.js';
+import { createRedis, watchConnection, type Redis } from '../src/redis.js';
 
 /** One queue's processor: how to build it from the dependencies, and its worker options. */
 export interface ProcessorDef<Q extends QueueName = QueueName> {
@@ -21,7 +21,7 @@ export interface WorkerHost {
 
 /** Starts one BullMQ worker per processor; each re-parses its payload against the job catalog. */
 export function startWorkerHost(deps: Deps, defs: ProcessorDef[]): WorkerHost {
-  const connection: Redis = createRedis(deps.config.REDIS_URL, 'blocking');
+  const connection: Redis = watchConnection(createRedis(deps.config.REDIS_URL, 'blocking'), 'workers', deps.logger);
   const workers = defs.map((def) => {
     const run = def.create(deps);
     const schema = JOBS[def.queue].schema;

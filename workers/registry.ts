@@ -4,8 +4,7 @@ import { ledgerProcessor } from './ledger.js';
 import { sendProcessor } from './send.js';
 import { inboundProcessor } from './inbound.js';
 import { transcriptionProcessor } from './transcription.js';
-import { AFTER_COMMIT } from './ledger.js';
-import { recordParticipants } from '../src/conversations/participants.js';
+import { webhookProcessor } from './webhook.js';
 
 /** The processor of each queue; a queue without one here is not served yet. */
 export const PROCESSORS: Partial<Record<QueueName, ProcessorDef>> = {
@@ -13,7 +12,5 @@ export const PROCESSORS: Partial<Record<QueueName, ProcessorDef>> = {
   send: sendProcessor,
   inbound: inboundProcessor,
   transcription: transcriptionProcessor,
+  webhook: webhookProcessor,
 };
-
-// Conversation participants follow committed events (src/conversations/participants.ts).
-AFTER_COMMIT.push(recordParticipants);

@@ -4,6 +4,7 @@ import { baseModule } from './base.js';
 import { eventsModule } from './events.js';
 import { connectionsModule } from './connections.js';
 import { messagesModule } from './messages.js';
+import { webhooksModule } from './webhooks.js';
 import { usersModule } from './users.js';
 import { conversationsModule } from './conversations.js';
 
@@ -23,7 +24,7 @@ export interface GraphqlModule {
  * Every module of the GraphQL API. Each resource adds its own module here; REST and GraphQL
  * call the same domain functions underneath.
  */
-export const MODULES: GraphqlModule[] = [baseModule, eventsModule, connectionsModule, messagesModule, usersModule, conversationsModule];
+export const MODULES: GraphqlModule[] = [baseModule, eventsModule, connectionsModule, messagesModule, webhooksModule, usersModule, conversationsModule];
 
 export function createSchema(modules: GraphqlModule[] = MODULES): GraphQLSchema {
   const schema = buildSchema(modules.map((m) => m.typeDefs).join('\n'));

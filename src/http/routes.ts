@@ -9,6 +9,7 @@ import { registerUserRoutes } from './users.js';
 import { registerLinkCodeRoutes } from './link-codes.js';
 import { registerConversationRoutes } from './conversations.js';
 import type { WebServices } from './web-services.js';
+import { registerWebhookRoutes } from './webhooks.js';
 
 export interface RouteContext {
   deps: Deps;
@@ -23,6 +24,7 @@ export const ROUTES: ((api: Api, ctx: RouteContext) => void)[] = [
   registerConnectionRoutes,
   registerMessageRoutes,
   registerFileRoutes,
+  registerWebhookRoutes,
   registerUserRoutes,
   registerLinkCodeRoutes,
   registerConversationRoutes,
