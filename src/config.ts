@@ -94,6 +94,9 @@ const schema = z
     TRANSCRIPTION_RETRY_BASE_MS: int(2000, 0),
     /** Serve /metrics of a worker-only process on this port (0 = off). */
     WORKER_METRICS_PORT: int(0, 0),
+    /** Link-code guessing budget: activation attempts per platform user per 15 minutes, and per application per minute. */
+    LINK_CODE_ATTEMPTS_PER_USER: int(5, 1),
+    LINK_CODE_ATTEMPTS_PER_APP: int(120, 1),
   })
   .superRefine((env, ctx) => {
     if (env.NODE_ENV === 'production') {
