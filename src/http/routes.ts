@@ -5,6 +5,7 @@ import { registerEventSchemaRoutes } from './event-schemas.js';
 import { registerConnectionRoutes } from './connections.js';
 import { registerFileRoutes } from './files.js';
 import { registerMessageRoutes } from './messages.js';
+import { registerStreamRoutes } from '../stream/sse.js';
 import type { WebServices } from './web-services.js';
 
 export interface RouteContext {
@@ -20,4 +21,5 @@ export const ROUTES: ((api: Api, ctx: RouteContext) => void)[] = [
   registerConnectionRoutes,
   registerMessageRoutes,
   registerFileRoutes,
+  registerStreamRoutes,
 ];
