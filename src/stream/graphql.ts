@@ -44,6 +44,7 @@ export function eventIterator(
 ): AsyncIterableIterator<TailEvent> {
   const queue: TailEvent[] = [];
   let queuedBytes = 0;
+  let lastBatch = -1;
   let done = false;
   let failure: unknown;
   let reader: Reader | undefined;
@@ -85,11 +86,16 @@ export function eventIterator(
     },
     push(e) {
       if (done) return;
-      enqueue(e);
-      if (queuedBytes > limits.bufferBytes) {
-        finish();
-        onOverflow();
+      // Judged once per tail batch, like the SSE endpoint: the backlog left from earlier batches.
+      if (e.batch !== lastBatch) {
+        lastBatch = e.batch;
+        if (queuedBytes > limits.bufferBytes) {
+          finish();
+          onOverflow();
+          return;
+        }
       }
+      enqueue(e);
     },
   }).then(
     (r) => {

@@ -75,6 +75,7 @@ export function serveSse(
   res.flushHeaders();
 
   let closed = false;
+  let lastBatch = -1;
   let reader: Reader | undefined;
   const cleanup = () => {
     closed = true;
@@ -103,8 +104,8 @@ export function serveSse(
     },
     async send(event) {
       if (closed) return;
+      // Catch-up goes at the client's pace: wait for the socket to drain, holding one page at most.
       if (res.write(event.frame)) return;
-      if (overfull()) return drop();
       await new Promise<void>((resolve) => {
         const done = () => {
           res.off('drain', done);
@@ -117,8 +118,13 @@ export function serveSse(
     },
     push(event) {
       if (closed) return;
+      // The backlog is judged once per tail batch, before writing it: what the client has not
+      // taken since the previous batch. A batch itself may be large; it is bounded by the page size.
+      if (event.batch !== lastBatch) {
+        lastBatch = event.batch;
+        if (overfull()) return drop();
+      }
       res.write(event.frame);
-      if (overfull()) drop();
     },
   };
 

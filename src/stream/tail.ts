@@ -11,7 +11,14 @@ import type { Logger } from '../logger.js';
 export class TailEvent {
   private nodeMemo?: EventNode;
   private frameMemo?: string;
-  constructor(readonly record: EventRecord) {}
+  /**
+   * @param batch the tail read that produced the event (0 for catch-up reads). Sinks judge a
+   * client's backlog once per batch, so a burst of events read together never counts against it.
+   */
+  constructor(
+    readonly record: EventRecord,
+    readonly batch = 0,
+  ) {}
 
   get node(): EventNode {
     return (this.nodeMemo ??= toEventNode(this.record));
@@ -71,6 +78,7 @@ export function createTailRegistry(sql: Sql, wakes: WakeHub, logger: Logger, opt
   const pageSize = options.pageSize ?? 500;
   const tails = new Map<string, { tail: AppTail; members: Set<TailMember>; stop(): void }>();
   const stats = { queries: 0, wakes: 0, skippedWakes: 0 };
+  let batches = 0;
 
   const start = (appId: string) => {
     const members = new Set<TailMember>();
@@ -80,12 +88,13 @@ export function createTailRegistry(sql: Sql, wakes: WakeHub, logger: Logger, opt
     let stopped = false;
 
     const dispatch = (rows: EventRecord[]) => {
+      const batch = ++batches;
       for (const row of rows) {
         let event: TailEvent | undefined;
         for (const m of members) {
           if (!m.live || row.seq <= m.pos) continue;
           m.pos = row.seq;
-          if (m.matches(row)) m.push((event ??= new TailEvent(row)));
+          if (m.matches(row)) m.push((event ??= new TailEvent(row, batch)));
         }
         pos = row.seq;
       }
