@@ -73,6 +73,10 @@ const schema = z
     STREAM_KEEPALIVE_MS: int(15_000, 10),
     STREAM_MAX_MS: int(3_600_000, 100),
     STREAM_MAX_PER_APP: int(100, 1),
+    /** Bytes a live stream may have queued for a slow client before it is disconnected (it resumes by cursor). */
+    STREAM_BUFFER_BYTES: int(1_048_576, 1024),
+    /** Lease on a stream slot in Redis (ms): renewed while the stream is open, reclaimed this long after its process dies. */
+    STREAM_SLOT_LEASE_MS: int(30_000, 300),
     SEND_WAIT_MS: int(10_000, 0),
     /** Per-connection flood guard on inbound platform webhooks (deliveries per second). */
     INBOUND_FLOOD_PER_SECOND: int(200, 1),

@@ -2,7 +2,8 @@ import type { Logger } from '../logger.js';
 import { createRedis, watchConnection, type Redis } from '../redis.js';
 import { wakePattern } from './wake.js';
 
-export type WakeListener = (appId: string) => void;
+/** `seq` is the highest position the waking commit wrote, when the message carried one. */
+export type WakeListener = (appId: string, seq?: number) => void;
 
 /**
  * One Redis subscriber per web process for every application's wakes, fanned out in memory
@@ -19,11 +20,12 @@ export function createWakeHub(redisUrl: string, redisPrefix: string, logger: Log
   const sub: Redis = watchConnection(createRedis(redisUrl, 'blocking'), 'wakes', logger);
   const listeners = new Map<string, Set<WakeListener>>();
   const prefixLen = wakePattern(redisPrefix).length - 1;
-  sub.on('pmessage', (_pattern: string, channel: string) => {
+  sub.on('pmessage', (_pattern: string, channel: string, message: string) => {
     const appId = channel.slice(prefixLen);
+    const seq = /^\d{1,15}$/.test(message) ? Number(message) : undefined;
     for (const l of listeners.get(appId) ?? []) {
       try {
-        l(appId);
+        l(appId, seq);
       } catch (err) {
         logger.error({ err }, 'wake listener failed');
       }
