@@ -5,6 +5,9 @@
  * these alone: the machine's Redis and other databases are never touched.
  */
 import { randomBytes } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import postgres from 'postgres';
 import { createApplication } from '../src/apps/applications.js';
 import { SCOPES } from '../src/auth/scopes.js';
@@ -34,7 +37,7 @@ interface Slot {
   entry: string;
   port?: number;
   proc?: ChildService;
-  /** Outputs of this slot's earlier (killed) processes, for the failure report. */
+  /** Full outputs of this slot's earlier (killed) processes. */
   previous: string[];
 }
 
@@ -57,12 +60,18 @@ export interface Cluster {
   reopenDatabase(): Promise<void>;
   /** The tail of every process's output (for diagnosing a failed run). */
   outputs(): string;
+  /** Log lines of errors that reached a client as 500 ("unhandled error"), from every process. */
+  contractViolations(): string[];
+  /** Writes every process's full output to a directory under /tmp; returns it. */
+  saveLogs(): string;
   stop(): Promise<void>;
 }
 
 export async function startCluster(o: ClusterOptions): Promise<Cluster> {
   const redis = await startRedisServer({ durable: true, args: ['--maxmemory-policy', 'noeviction'] });
-  const dbName = `gw_chaos_${randomBytes(5).toString('hex')}`;
+  const runId = randomBytes(5).toString('hex');
+  const dbName = `gw_chaos_${runId}`;
+  const logDir = join(tmpdir(), `gw-chaos-${runId}`);
   const dbUrl = `${PG_BASE}/${dbName}`;
   const admin = postgres(`${PG_BASE}/postgres`, { max: 1, onnotice: () => {} });
   o.log(`redis-server on port ${redis.port} (appendonly yes, appendfsync always, noeviction), database ${dbName}`);
@@ -88,7 +97,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
   for (let i = 0; i < o.workerProcesses; i++) slots.worker.push({ name: `worker${i}`, entry: 'workers/index.ts', previous: [] });
 
   const launch = async (slot: Slot) => {
-    if (slot.proc) slot.previous.push(slot.proc.output().slice(-3000));
+    if (slot.proc) slot.previous.push(slot.proc.output());
     slot.proc = spawnService(slot.entry, { ...env, ...(slot.port ? { PORT: String(slot.port) } : {}) });
     await slot.proc.waitFor(slot.port ? /web listening/ : /workers started/, 60_000);
   };
@@ -129,8 +138,22 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     },
     outputs() {
       return all()
-        .map((s) => [...s.previous.map((p, i) => `--- ${s.name} (earlier process ${i + 1})\n${p}`), `--- ${s.name}\n${s.proc?.output().slice(-3000) ?? ''}`].join('\n'))
+        .map((s) => [...s.previous.map((p, i) => `--- ${s.name} (earlier process ${i + 1})\n${p.slice(-3000)}`), `--- ${s.name}\n${s.proc?.output().slice(-3000) ?? ''}`].join('\n'))
         .join('\n');
+    },
+    contractViolations() {
+      // A 500 is logged as "unhandled error" by the REST error handler; any such line is a bug.
+      return all().flatMap((s) =>
+        [...s.previous, s.proc?.output() ?? '']
+          .flatMap((out) => out.split('\n'))
+          .filter((l) => /"msg":"unhandled error"/.test(l))
+          .map((l) => `${s.name}: ${l.slice(0, 1500)}`),
+      );
+    },
+    saveLogs() {
+      mkdirSync(logDir, { recursive: true });
+      for (const s of all()) writeFileSync(join(logDir, `${s.name}.log`), [...s.previous, s.proc?.output() ?? ''].join('\n--- restarted\n'));
+      return logDir;
     },
     async stop() {
       await Promise.all(

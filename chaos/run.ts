@@ -109,6 +109,7 @@ const cluster = await startCluster({
 });
 const rows: Row[] = [];
 let crashed: unknown;
+let violationCount = 0;
 try {
   for (const name of chosen) {
     const row = await runScenario(cluster, SCENARIOS.find((s) => s.name === name)!);
@@ -119,13 +120,17 @@ try {
   crashed = err;
   log(`harness error: ${err instanceof Error ? err.stack : String(err)}`);
 } finally {
-  const bad = crashed !== undefined || rows.some(failed);
+  const violations = cluster.contractViolations();
+  violationCount = violations.length;
+  for (const v of violations.slice(0, 10)) log(`500 in the logs: ${v}`);
+  const bad = crashed !== undefined || rows.some(failed) || violations.length > 0;
   if (bad || values.verbose) process.stdout.write(`\nprocess output (tails):\n${cluster.outputs()}\n`);
+  log(`full process logs in ${cluster.saveLogs()}`);
   await cluster.stop();
 }
 
 const all = rows.length > 1 ? [...rows, total(rows)] : rows;
 process.stdout.write(`\n${formatTable(all)}\n\n`);
-const ok = crashed === undefined && !rows.some(failed) && rows.length === chosen.length;
+const ok = crashed === undefined && !rows.some(failed) && rows.length === chosen.length && violationCount === 0;
 log(ok ? 'PASS: nothing lost, doubled or skipped' : 'FAIL');
 process.exit(ok ? 0 : 1);
