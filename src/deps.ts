@@ -25,6 +25,8 @@ export interface Deps {
   logger: Logger;
   metrics: Metrics;
   secrets: SecretBox;
+  /** Extra resources modules open lazily (subscribers, pools); closed first by closeDeps. */
+  closers: (() => Promise<unknown>)[];
 }
 
 export function createDeps(config: Config, options: { logger?: Logger; metrics?: Metrics; dbPoolSize?: number } = {}): Deps {
@@ -39,12 +41,14 @@ export function createDeps(config: Config, options: { logger?: Logger; metrics?:
     logger,
     metrics: options.metrics ?? createMetrics(),
     secrets: createSecretBox(config.SECRETS_KEY),
+    closers: [],
   };
 }
 
 /** Closes every connection; each step is attempted even if an earlier one fails. */
 export async function closeDeps(deps: Deps): Promise<void> {
   await runAll(deps.logger, [
+    ...deps.closers.splice(0),
     () => closeQueues(deps.queues),
     () => deps.sql.end({ timeout: 5 }),
     () => deps.redis.quit(),

@@ -31,6 +31,7 @@ export const ERROR_STATUS = {
   INTERNAL: 500,
   PLATFORM_UNAVAILABLE: 502,
   UNAVAILABLE: 503,
+  INVALID_WEBHOOK_TARGET: 400,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;

@@ -43,8 +43,14 @@ export const JOBS = {
     options: { attempts: 10, backoff: { type: 'exponential', delay: 200 } },
   },
   webhook: {
-    schema: z.object({ delivery_id: uuid, app_id: uuid }),
-    jobId: (d: { delivery_id: string }) => `wd-${d.delivery_id}`,
+    // A delivery run (a manual retry or replay starts run n+1 of the same delivery), or the
+    // repeatable log-retention task.
+    schema: z.union([
+      z.object({ delivery_id: uuid, app_id: uuid, run: z.number().int().min(0).default(0) }),
+      z.object({ task: z.literal('log-retention') }),
+    ]),
+    jobId: (d: { delivery_id: string; run?: number } | { task: string }) => ('task' in d ? `wh-${d.task}` : `wd-${d.delivery_id}-${d.run ?? 0}`),
+    // Attempts are set per job from WEBHOOK_RETRY_DELAYS_MS; delays come from the worker's custom strategy.
     options: { attempts: 5, backoff: { type: 'webhook' } },
   },
   send: {

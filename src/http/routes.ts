@@ -6,6 +6,7 @@ import { registerConnectionRoutes } from './connections.js';
 import { registerFileRoutes } from './files.js';
 import { registerMessageRoutes } from './messages.js';
 import type { WebServices } from './web-services.js';
+import { registerWebhookRoutes } from './webhooks.js';
 
 export interface RouteContext {
   deps: Deps;
@@ -20,4 +21,5 @@ export const ROUTES: ((api: Api, ctx: RouteContext) => void)[] = [
   registerConnectionRoutes,
   registerMessageRoutes,
   registerFileRoutes,
+  registerWebhookRoutes,
 ];
