@@ -52,6 +52,11 @@ const schema = z
         return names as QueueName[];
       }),
     WORKER_CONCURRENCY: int(16, 1),
+    /**
+     * How long a job's lock lasts without renewal (ms): a worker killed mid-job has its jobs taken
+     * over by another worker after about this long (BullMQ lockDuration and stalledInterval).
+     */
+    JOB_LOCK_MS: int(30_000, 1000),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     /** Guards /admin/queues (Bull Board) and other operator routes. */
     ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),

@@ -45,6 +45,11 @@ export function startWorkerHost(deps: Deps, defs: ProcessorDef[]): WorkerHost {
         connection,
         prefix: queuePrefix(deps.config.REDIS_PREFIX),
         concurrency: deps.config.WORKER_CONCURRENCY,
+        lockDuration: deps.config.JOB_LOCK_MS,
+        stalledInterval: deps.config.JOB_LOCK_MS,
+        // Every job is idempotent, so one taken over from a crashed worker is safe to run again;
+        // BullMQ's default (1) would fail a job outright the second time its worker dies under it.
+        maxStalledCount: 5,
         autorun: true,
         ...def.options?.(deps),
       },
