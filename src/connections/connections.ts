@@ -62,7 +62,8 @@ function splitConfig(deps: Deps, platform: PlatformName, config: Record<string, 
   return { sealed: deps.secrets.seal(JSON.stringify(secrets)), pub, routingIds: routingIdsOf(platform, config) };
 }
 
-function routingIdsOf(platform: PlatformName, config: Record<string, unknown>): string[] {
+/** The account ids a shared Meta-family URL routes this connection's deliveries by. */
+export function routingIdsOf(platform: PlatformName, config: Record<string, unknown>): string[] {
   const keys: Partial<Record<PlatformName, string[]>> = {
     WHATSAPP: ['phone_number_id', 'business_account_id'],
     MESSENGER: ['page_id'],
