@@ -118,8 +118,14 @@ async function parties(deps: Deps, msg: MessageRow, conn: Connection) {
     name: conn.name,
     isSystem: true,
   });
-  const conversationId = await upsertConversation(deps.sql, { appId: msg.app_id, connectionId: conn.id, externalId: msg.to_external_id });
-  return { recipient, system, conversationId };
+  return { recipient, system, conversationId: await conversationOf(deps, msg, conn) };
+}
+
+/** The recipient's conversation: found by one index probe on every send but the first (no row lock, no write). */
+async function conversationOf(deps: Deps, msg: MessageRow, conn: Connection): Promise<string> {
+  const [found] = await deps.sql<{ id: string }[]>`
+    SELECT id FROM conversations WHERE platform_connection_id = ${conn.id} AND external_id = ${msg.to_external_id} AND thread_id = ''`;
+  return found?.id ?? upsertConversation(deps.sql, { appId: msg.app_id, connectionId: conn.id, externalId: msg.to_external_id });
 }
 
 /**
