@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { DelayedError, type Job } from 'bullmq';
 import { dedicatedWebhookUrl, loadConnection, recordHealth } from '../src/connections/connections.js';
 import {
@@ -14,7 +15,6 @@ import {
   recordSent,
   storedError,
 } from '../src/messages/delivery.js';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { holdConnection, paceSend, reserveSendSlot } from '../src/platforms/rate-budget.js';
 import { getAdapter } from '../src/platforms/registry.js';
 import type { JobData } from '../src/queues.js';
@@ -101,7 +101,11 @@ export const sendProcessor: ProcessorDef<'send'> = {
       for (;;) {
         const wait = await paceSend(deps.redis, deps.config.REDIS_PREFIX, conn.platform, conn.id, msg.to_external_id);
         if (wait === 0) break;
-        if (wait > PACE_SLEEP_MAX_MS) return delay(wait);
+        if (wait > PACE_SLEEP_MAX_MS) {
+          // Behind a platform's hold: the slot reserved for this attempt still stands, so keep it.
+          if (data.reserved_attempt !== msg.attempts) await job.updateData({ ...data, reserved_attempt: msg.attempts });
+          return delay(wait);
+        }
         await sleep(wait);
       }
       if (!(await markSending(deps, msg))) return { skipped: 'settled elsewhere' };
