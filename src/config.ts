@@ -101,6 +101,25 @@ const schema = z
     TRANSCRIPTION_MODEL: z.string().default('whisper-1'),
     /** First retry delay of a failed transcription (ms); doubles on each of the 5 attempts. */
     TRANSCRIPTION_RETRY_BASE_MS: int(2000, 0),
+    /**
+     * Platform API addresses for every connection without its own `api_base_url`, as
+     * `TELEGRAM=http://…,SLACK=http://…` (staging proxies, local fakes).
+     */
+    PLATFORM_API_BASES: z
+      .string()
+      .default('')
+      .transform((s, ctx) => {
+        const out: Record<string, string> = {};
+        for (const part of s.split(',').map((p) => p.trim()).filter(Boolean)) {
+          const m = part.match(/^([A-Z]+)=(https?:\/\/\S+)$/);
+          if (!m) {
+            ctx.addIssue({ code: 'custom', message: `expected PLATFORM=http(s)://… pairs separated by commas, got "${part}"` });
+            return z.NEVER;
+          }
+          out[m[1]] = m[2];
+        }
+        return out;
+      }),
     /** Where file bytes live: Postgres (default) or an S3-compatible bucket. */
     FILE_STORAGE: z.enum(['postgres', 's3']).default('postgres'),
     S3_BUCKET: z.string().min(3).optional(),

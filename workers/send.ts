@@ -109,7 +109,11 @@ export const sendProcessor: ProcessorDef<'send'> = {
         await sleep(wait);
       }
       if (!(await markSending(deps, msg))) return { skipped: 'settled elsewhere' };
-      const outcome = await getAdapter(conn.platform).send(conn.config, outbound, { timeoutMs: PLATFORM_TIMEOUT_MS, webhookUrl: dedicatedWebhookUrl(deps, conn) });
+      const outcome = await getAdapter(conn.platform).send(conn.config, outbound, {
+        timeoutMs: PLATFORM_TIMEOUT_MS,
+        defaultBaseUrl: deps.config.PLATFORM_API_BASES[conn.platform],
+        webhookUrl: dedicatedWebhookUrl(deps, conn),
+      });
       if (outcome.ok) {
         await markSent(deps, msg, outcome.externalMessageId);
         await recordHealth(deps, conn.id, { ok: true });

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config.js';
 import { connect, eventually } from '../helpers/connections.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
 import { maxInWindow } from '../fakes/fake-server.js';
@@ -84,5 +85,27 @@ describe('send queue behaviour', () => {
     const [{ failed }] = await s.deps.sql<{ failed: number }[]>`SELECT count(*)::int AS failed FROM outbound_messages WHERE platform_connection_id = ${conn.id} AND status <> 'sent'`;
     expect(failed).toBe(0);
     expect(performance.now() - started).toBeLessThan(20_000);
+  });
+});
+
+describe('platform API address from the environment', () => {
+  it('PLATFORM_API_BASES points connections without api_base_url at a platform address', async () => {
+    const fake = await TelegramFake.start();
+    const stack = await startTestStack({ workers: ['ledger', 'send'], env: { PLATFORM_API_BASES: `TELEGRAM=${fake.url},SLACK=http://127.0.0.1:1` } });
+    try {
+      const app = await stack.createApp();
+      const conn = await connect(stack, app, 'TELEGRAM', { bot_token: '424242:env-base' });
+      const r = await stack.request('POST', '/v1/messages', { auth: app, body: { platform_connection_id: conn.id, to_external_id: '5', message: 'via env' } });
+      expect(r.status, r.text).toBe(201);
+      expect(fake.accepted.map((q) => q.json.text)).toEqual(['via env']);
+    } finally {
+      await stack.close();
+      await fake.close();
+    }
+  });
+
+  it('refuses a malformed PLATFORM_API_BASES naming the variable', () => {
+    expect(() => parseConfig({ PLATFORM_API_BASES: 'TELEGRAM:http://x' })).toThrow(/PLATFORM_API_BASES/);
+    expect(parseConfig({ PLATFORM_API_BASES: 'TELEGRAM=http://a:1, SMS=https://b' }).PLATFORM_API_BASES).toEqual({ TELEGRAM: 'http://a:1', SMS: 'https://b' });
   });
 });
