@@ -8,6 +8,7 @@
  * (a) ≥ 0.9 of the allowed rate with zero 429s.
  */
 import { Pool } from 'undici';
+import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { ratio, round, runLoad, spawnService, startStack, target, until, type Bench, type BenchStack, type ChildService } from './lib.js';
 
@@ -134,8 +135,12 @@ const bench: Bench = {
   description: 'sending: achieved rate under Telegram limits (one connection, 2,000 messages, 200 chats) and end-to-end sends/s over 100 connections vs a bare undici loop',
   async run({ options, log }) {
     const notes: string[] = ['web and worker are separate Node processes (NODE_ENV=production); the Telegram fake runs in its own process'];
+    const load = () => loadavg()[0].toFixed(1);
+    const loadBefore = load();
     const a = await limitedRun(log, notes);
     const b = await openRun(options.durationS ?? 10, options.clients ?? CLIENTS, log, notes);
+    // Other work on the machine shows in every figure; say how busy it was.
+    notes.push(`machine load average (1 min): ${loadBefore} at the start, ${load()} at the end`);
     return {
       figures: {
         limited_sent_per_s: a.rate,
