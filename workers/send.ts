@@ -141,4 +141,5 @@ export const sendProcessor: ProcessorDef<'send'> = {
       throw new Error(`${error.code}: ${error.message}`);
     };
   },
+  options: (deps) => ({ concurrency: deps.config.SEND_CONCURRENCY }),
 };
