@@ -2,7 +2,7 @@ import { DelayedError, UnrecoverableError, Worker, type Job, type WorkerOptions 
 import type { QueueName } from '../src/config.js';
 import type { Deps } from '../src/deps.js';
 import { JOBS, queuePrefix } from '../src/queues.js';
-import { createRedis, type Redis } from '../src/redis.js';
+import { createRedis, watchConnection, type Redis } from '../src/redis.js';
 
 /** One queue's processor: how to build it from the dependencies, and its worker options. */
 export interface ProcessorDef<Q extends QueueName = QueueName> {
@@ -21,7 +21,7 @@ export interface WorkerHost {
 
 /** Starts one BullMQ worker per processor; each re-parses its payload against the job catalog. */
 export function startWorkerHost(deps: Deps, defs: ProcessorDef[]): WorkerHost {
-  const connection: Redis = createRedis(deps.config.REDIS_URL, 'blocking', {}, deps.logger);
+  const connection: Redis = watchConnection(createRedis(deps.config.REDIS_URL, 'blocking'), 'workers', deps.logger);
   let stopping = false;
   const workers = defs.map((def) => {
     const run = def.create(deps);
@@ -45,6 +45,11 @@ export function startWorkerHost(deps: Deps, defs: ProcessorDef[]): WorkerHost {
         connection,
         prefix: queuePrefix(deps.config.REDIS_PREFIX),
         concurrency: deps.config.WORKER_CONCURRENCY,
+        lockDuration: deps.config.JOB_LOCK_MS,
+        stalledInterval: deps.config.JOB_LOCK_MS,
+        // Every job is idempotent, so one taken over from a crashed worker is safe to run again;
+        // BullMQ's default (1) would fail a job outright the second time its worker dies under it.
+        maxStalledCount: 5,
         autorun: true,
         ...def.options?.(deps),
       },
