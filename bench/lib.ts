@@ -285,7 +285,8 @@ export async function startStack(o: { env?: Record<string, string>; webProcesses
 
 /** Removes every key a bench run left under its prefix (queues, rate limits). */
 export async function deleteRedisPrefix(url: string, prefix: string): Promise<void> {
-  const redis = createRedis(url);
+  // Blocking kind: it queues commands until connected (a request-kind connection refuses them at first).
+  const redis = createRedis(url, 'blocking');
   try {
     let cursor = '0';
     do {
