@@ -32,6 +32,12 @@ export const ERROR_STATUS = {
   PLATFORM_UNAVAILABLE: 502,
   UNAVAILABLE: 503,
   INVALID_WEBHOOK_TARGET: 400,
+  // Identity (users, link codes). A merged-away user answers 410 with `merged_into` in details.
+  USER_MERGED: 410,
+  LINK_CODE_NOT_FOUND: 404,
+  LINK_CODE_EXPIRED: 410,
+  LINK_CODE_USED: 409,
+  LINK_CODE_ATTEMPTS_EXCEEDED: 429,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;
@@ -109,9 +115,10 @@ export function isUnavailable(err: unknown): boolean {
   if (!e) return false;
   if (err instanceof AppError) return err.code === 'UNAVAILABLE';
   if (e.code && UNAVAILABLE_CODES.has(e.code)) return true;
+  if (e.name === 'MaxRetriesPerRequestError') return true;
   // ioredis (offline queue off, retries spent, command bound hit), BullMQ on a closed
   // connection, and a database closed to new connections (ALTER DATABASE … ALLOW_CONNECTIONS false).
-  return /Connection is closed|Stream isn't writeable|MaxRetriesPerRequest|enableOfflineQueue|Command timed out|not currently accepting connections/.test(
+  return /Connection is closed|Stream isn't writeable|max retries per request|enableOfflineQueue|Command timed out|not currently accepting connections/.test(
     e.message ?? '',
   );
 }

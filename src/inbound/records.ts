@@ -3,6 +3,7 @@ import type { Deps } from '../deps.js';
 import { storeFile } from '../files/files.js';
 import { derivedId } from '../ids.js';
 import { upsertConversation, upsertPlatformUser, type PlatformUserRef } from '../identity/platform-users.js';
+import { activateFromInbound } from '../identity/link-codes.js';
 import { downloadMedia } from '../platforms/media.js';
 import { systemExternalId } from '../platforms/registry.js';
 import type { NormalisedRecord } from '../platforms/types.js';
@@ -69,8 +70,7 @@ export async function recordMessage(ctx: RecordContext, r: Rec<'message'>): Prom
   if (await eventExists(deps, conn.appId, eventId)) return;
 
   const sender = await upsertParty(deps, conn, r.sender);
-  // Identity hook: link-code activation from an inbound message (issue 8) goes here, once the
-  // sender's platform user exists and before the event is recorded.
+  await activateFromInbound(deps, { appId: conn.appId, platformUserId: sender.id, text: r.message.text, platform: conn.platform });
   const system = await systemUser(deps, conn);
   const conversationId = await upsertConversation(deps.sql, {
     appId: conn.appId,
