@@ -2,7 +2,7 @@ import type { Deps } from '../deps.js';
 import { derivedId } from '../ids.js';
 import { createGroupCommit } from '../ledger/group-commit.js';
 import { enqueue } from '../queues.js';
-import { LOG_BODY_LIMIT } from './http-client.js';
+import { capBody } from './http-client.js';
 import { publishSubscriptionsChanged } from './subscription-cache.js';
 
 export type DeliveryStatus = 'pending' | 'retrying' | 'delivered' | 'failed';
@@ -19,7 +19,8 @@ export interface AttemptRecord {
   statusCode: number | null;
   durationMs: number;
   error: string | null;
-  requestBody: string;
+  /** Null for a delivery's attempts: they send the delivery's stored body, read from there. */
+  requestBody: string | null;
   responseBody: string | null;
   /** Unix seconds of the delivery's first attempt. */
   firstAttemptTs: number | null;
@@ -27,12 +28,7 @@ export interface AttemptRecord {
   affectsHealth: boolean;
 }
 
-const cap = (s: string | null) => {
-  if (s === null) return null;
-  // Byte-accurate truncation to 64 KB, without splitting a character.
-  const buf = Buffer.from(s, 'utf8');
-  return buf.length <= LOG_BODY_LIMIT ? s : buf.subarray(0, LOG_BODY_LIMIT).toString('utf8').replace(/\uFFFD$/, '');
-};
+const cap = (s: string | null) => (s === null ? null : capBody(s));
 
 /**
  * Records attempt outcomes, many per transaction: concurrent deliveries share one commit

@@ -1,8 +1,10 @@
 import type { Deps } from '../deps.js';
+import { createGroupCommit } from '../ledger/group-commit.js';
 import { createAttemptLog, type AttemptRecord, type DeliveryStatus } from './attempt-log.js';
 import { createBatchLoader } from './batch-loader.js';
+import { enqueueDeliveryRuns, type DeliveryRun } from './delivery-queue.js';
 import { createWebhookHttpClient, type WebhookHttpClient } from './http-client.js';
-import { parseRetryAfter } from './retry-policy.js';
+import { parseRetryAfter, retryDelay } from './retry-policy.js';
 import { signatureHeaders } from './signing.js';
 import { signingSecrets, subscriptionCacheFor } from './subscription-cache.js';
 import { takeDeliverySlot } from './throttle.js';
@@ -20,7 +22,7 @@ interface DeliveryRow {
   first_attempt_ts: string | null;
 }
 
-/** What one run of a delivery job came to; the worker turns it into BullMQ's terms. */
+/** What one attempt came to; the worker turns it into BullMQ's terms. */
 export type AttemptOutcome =
   | { kind: 'skipped'; reason: string }
   | { kind: 'wait'; ms: number }
@@ -30,9 +32,12 @@ export type AttemptOutcome =
 
 export interface Deliverer {
   /**
-   * Makes one attempt of a delivery. `lastAttempt` says whether a failure is final (the job
-   * has no attempts left). Outcomes are recorded before this resolves.
+   * The first attempt of every delivery of one event, concurrently. A failure with attempts
+   * left becomes a run of its own (a delayed job on the custom backoff); a throttled delivery
+   * becomes a run that starts when its slot comes.
    */
+  firstAttempts(job: { eventId: string; appId: string }): Promise<AttemptOutcome[]>;
+  /** One attempt of one delivery run; `lastAttempt` says whether a failure is final. */
   attempt(job: { deliveryId: string; appId: string; run: number; lastAttempt: boolean }): Promise<AttemptOutcome>;
   http: WebhookHttpClient;
   close(): Promise<void>;
@@ -43,70 +48,119 @@ export function retryHeaders(attempt: number, originalTs: number): Record<string
   return attempt > 1 ? { 'x-service-retry-count': String(attempt - 1), 'x-service-original-timestamp': String(originalTs) } : {};
 }
 
+const COLUMNS = 'd.id, d.app_id, d.subscription_id, d.event_id, d.event_type, d.status, d.body, d.attempt_count, d.run, d.first_attempt_ts';
+
 /**
- * The delivery side of outbound webhooks. Per attempt it reads the delivery row (coalesced
- * with other jobs of the same tick), takes the subscription from the process cache, signs
- * the stored body, POSTs it through a keep-alive pool and records the outcome in a shared
- * group commit: no per-delivery subscription load, no per-delivery transaction.
+ * The delivery side of outbound webhooks. Rows are read with one query per tick however many
+ * jobs ask, the subscription comes from the process cache, the stored body is signed and
+ * POSTed through a keep-alive pool, and outcomes are written by a shared group commit: no
+ * per-delivery subscription load and no per-delivery transaction.
  */
 export function createDeliverer(deps: Deps): Deliverer {
+  const schedule = deps.config.WEBHOOK_RETRY_DELAYS_MS;
   const cache = subscriptionCacheFor(deps);
   const http = createWebhookHttpClient({ policy: deps.config.WEBHOOK_TARGET_POLICY, timeoutMs: deps.config.WEBHOOK_TIMEOUT_MS });
   const log = createAttemptLog(deps);
-  const load = createBatchLoader<string, DeliveryRow>(async (keys) => {
-    const pairs = keys.map((k) => k.split('/'));
+  const queueRuns = createGroupCommit<DeliveryRun, void>((runs) => enqueueDeliveryRuns(deps, runs), 500);
+
+  const pairs = (keys: string[]) => {
+    const split = keys.map((k) => k.split('/'));
+    return [split.map((p) => p[0]), split.map((p) => p[1])];
+  };
+  const loadOne = createBatchLoader<string, DeliveryRow>(async (keys) => {
+    const [apps, ids] = pairs(keys);
     const rows = await deps.sql<DeliveryRow[]>`
-      SELECT d.id, d.app_id, d.subscription_id, d.event_id, d.event_type, d.status, d.body, d.attempt_count, d.run, d.first_attempt_ts
-        FROM unnest(${pairs.map((p) => p[0])}::uuid[], ${pairs.map((p) => p[1])}::uuid[]) AS k(app_id, id)
+      SELECT ${deps.sql.unsafe(COLUMNS)}
+        FROM unnest(${apps}::uuid[], ${ids}::uuid[]) AS k(app_id, id)
         JOIN webhook_deliveries d ON d.app_id = k.app_id AND d.id = k.id`;
     return new Map(rows.map((r) => [`${r.app_id}/${r.id}`, r]));
   });
+  // Deliveries an event job owns: run 0 and not yet attempted. Anything else has its own job.
+  const loadForEvent = createBatchLoader<string, DeliveryRow[]>(async (keys) => {
+    const [apps, events] = pairs(keys);
+    const rows = await deps.sql<DeliveryRow[]>`
+      SELECT ${deps.sql.unsafe(COLUMNS)}
+        FROM unnest(${apps}::uuid[], ${events}::uuid[]) AS k(app_id, event_id)
+        JOIN webhook_deliveries d ON d.app_id = k.app_id AND d.event_id = k.event_id
+       WHERE d.status = 'pending' AND d.run = 0 AND d.attempt_count = 0`;
+    const out = new Map<string, DeliveryRow[]>();
+    for (const r of rows) out.set(`${r.app_id}/${r.event_id}`, [...(out.get(`${r.app_id}/${r.event_id}`) ?? []), r]);
+    return out;
+  });
 
   const record = (d: DeliveryRow, r: Omit<AttemptRecord, 'deliveryId' | 'appId' | 'subscriptionId' | 'eventId' | 'eventType' | 'requestBody'>) =>
-    log.record({ deliveryId: d.id, appId: d.app_id, subscriptionId: d.subscription_id, eventId: d.event_id, eventType: d.event_type, requestBody: d.body, ...r });
+    log.record({ deliveryId: d.id, appId: d.app_id, subscriptionId: d.subscription_id, eventId: d.event_id, eventType: d.event_type, requestBody: null, ...r });
+
+  /**
+   * One attempt of a loaded delivery. `beforeRecord` runs between the answer and the write of
+   * the outcome: a first attempt queues its retry there, so a crash can repeat a send (at
+   * least once) but never strand a delivery in `retrying` with no job to retry it.
+   */
+  async function attemptRow(d: DeliveryRow, lastAttempt: boolean, beforeRecord?: (o: AttemptOutcome) => Promise<void>): Promise<AttemptOutcome> {
+    if (d.status === 'delivered' || d.status === 'failed') return { kind: 'skipped', reason: `already ${d.status}` };
+    const sub = await cache.get(d.app_id, d.subscription_id);
+    if (!sub) return { kind: 'skipped', reason: 'subscription deleted' };
+    if (sub.status !== 'ACTIVE') {
+      // Paused or disabled since it was queued: not sent (resuming must not flood), kept as failed for replay.
+      const error = `not sent: subscription is ${sub.status}`;
+      await record(d, { status: 'failed', attempt: d.attempt_count, statusCode: null, durationMs: 0, error, responseBody: null, firstAttemptTs: null, affectsHealth: false });
+      return { kind: 'failed', attempt: d.attempt_count, error };
+    }
+    if (sub.maxPerSecond) {
+      const wait = await takeDeliverySlot(deps.redis, deps.config.REDIS_PREFIX, sub.id, sub.maxPerSecond);
+      if (wait > 0) return { kind: 'wait', ms: wait };
+    }
+
+    const attempt = d.attempt_count + 1;
+    const ts = Math.floor(Date.now() / 1000);
+    const originalTs = d.first_attempt_ts !== null ? Number(d.first_attempt_ts) : ts;
+    const headers = { ...signatureHeaders({ deliveryId: d.id, timestamp: ts, body: d.body, secrets: signingSecrets(sub) }), ...retryHeaders(attempt, originalTs) };
+    const res = await http.post(sub.targetUrl, d.body, headers);
+    const delivered = res.error === undefined && res.statusCode !== undefined && res.statusCode >= 200 && res.statusCode < 300;
+    const status: DeliveryStatus = delivered ? 'delivered' : lastAttempt ? 'failed' : 'retrying';
+    deps.metrics.webhookAttempts.inc({ outcome: status });
+    const error = res.error ?? 'failed';
+    const retryAfterMs = res.statusCode === 429 || res.statusCode === 503 ? parseRetryAfter(res.headers['retry-after']) : undefined;
+    const outcome: AttemptOutcome = delivered
+      ? { kind: 'delivered', attempt, statusCode: res.statusCode! }
+      : lastAttempt
+        ? { kind: 'failed', attempt, error }
+        : { kind: 'retry', attempt, error, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
+    await beforeRecord?.(outcome);
+    await record(d, {
+      status,
+      attempt,
+      statusCode: res.statusCode ?? null,
+      durationMs: res.durationMs,
+      error: res.error ?? null,
+      responseBody: res.statusCode !== undefined ? res.responseBody : null,
+      firstAttemptTs: originalTs,
+      affectsHealth: true,
+    });
+    return outcome;
+  }
 
   return {
     http,
+    async firstAttempts({ eventId, appId }) {
+      const rows = (await loadForEvent(`${appId}/${eventId}`)) ?? [];
+      const lastAttempt = schedule.length <= 1;
+      return Promise.all(
+        rows.map(async (d) => {
+          const outcome = await attemptRow(d, lastAttempt, async (o) => {
+            if (o.kind === 'retry') await queueRuns({ id: d.id, app_id: d.app_id, run: d.run, attempt_base: 1, delayMs: retryDelay(schedule, 1, o.retryAfterMs) });
+          });
+          // Over its throttle: it waits in the queue as a run of its own, no attempt spent.
+          if (outcome.kind === 'wait') await queueRuns({ id: d.id, app_id: d.app_id, run: d.run, attempt_base: 0, delayMs: outcome.ms });
+          return outcome;
+        }),
+      );
+    },
     async attempt({ deliveryId, appId, run, lastAttempt }) {
-      const d = await load(`${appId}/${deliveryId}`);
+      const d = await loadOne(`${appId}/${deliveryId}`);
       if (!d) return { kind: 'skipped', reason: 'delivery no longer exists' };
       if (d.run !== run) return { kind: 'skipped', reason: `superseded by run ${d.run}` };
-      if (d.status === 'delivered' || d.status === 'failed') return { kind: 'skipped', reason: `already ${d.status}` };
-      const sub = await cache.get(appId, d.subscription_id);
-      if (!sub) return { kind: 'skipped', reason: 'subscription deleted' };
-      if (sub.status !== 'ACTIVE') {
-        // Paused or disabled since it was queued: not sent (resuming must not flood), kept as failed for replay.
-        const error = `not sent: subscription is ${sub.status}`;
-        await record(d, { status: 'failed', attempt: d.attempt_count, statusCode: null, durationMs: 0, error, responseBody: null, firstAttemptTs: null, affectsHealth: false });
-        return { kind: 'failed', attempt: d.attempt_count, error };
-      }
-      if (sub.maxPerSecond) {
-        const wait = await takeDeliverySlot(deps.redis, deps.config.REDIS_PREFIX, sub.id, sub.maxPerSecond);
-        if (wait > 0) return { kind: 'wait', ms: wait };
-      }
-
-      const attempt = d.attempt_count + 1;
-      const ts = Math.floor(Date.now() / 1000);
-      const originalTs = d.first_attempt_ts !== null ? Number(d.first_attempt_ts) : ts;
-      const headers = { ...signatureHeaders({ deliveryId: d.id, timestamp: ts, body: d.body, secrets: signingSecrets(sub) }), ...retryHeaders(attempt, originalTs) };
-      const res = await http.post(sub.targetUrl, d.body, headers);
-      const delivered = res.error === undefined && res.statusCode !== undefined && res.statusCode >= 200 && res.statusCode < 300;
-      const status: DeliveryStatus = delivered ? 'delivered' : lastAttempt ? 'failed' : 'retrying';
-      deps.metrics.webhookAttempts.inc({ outcome: status });
-      await record(d, {
-        status,
-        attempt,
-        statusCode: res.statusCode ?? null,
-        durationMs: res.durationMs,
-        error: res.error ?? null,
-        responseBody: res.statusCode !== undefined ? res.responseBody : null,
-        firstAttemptTs: originalTs,
-        affectsHealth: true,
-      });
-      if (delivered) return { kind: 'delivered', attempt, statusCode: res.statusCode! };
-      if (lastAttempt) return { kind: 'failed', attempt, error: res.error ?? 'failed' };
-      const retryAfterMs = res.statusCode === 429 || res.statusCode === 503 ? parseRetryAfter(res.headers['retry-after']) : undefined;
-      return { kind: 'retry', attempt, error: res.error ?? 'failed', ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
+      return attemptRow(d, lastAttempt);
     },
     async close() {
       await http.close();

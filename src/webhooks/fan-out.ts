@@ -2,7 +2,7 @@ import type { Deps } from '../deps.js';
 import { derivedId } from '../ids.js';
 import type { CommittedEvent } from '../ledger/write.js';
 import { buildDeliveryBody, loadBodyEvents, type BodyEvent } from './body.js';
-import { enqueueDeliveries, type DeliveryRef } from './delivery-queue.js';
+import { enqueueFirstAttempts } from './delivery-queue.js';
 import { subscriptionCacheFor } from './subscription-cache.js';
 
 /** A delivery's id is derived from (subscription, event): a repeat computes the same one. */
@@ -18,11 +18,12 @@ interface NewDelivery {
 }
 
 /**
- * Creates the deliveries of (subscription, event) pairs and enqueues them. The insert joins
- * the subscriptions table, so a subscription paused or deleted since a cache load gets
- * nothing; the unique (subscription, event) key makes a repeat insert nothing. Rows a repeat
- * finds still untouched (a crash between insert and enqueue) are enqueued again under the
- * same job id, which BullMQ drops if the first enqueue did land.
+ * Creates the deliveries of (subscription, event) pairs and queues their first attempts, one
+ * job per event. The insert joins the subscriptions table, so a subscription paused or
+ * deleted since a cache load gets nothing; the unique (subscription, event) key makes a
+ * repeat insert nothing. Events a repeat finds with untouched deliveries (a crash between
+ * insert and enqueue) are queued again under the same job id, which BullMQ drops if the first
+ * enqueue did land.
  */
 export async function createDeliveries(deps: Deps, pairs: { subscriptionId: string; event: BodyEvent }[]): Promise<{ created: number }> {
   if (pairs.length === 0) return { created: 0 };
@@ -39,24 +40,26 @@ export async function createDeliveries(deps: Deps, pairs: { subscriptionId: stri
     };
   });
   const { sql } = deps;
-  const inserted = await sql<{ id: string; app_id: string }[]>`
+  const inserted = await sql<{ event_id: string; app_id: string }[]>`
     INSERT INTO webhook_deliveries (id, app_id, subscription_id, event_id, event_type, body)
     SELECT r.id, r.app_id, r.subscription_id, r.event_id, r.event_type, r.body
       FROM jsonb_to_recordset(${sql.json(rows as never)}::jsonb) AS r(id uuid, app_id uuid, subscription_id uuid, event_id uuid, event_type text, body text)
       JOIN webhook_subscriptions s ON s.id = r.subscription_id AND s.app_id = r.app_id AND s.status = 'ACTIVE'
     ON CONFLICT (subscription_id, event_id) DO NOTHING
-    RETURNING id, app_id`;
-  const refs: DeliveryRef[] = inserted.map((r) => ({ id: r.id, app_id: r.app_id, run: 0 }));
+    RETURNING event_id, app_id`;
+  const events = new Map(inserted.map((r) => [r.event_id, r]));
   if (inserted.length < rows.length) {
-    const got = new Set(inserted.map((r) => r.id));
-    const others = rows.filter((r) => !got.has(r.id));
-    const untouched = await sql<{ id: string; app_id: string; run: number }[]>`
-      SELECT d.id, d.app_id, d.run FROM webhook_deliveries d
-        JOIN unnest(${others.map((r) => r.app_id)}::uuid[], ${others.map((r) => r.id)}::uuid[]) AS o(app_id, id) ON d.app_id = o.app_id AND d.id = o.id
-       WHERE d.status = 'pending' AND d.attempt_count = 0`;
-    refs.push(...untouched);
+    const got = new Set(inserted.map((r) => `${r.event_id}`));
+    const others = rows.filter((r) => !got.has(r.event_id));
+    if (others.length) {
+      const untouched = await sql<{ event_id: string; app_id: string }[]>`
+        SELECT DISTINCT d.event_id, d.app_id FROM webhook_deliveries d
+          JOIN unnest(${others.map((r) => r.app_id)}::uuid[], ${others.map((r) => r.id)}::uuid[]) AS o(app_id, id) ON d.app_id = o.app_id AND d.id = o.id
+         WHERE d.status = 'pending' AND d.attempt_count = 0 AND d.run = 0`;
+      for (const u of untouched) events.set(u.event_id, u);
+    }
   }
-  await enqueueDeliveries(deps, refs);
+  await enqueueFirstAttempts(deps, [...events.values()]);
   return { created: inserted.length };
 }
 
