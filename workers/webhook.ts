@@ -35,7 +35,7 @@ export const webhookProcessor: ProcessorDef<'webhook'> = {
         return { attempts: outcomes.length };
       }
       const lastAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
-      const outcome = await deliverer.attempt({ deliveryId: data.delivery_id, appId: data.app_id, run: data.run, lastAttempt });
+      const outcome = await deliverer.attempt({ deliveryId: data.delivery_id, appId: data.app_id, run: data.run, lastAttempt, queuedAt: job.timestamp });
       switch (outcome.kind) {
         case 'wait':
           await job.moveToDelayed(Date.now() + outcome.ms, token);

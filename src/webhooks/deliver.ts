@@ -2,6 +2,8 @@ import type { Deps } from '../deps.js';
 import { createGroupCommit } from '../ledger/group-commit.js';
 import { createAttemptLog, type AttemptRecord, type DeliveryStatus } from './attempt-log.js';
 import { createBatchLoader } from './batch-loader.js';
+import { buildDeliveryBody, loadBodyEvents } from './body.js';
+import { deliveryIdOf } from './fan-out.js';
 import { enqueueDeliveryRuns, type DeliveryRun } from './delivery-queue.js';
 import { createWebhookHttpClient, type WebhookHttpClient } from './http-client.js';
 import { parseRetryAfter, retryDelay } from './retry-policy.js';
@@ -10,6 +12,8 @@ import { signingSecrets, subscriptionCacheFor } from './subscription-cache.js';
 import { takeDeliverySlot } from './throttle.js';
 
 interface DeliveryRow {
+  /** True for an event's first attempt: the row is written together with the outcome. */
+  isNew?: boolean;
   id: string;
   app_id: string;
   subscription_id: string;
@@ -32,13 +36,14 @@ export type AttemptOutcome =
 
 export interface Deliverer {
   /**
-   * The first attempt of every delivery of one event, concurrently. A failure with attempts
-   * left becomes a run of its own (a delayed job on the custom backoff); a throttled delivery
-   * becomes a run that starts when its slot comes.
+   * Creates and makes the first attempt of every delivery of one event, concurrently: each
+   * matching active subscription without a delivery of it gets one, written together with the
+   * attempt's outcome. A failure with attempts left continues as a run of its own (a delayed
+   * job on the custom backoff); a throttled delivery as a run that starts when its slot comes.
    */
   firstAttempts(job: { eventId: string; appId: string }): Promise<AttemptOutcome[]>;
   /** One attempt of one delivery run; `lastAttempt` says whether a failure is final. */
-  attempt(job: { deliveryId: string; appId: string; run: number; lastAttempt: boolean }): Promise<AttemptOutcome>;
+  attempt(job: { deliveryId: string; appId: string; run: number; lastAttempt: boolean; queuedAt: number }): Promise<AttemptOutcome>;
   http: WebhookHttpClient;
   close(): Promise<void>;
 }
@@ -47,6 +52,9 @@ export interface Deliverer {
 export function retryHeaders(attempt: number, originalTs: number): Record<string, string> {
   return attempt > 1 ? { 'x-service-retry-count': String(attempt - 1), 'x-service-original-timestamp': String(originalTs) } : {};
 }
+
+/** How long a run waits for its delivery row to appear before concluding it was deleted. */
+const MISSING_ROW_PATIENCE_MS = 120_000;
 
 const COLUMNS = 'd.id, d.app_id, d.subscription_id, d.event_id, d.event_type, d.status, d.body, d.attempt_count, d.run, d.first_attempt_ts';
 
@@ -75,21 +83,23 @@ export function createDeliverer(deps: Deps): Deliverer {
         JOIN webhook_deliveries d ON d.app_id = k.app_id AND d.id = k.id`;
     return new Map(rows.map((r) => [`${r.app_id}/${r.id}`, r]));
   });
-  // Deliveries an event job owns: run 0 and not yet attempted. Anything else has its own job.
-  const loadForEvent = createBatchLoader<string, DeliveryRow[]>(async (keys) => {
-    const [apps, events] = pairs(keys);
-    const rows = await deps.sql<DeliveryRow[]>`
-      SELECT ${deps.sql.unsafe(COLUMNS)}
-        FROM unnest(${apps}::uuid[], ${events}::uuid[]) AS k(app_id, event_id)
-        JOIN webhook_deliveries d ON d.app_id = k.app_id AND d.event_id = k.event_id
-       WHERE d.status = 'pending' AND d.run = 0 AND d.attempt_count = 0`;
-    const out = new Map<string, DeliveryRow[]>();
-    for (const r of rows) out.set(`${r.app_id}/${r.event_id}`, [...(out.get(`${r.app_id}/${r.event_id}`) ?? []), r]);
-    return out;
+  const loadEvent = createBatchLoader<string, Awaited<ReturnType<typeof loadBodyEvents>> extends Map<string, infer V> ? V : never>(async (keys) => {
+    const [apps, ids] = pairs(keys);
+    const found = await loadBodyEvents(deps.sql, ids.map((id, i) => ({ app_id: apps[i], id })));
+    return new Map([...found.values()].map((e) => [`${e.app_id}/${e.id}`, e]));
   });
 
   const record = (d: DeliveryRow, r: Omit<AttemptRecord, 'deliveryId' | 'appId' | 'subscriptionId' | 'eventId' | 'eventType' | 'requestBody'>) =>
-    log.record({ deliveryId: d.id, appId: d.app_id, subscriptionId: d.subscription_id, eventId: d.event_id, eventType: d.event_type, requestBody: null, ...r });
+    log.record({
+      deliveryId: d.id,
+      appId: d.app_id,
+      subscriptionId: d.subscription_id,
+      eventId: d.event_id,
+      eventType: d.event_type,
+      requestBody: null,
+      ...(d.isNew ? { newDelivery: { body: d.body } } : {}),
+      ...r,
+    });
 
   /**
    * One attempt of a loaded delivery. `beforeRecord` runs between the answer and the write of
@@ -143,22 +153,43 @@ export function createDeliverer(deps: Deps): Deliverer {
   return {
     http,
     async firstAttempts({ eventId, appId }) {
-      const rows = (await loadForEvent(`${appId}/${eventId}`)) ?? [];
+      const event = await loadEvent(`${appId}/${eventId}`);
+      if (!event) return [];
+      const subs = (await cache.forApps([appId])).get(appId) ?? [];
+      const have = new Set(event.delivered_to);
+      const now = new Date();
       const lastAttempt = schedule.length <= 1;
+      // Subscriptions that already have a delivery of this event (an earlier run of this job,
+      // a replay) are left to it: this job never sends one twice.
+      const rows: DeliveryRow[] = subs
+        .filter((sub) => sub.status === 'ACTIVE' && sub.matches(event.event_type) && !have.has(sub.id))
+        .map((sub) => {
+          const id = deliveryIdOf(sub.id, event.id);
+          const body = buildDeliveryBody({ deliveryId: id, subscriptionId: sub.id, event, timestamp: now });
+          return { isNew: true, id, app_id: appId, subscription_id: sub.id, event_id: event.id, event_type: event.event_type, status: 'pending', body, attempt_count: 0, run: 0, first_attempt_ts: null };
+        });
       return Promise.all(
         rows.map(async (d) => {
           const outcome = await attemptRow(d, lastAttempt, async (o) => {
-            if (o.kind === 'retry') await queueRuns({ id: d.id, app_id: d.app_id, run: d.run, attempt_base: 1, delayMs: retryDelay(schedule, 1, o.retryAfterMs) });
+            // Queued before the outcome is written: a crash in between repeats a send (at least once)
+            // but never strands a delivery in `retrying` with no job to retry it.
+            if (o.kind === 'retry') await queueRuns({ id: d.id, app_id: d.app_id, run: 0, attempt_base: 1, delayMs: retryDelay(schedule, 1, o.retryAfterMs) });
           });
-          // Over its throttle: it waits in the queue as a run of its own, no attempt spent.
-          if (outcome.kind === 'wait') await queueRuns({ id: d.id, app_id: d.app_id, run: d.run, attempt_base: 0, delayMs: outcome.ms });
+          if (outcome.kind === 'wait') {
+            // Over its throttle: stored as pending and queued as a run of its own, no attempt spent.
+            await record(d, { status: 'pending', attempt: 0, statusCode: null, durationMs: 0, error: null, responseBody: null, firstAttemptTs: null, affectsHealth: false, log: false });
+            await queueRuns({ id: d.id, app_id: d.app_id, run: 0, attempt_base: 0, delayMs: outcome.ms });
+          }
           return outcome;
         }),
       );
     },
-    async attempt({ deliveryId, appId, run, lastAttempt }) {
+    async attempt({ deliveryId, appId, run, lastAttempt, queuedAt }) {
       const d = await loadOne(`${appId}/${deliveryId}`);
-      if (!d) return { kind: 'skipped', reason: 'delivery no longer exists' };
+      if (!d) {
+        // A retry queued just before its first attempt's outcome was written: wait for the row.
+        return Date.now() - queuedAt < MISSING_ROW_PATIENCE_MS ? { kind: 'wait', ms: 250 } : { kind: 'skipped', reason: 'delivery no longer exists' };
+      }
       if (d.run !== run) return { kind: 'skipped', reason: `superseded by run ${d.run}` };
       return attemptRow(d, lastAttempt);
     },

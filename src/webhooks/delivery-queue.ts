@@ -21,7 +21,8 @@ export async function enqueueFirstAttempts(deps: Deps, events: { event_id: strin
   await deps.queues.webhook.addBulk(
     unique.map((e) => {
       const data = JOBS.webhook.schema.parse({ event_id: e.event_id, app_id: e.app_id }) as JobData<'webhook'>;
-      return { name: 'first-attempts', data, opts: { jobId: JOBS.webhook.jobId(data as never), attempts: 1 } };
+      // Its failures are faults (database, Redis), not receiver answers: plain exponential retries.
+      return { name: 'first-attempts', data, opts: { jobId: JOBS.webhook.jobId(data as never), attempts: 8, backoff: { type: 'exponential', delay: 500 } } };
     }),
   );
 }

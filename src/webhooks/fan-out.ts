@@ -1,8 +1,8 @@
 import type { Deps } from '../deps.js';
 import { derivedId } from '../ids.js';
 import type { CommittedEvent } from '../ledger/write.js';
-import { buildDeliveryBody, loadBodyEvents, type BodyEvent } from './body.js';
-import { enqueueFirstAttempts } from './delivery-queue.js';
+import { buildDeliveryBody, type BodyEvent } from './body.js';
+import { enqueueDeliveryRuns, enqueueFirstAttempts } from './delivery-queue.js';
 import { subscriptionCacheFor } from './subscription-cache.js';
 
 /** A delivery's id is derived from (subscription, event): a repeat computes the same one. */
@@ -18,12 +18,11 @@ interface NewDelivery {
 }
 
 /**
- * Creates the deliveries of (subscription, event) pairs and queues their first attempts, one
- * job per event. The insert joins the subscriptions table, so a subscription paused or
- * deleted since a cache load gets nothing; the unique (subscription, event) key makes a
- * repeat insert nothing. Events a repeat finds with untouched deliveries (a crash between
- * insert and enqueue) are queued again under the same job id, which BullMQ drops if the first
- * enqueue did land.
+ * Creates pending deliveries of (subscription, event) pairs and queues a run for each (used by
+ * replay, which targets one subscription). The insert joins the subscriptions table, so a
+ * subscription paused or deleted meanwhile gets nothing; the unique (subscription, event) key
+ * makes a repeat insert nothing, and rows a repeat finds untouched are queued again under the
+ * same job id, which BullMQ drops if the first enqueue did land.
  */
 export async function createDeliveries(deps: Deps, pairs: { subscriptionId: string; event: BodyEvent }[]): Promise<{ created: number }> {
   if (pairs.length === 0) return { created: 0 };
@@ -40,52 +39,37 @@ export async function createDeliveries(deps: Deps, pairs: { subscriptionId: stri
     };
   });
   const { sql } = deps;
-  const inserted = await sql<{ event_id: string; app_id: string }[]>`
+  const inserted = await sql<{ id: string; app_id: string }[]>`
     INSERT INTO webhook_deliveries (id, app_id, subscription_id, event_id, event_type, body)
     SELECT r.id, r.app_id, r.subscription_id, r.event_id, r.event_type, r.body
       FROM jsonb_to_recordset(${sql.json(rows as never)}::jsonb) AS r(id uuid, app_id uuid, subscription_id uuid, event_id uuid, event_type text, body text)
       JOIN webhook_subscriptions s ON s.id = r.subscription_id AND s.app_id = r.app_id AND s.status = 'ACTIVE'
     ON CONFLICT (subscription_id, event_id) DO NOTHING
-    RETURNING event_id, app_id`;
-  const events = new Map(inserted.map((r) => [r.event_id, r]));
+    RETURNING id, app_id`;
+  const runs = inserted.map((r) => ({ id: r.id, app_id: r.app_id, run: 0 }));
   if (inserted.length < rows.length) {
-    const got = new Set(inserted.map((r) => `${r.event_id}`));
-    const others = rows.filter((r) => !got.has(r.event_id));
-    if (others.length) {
-      const untouched = await sql<{ event_id: string; app_id: string }[]>`
-        SELECT DISTINCT d.event_id, d.app_id FROM webhook_deliveries d
-          JOIN unnest(${others.map((r) => r.app_id)}::uuid[], ${others.map((r) => r.id)}::uuid[]) AS o(app_id, id) ON d.app_id = o.app_id AND d.id = o.id
-         WHERE d.status = 'pending' AND d.attempt_count = 0 AND d.run = 0`;
-      for (const u of untouched) events.set(u.event_id, u);
-    }
+    const got = new Set(inserted.map((r) => r.id));
+    const others = rows.filter((r) => !got.has(r.id));
+    const untouched = await sql<{ id: string; app_id: string; run: number }[]>`
+      SELECT d.id, d.app_id, d.run FROM webhook_deliveries d
+        JOIN unnest(${others.map((r) => r.app_id)}::uuid[], ${others.map((r) => r.id)}::uuid[]) AS o(app_id, id) ON d.app_id = o.app_id AND d.id = o.id
+       WHERE d.status = 'pending' AND d.attempt_count = 0`;
+    runs.push(...untouched);
   }
-  await enqueueFirstAttempts(deps, [...events.values()]);
+  await enqueueDeliveryRuns(deps, runs);
   return { created: inserted.length };
 }
 
 /**
- * The ledger's after-commit hook: each active subscription whose patterns match a committed
- * event gets one delivery. Matching uses the per-process subscription cache, so a commit of
- * an application without matching subscriptions costs no query at all.
+ * The ledger's after-commit hook: queues one first-attempt job per committed event that an
+ * active subscription matches. Matching uses the per-process subscription cache, so it costs
+ * no query; the deliveries themselves are created by that job (deliver.ts), off the ledger's
+ * commit path. The job id is the event id: a replayed ledger job queues nothing twice.
  */
 export async function fanOutCommitted(deps: Deps, committed: CommittedEvent[]): Promise<void> {
   if (committed.length === 0) return;
   const cache = subscriptionCacheFor(deps);
   const byApp = await cache.forApps([...new Set(committed.map((e) => e.app_id))]);
-  const matched: { subscriptionId: string; eventId: string; appId: string }[] = [];
-  for (const e of committed) {
-    for (const s of byApp.get(e.app_id) ?? []) {
-      if (s.status === 'ACTIVE' && s.matches(e.event_type)) matched.push({ subscriptionId: s.id, eventId: e.id, appId: e.app_id });
-    }
-  }
-  if (matched.length === 0) return;
-  const refs = [...new Map(matched.map((m) => [m.eventId, { id: m.eventId, app_id: m.appId }])).values()];
-  const events = await loadBodyEvents(deps.sql, refs);
-  await createDeliveries(
-    deps,
-    matched.flatMap((m) => {
-      const event = events.get(m.eventId);
-      return event ? [{ subscriptionId: m.subscriptionId, event }] : [];
-    }),
-  );
+  const matched = committed.filter((e) => (byApp.get(e.app_id) ?? []).some((s) => s.status === 'ACTIVE' && s.matches(e.event_type)));
+  await enqueueFirstAttempts(deps, matched.map((e) => ({ event_id: e.id, app_id: e.app_id })));
 }
