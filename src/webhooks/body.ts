@@ -67,17 +67,23 @@ export async function loadBodyEvents(sql: Sql, refs: { app_id: string; id: strin
  * once, so every retry and replay carries identical bytes.
  */
 export function buildDeliveryBody(input: { deliveryId: string; subscriptionId: string; event: Omit<BodyEvent, 'seq'>; timestamp: Date }): string {
-  const { event } = input;
-  return JSON.stringify({
-    id: input.deliveryId,
-    subscription_id: input.subscriptionId,
+  return deliveryBodies(input.event, input.timestamp)(input.deliveryId, input.subscriptionId);
+}
+
+/**
+ * The bodies of one event for several subscriptions: the event part is serialised once and
+ * only the two leading ids differ (same text as serialising each body whole).
+ */
+export function deliveryBodies(event: Omit<BodyEvent, 'seq'>, timestamp: Date): (deliveryId: string, subscriptionId: string) => string {
+  const rest = JSON.stringify({
     event_id: event.id,
     event_type: event.event_type,
     app_id: event.app_id,
     payload: event.payload,
     edges: event.edges,
     created_at: event.created_at,
-    timestamp: input.timestamp.toISOString(),
+    timestamp: timestamp.toISOString(),
     ...(event.platform_connection_id ? { platform_connection_id: event.platform_connection_id } : {}),
-  });
+  }).slice(1);
+  return (deliveryId, subscriptionId) => `{"id":${JSON.stringify(deliveryId)},"subscription_id":${JSON.stringify(subscriptionId)},${rest}`;
 }

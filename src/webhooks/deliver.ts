@@ -2,7 +2,7 @@ import type { Deps } from '../deps.js';
 import { createGroupCommit } from '../ledger/group-commit.js';
 import { createAttemptLog, type AttemptRecord, type DeliveryStatus } from './attempt-log.js';
 import { createBatchLoader } from './batch-loader.js';
-import { buildDeliveryBody, loadBodyEvents } from './body.js';
+import { deliveryBodies, loadBodyEvents } from './body.js';
 import { deliveryIdOf } from './fan-out.js';
 import { enqueueDeliveryRuns, type DeliveryRun } from './delivery-queue.js';
 import { createWebhookHttpClient, type WebhookHttpClient } from './http-client.js';
@@ -157,7 +157,7 @@ export function createDeliverer(deps: Deps): Deliverer {
       if (!event) return [];
       const subs = (await cache.forApps([appId])).get(appId) ?? [];
       const have = new Set(event.delivered_to);
-      const now = new Date();
+      const bodyOf = deliveryBodies(event, new Date());
       const lastAttempt = schedule.length <= 1;
       // Subscriptions that already have a delivery of this event (an earlier run of this job,
       // a replay) are left to it: this job never sends one twice.
@@ -165,7 +165,7 @@ export function createDeliverer(deps: Deps): Deliverer {
         .filter((sub) => sub.status === 'ACTIVE' && sub.matches(event.event_type) && !have.has(sub.id))
         .map((sub) => {
           const id = deliveryIdOf(sub.id, event.id);
-          const body = buildDeliveryBody({ deliveryId: id, subscriptionId: sub.id, event, timestamp: now });
+          const body = bodyOf(id, sub.id);
           return { isNew: true, id, app_id: appId, subscription_id: sub.id, event_id: event.id, event_type: event.event_type, status: 'pending', body, attempt_count: 0, run: 0, first_attempt_ts: null };
         });
       return Promise.all(
