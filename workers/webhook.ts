@@ -3,6 +3,7 @@ import type { Deps } from '../src/deps.js';
 import type { JobData } from '../src/queues.js';
 import { purgeOldLogs } from '../src/webhooks/attempt-log.js';
 import { createDeliverer } from '../src/webhooks/deliver.js';
+import { setLocalFirstAttempts } from '../src/webhooks/local-deliverer.js';
 import { DeliveryAttemptError, retryDelay } from '../src/webhooks/retry-policy.js';
 import type { ProcessorDef } from './host.js';
 
@@ -26,6 +27,8 @@ export const webhookProcessor: ProcessorDef<'webhook'> = {
   create(deps) {
     const deliverer = createDeliverer(deps);
     deps.closers.push(() => deliverer.close());
+    // A ledger worker in this process hands its first attempts straight over (fan-out.ts).
+    setLocalFirstAttempts(deps, deliverer.local(deps.config.WEBHOOK_CONCURRENCY));
     scheduleRetention(deps).catch((err) => deps.logger.warn({ err }, 'could not schedule webhook log retention'));
     return async (job: Job, token?: string) => {
       const data = job.data as JobData<'webhook'>;

@@ -10,6 +10,7 @@ import { parseRetryAfter, retryDelay } from './retry-policy.js';
 import { signatureHeaders } from './signing.js';
 import { signingSecrets, subscriptionCacheFor } from './subscription-cache.js';
 import { takeDeliverySlot } from './throttle.js';
+import type { LocalFirstAttempts } from './local-deliverer.js';
 
 interface DeliveryRow {
   /** True for an event's first attempt: the row is written together with the outcome. */
@@ -44,6 +45,8 @@ export interface Deliverer {
   firstAttempts(job: { eventId: string; appId: string }): Promise<AttemptOutcome[]>;
   /** One attempt of one delivery run; `lastAttempt` says whether a failure is final. */
   attempt(job: { deliveryId: string; appId: string; run: number; lastAttempt: boolean; queuedAt: number }): Promise<AttemptOutcome>;
+  /** Takes first attempts in process (the ledger's fast path), at most `limit` events at once. */
+  local(limit: number): LocalFirstAttempts;
   http: WebhookHttpClient;
   close(): Promise<void>;
 }
@@ -150,39 +153,57 @@ export function createDeliverer(deps: Deps): Deliverer {
     return outcome;
   }
 
+  const firstAttempts: Deliverer['firstAttempts'] = async ({ eventId, appId }) => {
+    const event = await loadEvent(`${appId}/${eventId}`);
+    if (!event) return [];
+    const subs = (await cache.forApps([appId])).get(appId) ?? [];
+    const have = new Set(event.delivered_to);
+    const bodyOf = deliveryBodies(event, new Date());
+    const lastAttempt = schedule.length <= 1;
+    // Subscriptions that already have a delivery of this event (an earlier run of this job,
+    // a replay) are left to it: this job never sends one twice.
+    const rows: DeliveryRow[] = subs
+      .filter((sub) => sub.status === 'ACTIVE' && sub.matches(event.event_type) && !have.has(sub.id))
+      .map((sub) => {
+        const id = deliveryIdOf(sub.id, event.id);
+        const body = bodyOf(id, sub.id);
+        return { isNew: true, id, app_id: appId, subscription_id: sub.id, event_id: event.id, event_type: event.event_type, status: 'pending', body, attempt_count: 0, run: 0, first_attempt_ts: null };
+      });
+    return Promise.all(
+      rows.map(async (d) => {
+        const outcome = await attemptRow(d, lastAttempt, async (o) => {
+          // Queued before the outcome is written: a crash in between repeats a send (at least once)
+          // but never strands a delivery in `retrying` with no job to retry it.
+          if (o.kind === 'retry') await queueRuns({ id: d.id, app_id: d.app_id, run: 0, attempt_base: 1, delayMs: retryDelay(schedule, 1, o.retryAfterMs) });
+        });
+        if (outcome.kind === 'wait') {
+          // Over its throttle: stored as pending and queued as a run of its own, no attempt spent.
+          await record(d, { status: 'pending', attempt: 0, statusCode: null, durationMs: 0, error: null, responseBody: null, firstAttemptTs: null, affectsHealth: false, log: false });
+          await queueRuns({ id: d.id, app_id: d.app_id, run: 0, attempt_base: 0, delayMs: outcome.ms });
+        }
+        return outcome;
+      }),
+    );
+  };
+
   return {
     http,
-    async firstAttempts({ eventId, appId }) {
-      const event = await loadEvent(`${appId}/${eventId}`);
-      if (!event) return [];
-      const subs = (await cache.forApps([appId])).get(appId) ?? [];
-      const have = new Set(event.delivered_to);
-      const bodyOf = deliveryBodies(event, new Date());
-      const lastAttempt = schedule.length <= 1;
-      // Subscriptions that already have a delivery of this event (an earlier run of this job,
-      // a replay) are left to it: this job never sends one twice.
-      const rows: DeliveryRow[] = subs
-        .filter((sub) => sub.status === 'ACTIVE' && sub.matches(event.event_type) && !have.has(sub.id))
-        .map((sub) => {
-          const id = deliveryIdOf(sub.id, event.id);
-          const body = bodyOf(id, sub.id);
-          return { isNew: true, id, app_id: appId, subscription_id: sub.id, event_id: event.id, event_type: event.event_type, status: 'pending', body, attempt_count: 0, run: 0, first_attempt_ts: null };
-        });
-      return Promise.all(
-        rows.map(async (d) => {
-          const outcome = await attemptRow(d, lastAttempt, async (o) => {
-            // Queued before the outcome is written: a crash in between repeats a send (at least once)
-            // but never strands a delivery in `retrying` with no job to retry it.
-            if (o.kind === 'retry') await queueRuns({ id: d.id, app_id: d.app_id, run: 0, attempt_base: 1, delayMs: retryDelay(schedule, 1, o.retryAfterMs) });
-          });
-          if (outcome.kind === 'wait') {
-            // Over its throttle: stored as pending and queued as a run of its own, no attempt spent.
-            await record(d, { status: 'pending', attempt: 0, statusCode: null, durationMs: 0, error: null, responseBody: null, firstAttemptTs: null, affectsHealth: false, log: false });
-            await queueRuns({ id: d.id, app_id: d.app_id, run: 0, attempt_base: 0, delayMs: outcome.ms });
+    firstAttempts,
+    local(limit) {
+      // Events whose in-process first attempts are running: a repeated hook call never starts them twice.
+      const inFlight = new Set<string>();
+      return {
+        take(events) {
+          const taken = events.filter((e) => !inFlight.has(e.event_id) && inFlight.size < limit);
+          for (const e of taken) {
+            inFlight.add(e.event_id);
+            firstAttempts({ eventId: e.event_id, appId: e.app_id })
+              .catch((err) => deps.logger.warn({ err, eventId: e.event_id }, 'in-process first attempts failed; the queued job will make them'))
+              .finally(() => inFlight.delete(e.event_id));
           }
-          return outcome;
-        }),
-      );
+          return taken;
+        },
+      };
     },
     async attempt({ deliveryId, appId, run, lastAttempt, queuedAt }) {
       const d = await loadOne(`${appId}/${deliveryId}`);

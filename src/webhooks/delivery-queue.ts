@@ -13,16 +13,17 @@ export interface DeliveryRun {
 
 /**
  * Queues the first attempts of each event's deliveries: one job per event, its id the event
- * id, so a repeat of the ledger job (or of this call) queues nothing new.
+ * id, so a repeat of the ledger job (or of this call) queues nothing new. `delayMs` makes it
+ * the safety net of an in-process first attempt (see fan-out.ts).
  */
-export async function enqueueFirstAttempts(deps: Deps, events: { event_id: string; app_id: string }[]): Promise<void> {
+export async function enqueueFirstAttempts(deps: Deps, events: { event_id: string; app_id: string }[], delayMs = 0): Promise<void> {
   const unique = [...new Map(events.map((e) => [e.event_id, e])).values()];
   if (unique.length === 0) return;
   await deps.queues.webhook.addBulk(
     unique.map((e) => {
       const data = JOBS.webhook.schema.parse({ event_id: e.event_id, app_id: e.app_id }) as JobData<'webhook'>;
       // Its failures are faults (database, Redis), not receiver answers: plain exponential retries.
-      return { name: 'first-attempts', data, opts: { jobId: JOBS.webhook.jobId(data as never), attempts: 8, backoff: { type: 'exponential', delay: 500 } } };
+      return { name: 'first-attempts', data, opts: { jobId: JOBS.webhook.jobId(data as never), attempts: 8, backoff: { type: 'exponential', delay: 500 }, ...(delayMs ? { delay: delayMs } : {}) } };
     }),
   );
 }

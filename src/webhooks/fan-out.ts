@@ -3,6 +3,7 @@ import { derivedId } from '../ids.js';
 import type { CommittedEvent } from '../ledger/write.js';
 import { buildDeliveryBody, type BodyEvent } from './body.js';
 import { enqueueDeliveryRuns, enqueueFirstAttempts } from './delivery-queue.js';
+import { localFirstAttemptsFor } from './local-deliverer.js';
 import { subscriptionCacheFor } from './subscription-cache.js';
 
 /** A delivery's id is derived from (subscription, event): a repeat computes the same one. */
@@ -61,15 +62,29 @@ export async function createDeliveries(deps: Deps, pairs: { subscriptionId: stri
 }
 
 /**
- * The ledger's after-commit hook: queues one first-attempt job per committed event that an
- * active subscription matches. Matching uses the per-process subscription cache, so it costs
- * no query; the deliveries themselves are created by that job (deliver.ts), off the ledger's
- * commit path. The job id is the event id: a replayed ledger job queues nothing twice.
+ * The ledger's after-commit hook, for events an active subscription matches (matching uses
+ * the per-process subscription cache, so it costs no query). When the webhook worker runs in
+ * this process, first attempts start right here, without a queue round trip, and the event's
+ * job is queued delayed past WEBHOOK_TIMEOUT_MS as a safety net: should this process die
+ * first, the job makes them; otherwise it finds the deliveries written and does nothing.
+ * Otherwise the job is queued to run now. Either way the job id is the event id, so a
+ * replayed ledger job queues nothing twice.
  */
 export async function fanOutCommitted(deps: Deps, committed: CommittedEvent[]): Promise<void> {
   if (committed.length === 0) return;
   const cache = subscriptionCacheFor(deps);
   const byApp = await cache.forApps([...new Set(committed.map((e) => e.app_id))]);
-  const matched = committed.filter((e) => (byApp.get(e.app_id) ?? []).some((s) => s.status === 'ACTIVE' && s.matches(e.event_type)));
-  await enqueueFirstAttempts(deps, matched.map((e) => ({ event_id: e.id, app_id: e.app_id })));
+  const matched = committed
+    .filter((e) => (byApp.get(e.app_id) ?? []).some((s) => s.status === 'ACTIVE' && s.matches(e.event_type)))
+    .map((e) => ({ event_id: e.id, app_id: e.app_id }));
+  if (matched.length === 0) return;
+  const taken = localFirstAttemptsFor(deps)?.take(matched) ?? [];
+  const takenIds = new Set(taken.map((e) => e.event_id));
+  await Promise.all([
+    enqueueFirstAttempts(deps, taken, deps.config.WEBHOOK_TIMEOUT_MS + SAFETY_NET_MARGIN_MS),
+    enqueueFirstAttempts(deps, matched.filter((e) => !takenIds.has(e.event_id))),
+  ]);
 }
+
+/** How long past the attempt timeout the safety-net job waits (outcome writes take a moment). */
+const SAFETY_NET_MARGIN_MS = 10_000;
