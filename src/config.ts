@@ -52,6 +52,11 @@ const schema = z
         return names as QueueName[];
       }),
     WORKER_CONCURRENCY: int(16, 1),
+    /**
+     * How long a job's lock lasts without renewal (ms): a worker killed mid-job has its jobs taken
+     * over by another worker after about this long (BullMQ lockDuration and stalledInterval).
+     */
+    JOB_LOCK_MS: int(30_000, 1000),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     /** Guards /admin/queues (Bull Board) and other operator routes. */
     ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
@@ -73,6 +78,10 @@ const schema = z
     STREAM_KEEPALIVE_MS: int(15_000, 10),
     STREAM_MAX_MS: int(3_600_000, 100),
     STREAM_MAX_PER_APP: int(100, 1),
+    /** Bytes a live stream may have queued for a slow client before it is disconnected (it resumes by cursor). */
+    STREAM_BUFFER_BYTES: int(1_048_576, 1024),
+    /** Lease on a stream slot in Redis (ms): renewed while the stream is open, reclaimed this long after its process dies. */
+    STREAM_SLOT_LEASE_MS: int(30_000, 300),
     SEND_WAIT_MS: int(10_000, 0),
     /** Per-connection flood guard on inbound platform webhooks (deliveries per second). */
     INBOUND_FLOOD_PER_SECOND: int(200, 1),

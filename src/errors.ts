@@ -115,9 +115,10 @@ export function isUnavailable(err: unknown): boolean {
   if (!e) return false;
   if (err instanceof AppError) return err.code === 'UNAVAILABLE';
   if (e.code && UNAVAILABLE_CODES.has(e.code)) return true;
+  if (e.name === 'MaxRetriesPerRequestError') return true;
   // ioredis (offline queue off, retries spent, command bound hit), BullMQ on a closed
   // connection, and a database closed to new connections (ALTER DATABASE … ALLOW_CONNECTIONS false).
-  return /Connection is closed|Stream isn't writeable|MaxRetriesPerRequest|enableOfflineQueue|Command timed out|not currently accepting connections/.test(
+  return /Connection is closed|Stream isn't writeable|max retries per request|enableOfflineQueue|Command timed out|not currently accepting connections/.test(
     e.message ?? '',
   );
 }

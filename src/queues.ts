@@ -54,7 +54,12 @@ export const JOBS = {
     options: { attempts: 5, backoff: { type: 'webhook' } },
   },
   send: {
-    schema: z.object({ message_id: uuid, app_id: uuid }),
+    schema: z.object({
+      message_id: uuid,
+      app_id: uuid,
+      /** Set when a rate-budget slot was reserved for this attempt (the message's attempts count then). */
+      reserved_attempt: z.number().int().min(0).optional(),
+    }),
     jobId: (d: { message_id: string }) => `send-${d.message_id}`,
     options: { attempts: 8, backoff: { type: 'exponential', delay: 1000 } },
   },

@@ -8,6 +8,7 @@ import { registerMessageRoutes } from './messages.js';
 import { registerUserRoutes } from './users.js';
 import { registerLinkCodeRoutes } from './link-codes.js';
 import { registerConversationRoutes } from './conversations.js';
+import { registerStreamRoutes } from '../stream/sse.js';
 import type { WebServices } from './web-services.js';
 import { registerWebhookRoutes } from './webhooks.js';
 
@@ -28,4 +29,5 @@ export const ROUTES: ((api: Api, ctx: RouteContext) => void)[] = [
   registerUserRoutes,
   registerLinkCodeRoutes,
   registerConversationRoutes,
+  registerStreamRoutes,
 ];

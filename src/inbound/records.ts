@@ -100,7 +100,8 @@ export async function recordMessage(ctx: RecordContext, r: Rec<'message'>): Prom
       const got = await downloadMedia(conn.platform, conn.config, media);
       const file = await storeFile(deps.sql, conn.appId, {
         filename: got.filename ?? media.filename,
-        declaredMime: got.mimeType,
+        // "audio/ogg; codecs=opus" (WhatsApp) is stored as its media type alone.
+        declaredMime: got.mimeType?.split(';')[0].trim(),
         data: got.data,
         source: { platform: platformOf(conn), platform_file_id: media.platformFileId ?? null },
       });

@@ -30,6 +30,10 @@ export interface EventRecord {
 export interface EventFilters {
   /** Only events after this ledger position (a decoded cursor's seq). */
   afterSeq?: number;
+  /** Only events before this ledger position (for reading backwards with `descending`). */
+  beforeSeq?: number;
+  /** Newest first (a stream's recent backfill); cursor order otherwise. */
+  descending?: boolean;
   eventType?: { equals?: string; startsWith?: string };
   payload?: { path: string; equals?: unknown; gt?: number; gte?: number; lt?: number; lte?: number };
   hasEdge?: { edgeType?: string; targetNodeId?: string };
@@ -56,6 +60,7 @@ export async function listEvents(sql: Sql, appId: string, filters: EventFilters,
   const f = filters;
   const conds = [sql`e.app_id = ${appId}`];
   if (f.afterSeq !== undefined) conds.push(sql`e.seq > ${f.afterSeq}`);
+  if (f.beforeSeq !== undefined) conds.push(sql`e.seq < ${f.beforeSeq}`);
   if (f.eventType?.equals !== undefined) conds.push(sql`e.event_type = ${f.eventType.equals}`);
   if (f.eventType?.startsWith !== undefined) conds.push(sql`e.event_type LIKE ${escapeLike(f.eventType.startsWith) + '%'}`);
   if (f.conversationId !== undefined) {
@@ -100,7 +105,7 @@ export async function listEvents(sql: Sql, appId: string, filters: EventFilters,
            e.platform_connection_id, e.validation_errors
       FROM events e
      WHERE ${where}
-     ORDER BY e.seq
+     ORDER BY e.seq ${f.descending ? sql`DESC` : sql``}
      LIMIT ${limit}`;
   return withEdges(sql, appId, rows);
 }

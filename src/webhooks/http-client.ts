@@ -42,8 +42,10 @@ export function createWebhookHttpClient(options: HttpClientOptions): WebhookHttp
       pool = new Pool(url.origin, {
         connections: options.connectionsPerOrigin ?? 32,
         keepAliveTimeout: 30_000,
-        headersTimeout: options.timeoutMs,
-        bodyTimeout: options.timeoutMs,
+        // undici's own header/body timers are coarse (±0.5 s) and could fire before the
+        // deadline; the precise AbortSignal below decides, these only backstop it.
+        headersTimeout: options.timeoutMs + 1000,
+        bodyTimeout: options.timeoutMs + 1000,
         connect: options.policy === 'public-https' ? { lookup: guardedLookup as never, timeout: options.timeoutMs } : { timeout: options.timeoutMs },
       });
       pools.set(url.origin, pool);

@@ -53,7 +53,7 @@ export async function listDeliveryLogs(
      WHERE app_id = ${appId} AND subscription_id = ${subscriptionId}
        ${before !== undefined ? sql`AND n < ${before}::bigint` : sql``}
        ${page.status ? sql`AND status = ${page.status}` : sql``}
-     ORDER BY n DESC
+     ORDER BY webhook_delivery_logs.n DESC
      LIMIT ${page.limit + 1}`;
   const logs = rows.slice(0, page.limit).map(({ n, duration_ms, created_at, ...r }) => ({ ...r, duration: duration_ms, created_at: created_at.toISOString(), cursor: encode(n) }));
   return ok({ logs, hasMore: rows.length > page.limit });
