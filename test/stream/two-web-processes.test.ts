@@ -80,8 +80,7 @@ describe('two web processes', () => {
     let connections = 0;
     // Three producers enqueue to the ledger workers; one more commits without any wake (a lost wake).
     const producers = [0, 1, 2].map(async () => {
-      const until = Date.now() + 8000;
-      while (Date.now() < until) {
+      while (produced < 1500) {
         const batch = Array.from({ length: 4 }, randomEvent);
         produced += batch.length;
         await deps.queues.ledger.addBulk(batch.map((e) => ({ name: 'ledger', data: { event: e }, opts: { jobId: JOBS.ledger.jobId({ event: e }) } })));
@@ -148,7 +147,7 @@ describe('two web processes', () => {
       expect(received[i], f.q).toEqual(want);
     }
     console.log(`two web processes: ${produced} events, ${connections} connections, ${received.reduce((n, r) => n + r.length, 0)} deliveries checked`);
-    expect(produced).toBeGreaterThan(1000);
+    expect(produced).toBeGreaterThanOrEqual(1500);
     expect(connections).toBeGreaterThan(50);
   }, 90_000);
 
