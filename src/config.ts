@@ -52,6 +52,11 @@ const schema = z
         return names as QueueName[];
       }),
     WORKER_CONCURRENCY: int(16, 1),
+    /**
+     * How long a job's lock lasts without renewal (ms): a worker killed mid-job has its jobs taken
+     * over by another worker after about this long (BullMQ lockDuration and stalledInterval).
+     */
+    JOB_LOCK_MS: int(30_000, 1000),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     /** Guards /admin/queues (Bull Board) and other operator routes. */
     ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
@@ -85,11 +90,22 @@ const schema = z
     WEBHOOK_RETRY_DELAYS_MS: msList('0,60000,300000,1800000,7200000'),
     WEBHOOK_LOG_RETENTION_DAYS: int(30, 1),
     WEBHOOK_DISABLE_AFTER: int(50, 1),
+    /** After a secret rotation, how long deliveries are also signed with the old secret (ms). */
+    WEBHOOK_SECRET_OVERLAP_MS: int(86_400_000, 0),
+    /** Deliveries in flight per worker process (they mostly wait on receivers). */
+    WEBHOOK_CONCURRENCY: int(200, 1),
+    /** Most events one replay request scans. */
+    WEBHOOK_REPLAY_MAX: int(10_000, 1),
     TRANSCRIPTION_API_BASE: z.url().optional(),
     TRANSCRIPTION_API_KEY: z.string().optional(),
     TRANSCRIPTION_MODEL: z.string().default('whisper-1'),
+    /** First retry delay of a failed transcription (ms); doubles on each of the 5 attempts. */
+    TRANSCRIPTION_RETRY_BASE_MS: int(2000, 0),
     /** Serve /metrics of a worker-only process on this port (0 = off). */
     WORKER_METRICS_PORT: int(0, 0),
+    /** Link-code guessing budget: activation attempts per platform user per 15 minutes, and per application per minute. */
+    LINK_CODE_ATTEMPTS_PER_USER: int(5, 1),
+    LINK_CODE_ATTEMPTS_PER_APP: int(120, 1),
   })
   .superRefine((env, ctx) => {
     if (env.NODE_ENV === 'production') {

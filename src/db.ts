@@ -13,6 +13,9 @@ export function createSql(url: string, options: DbOptions = {}): Sql {
   return postgres(url, {
     max: options.max ?? 10,
     onnotice: () => {},
+    // Seconds. A request waits at most this for a connection to an unreachable server, then
+    // answers 503; the default (30 s) would outlast most clients' patience.
+    connect_timeout: 5,
     // int8 comes back as a number: counts and sequence values stay well inside 2^53.
     types: {
       bigint: { to: 20, from: [20], serialize: (v: number | bigint) => String(v), parse: (v: string) => Number(v) },

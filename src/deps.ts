@@ -4,7 +4,7 @@ import { createSql, type Sql } from './db.js';
 import { createLogger, type Logger } from './logger.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { closeQueues, createQueues, type Queues } from './queues.js';
-import { createRedis, type Redis } from './redis.js';
+import { createRedis, watchConnection, type Redis } from './redis.js';
 
 /**
  * What the web process and the workers are built from. Passed in explicitly — no container,
@@ -15,31 +15,40 @@ export interface Deps {
   sql: Sql;
   /** Request-path Redis connection: fails fast so an outage answers 503 instead of hanging. */
   redis: Redis;
-  /** The connection BullMQ producers share; it retries, so a brief blip does not fail an `add`. */
+  /**
+   * The connection BullMQ producers share. It fails fast like `redis`: an `add` while Redis is
+   * down is refused (503 in a request, a retried job in a worker), never parked in a queue
+   * that would apply it after the client was told it failed.
+   */
   queueRedis: Redis;
   queues: Queues;
   logger: Logger;
   metrics: Metrics;
   secrets: SecretBox;
+  /** Extra resources modules open lazily (subscribers, pools); closed first by closeDeps. */
+  closers: (() => Promise<unknown>)[];
 }
 
 export function createDeps(config: Config, options: { logger?: Logger; metrics?: Metrics; dbPoolSize?: number } = {}): Deps {
-  const queueRedis = createRedis(config.REDIS_URL, 'blocking');
+  const logger = options.logger ?? createLogger(config.LOG_LEVEL);
+  const queueRedis = watchConnection(createRedis(config.REDIS_URL, 'request'), 'queues', logger);
   return {
     config,
     sql: createSql(config.DATABASE_URL, { max: options.dbPoolSize ?? 10 }),
-    redis: createRedis(config.REDIS_URL, 'request'),
+    redis: watchConnection(createRedis(config.REDIS_URL, 'request'), 'requests', logger),
     queueRedis,
     queues: createQueues(queueRedis, config.REDIS_PREFIX),
-    logger: options.logger ?? createLogger(config.LOG_LEVEL),
+    logger,
     metrics: options.metrics ?? createMetrics(),
     secrets: createSecretBox(config.SECRETS_KEY),
+    closers: [],
   };
 }
 
 /** Closes every connection; each step is attempted even if an earlier one fails. */
 export async function closeDeps(deps: Deps): Promise<void> {
   await runAll(deps.logger, [
+    ...deps.closers.splice(0),
     () => closeQueues(deps.queues),
     () => deps.sql.end({ timeout: 5 }),
     () => deps.redis.quit(),

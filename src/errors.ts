@@ -31,6 +31,13 @@ export const ERROR_STATUS = {
   INTERNAL: 500,
   PLATFORM_UNAVAILABLE: 502,
   UNAVAILABLE: 503,
+  INVALID_WEBHOOK_TARGET: 400,
+  // Identity (users, link codes). A merged-away user answers 410 with `merged_into` in details.
+  USER_MERGED: 410,
+  LINK_CODE_NOT_FOUND: 404,
+  LINK_CODE_EXPIRED: 410,
+  LINK_CODE_USED: 409,
+  LINK_CODE_ATTEMPTS_EXCEEDED: 429,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;
@@ -90,10 +97,33 @@ export function unwrap<T>(result: Result<T>): T {
   return result.value;
 }
 
-/** Errors raised by Redis or Postgres being unreachable: answered 503, not 500. */
+/** Connection-level failure codes of Node sockets, postgres.js and PostgreSQL (SQLSTATE class 08, 57P0x, 53300). */
+const UNAVAILABLE_CODES = new Set([
+  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN',
+  'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'CONNECT_TIMEOUT',
+  '08000', '08001', '08003', '08004', '08006', // connection exceptions
+  '57P01', '57P02', '57P03', // admin shutdown (pg_terminate_backend), crash shutdown, cannot connect now
+  '53300', // too many connections
+]);
+
+/**
+ * Errors raised by Redis or Postgres being unreachable: answered 503 `UNAVAILABLE`, never 500.
+ * The one place that knows what such failures look like; REST and GraphQL both ask it.
+ */
 export function isUnavailable(err: unknown): boolean {
   const e = err as { code?: string; name?: string; message?: string } | undefined;
   if (!e) return false;
-  if (e.code && ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'CONNECT_TIMEOUT', '57P01', '57P03'].includes(e.code)) return true;
-  return /Connection is closed|Stream isn't writeable|MaxRetriesPerRequest|enableOfflineQueue/.test(e.message ?? '');
+  if (err instanceof AppError) return err.code === 'UNAVAILABLE';
+  if (e.code && UNAVAILABLE_CODES.has(e.code)) return true;
+  if (e.name === 'MaxRetriesPerRequestError') return true;
+  // ioredis (offline queue off, retries spent, command bound hit), BullMQ on a closed
+  // connection, and a database closed to new connections (ALTER DATABASE … ALLOW_CONNECTIONS false).
+  return /Connection is closed|Stream isn't writeable|max retries per request|enableOfflineQueue|Command timed out|not currently accepting connections/.test(
+    e.message ?? '',
+  );
+}
+
+/** The UNAVAILABLE error: 503 with `Retry-After: 1`, so clients back off briefly and retry. */
+export function unavailable(service = 'A backing service', cause?: unknown): AppError {
+  return new AppError('UNAVAILABLE', `${service} is unavailable; retry shortly`, undefined, { cause, headers: { 'Retry-After': '1' } });
 }

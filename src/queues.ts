@@ -1,6 +1,7 @@
 import { Queue, type JobsOptions } from 'bullmq';
 import { z } from 'zod';
 import { QUEUE_NAMES, type QueueName } from './config.js';
+import { redisReady, REDIS_READY_WAIT_MS, withDeadline } from './availability.js';
 import type { Redis } from './redis.js';
 
 export { QUEUE_NAMES, type QueueName };
@@ -42,12 +43,23 @@ export const JOBS = {
     options: { attempts: 10, backoff: { type: 'exponential', delay: 200 } },
   },
   webhook: {
-    schema: z.object({ delivery_id: uuid, app_id: uuid }),
-    jobId: (d: { delivery_id: string }) => `wd-${d.delivery_id}`,
+    // A delivery run (a manual retry or replay starts run n+1 of the same delivery), or the
+    // repeatable log-retention task.
+    schema: z.union([
+      z.object({ delivery_id: uuid, app_id: uuid, run: z.number().int().min(0).default(0) }),
+      z.object({ task: z.literal('log-retention') }),
+    ]),
+    jobId: (d: { delivery_id: string; run?: number } | { task: string }) => ('task' in d ? `wh-${d.task}` : `wd-${d.delivery_id}-${d.run ?? 0}`),
+    // Attempts are set per job from WEBHOOK_RETRY_DELAYS_MS; delays come from the worker's custom strategy.
     options: { attempts: 5, backoff: { type: 'webhook' } },
   },
   send: {
-    schema: z.object({ message_id: uuid, app_id: uuid }),
+    schema: z.object({
+      message_id: uuid,
+      app_id: uuid,
+      /** Set when a rate-budget slot was reserved for this attempt (the message's attempts count then). */
+      reserved_attempt: z.number().int().min(0).optional(),
+    }),
     jobId: (d: { message_id: string }) => `send-${d.message_id}`,
     options: { attempts: 8, backoff: { type: 'exponential', delay: 1000 } },
   },
@@ -90,10 +102,16 @@ export function createQueues(connection: Redis, redisPrefix: string): Queues {
   return Object.fromEntries(entries) as Queues;
 }
 
-/** Validates a payload against the catalog and enqueues it under its deterministic id. */
+/**
+ * Validates a payload against the catalog and enqueues it under its deterministic id. While
+ * Redis is unreachable it throws the UNAVAILABLE AppError within REDIS_READY_WAIT_MS instead of
+ * waiting for Redis (BullMQ would wait forever for a first connection that never comes).
+ */
 export async function enqueue<Q extends QueueName>(queues: Queues, name: Q, data: JobData<Q>, options: JobsOptions = {}) {
   const entry = JOBS[name];
   const parsed = entry.schema.parse(data) as JobData<Q>;
+  const client = await withDeadline(queues[name].client, REDIS_READY_WAIT_MS, 'Redis');
+  await redisReady(client as unknown as Parameters<typeof redisReady>[0]);
   return queues[name].add(name, parsed, { jobId: (entry.jobId as (d: JobData<Q>) => string)(parsed), ...options });
 }
 

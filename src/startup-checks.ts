@@ -1,27 +1,88 @@
+import { redisReady } from './availability.js';
 import type { Logger } from './logger.js';
 import type { Redis } from './redis.js';
 
-/**
- * The durability promise rests on Redis never evicting queue keys and, in production, on
- * Redis persisting them. Both are checked at start-up; eviction is an error (BullMQ loses
- * jobs under it), missing persistence a loud warning (a Redis restart would drop queued work).
- */
-export async function checkRedis(redis: Redis, logger: Logger): Promise<{ evictionSafe: boolean; persistent: boolean } | undefined> {
+/** What the durability promise needs to know about the Redis it runs on. */
+export interface RedisDurability {
+  maxmemoryPolicy: string;
+  appendonly: boolean;
+  /** RDB save points (`save` config); empty when snapshots are off. */
+  savePoints: string;
+  /** `noeviction`: BullMQ keys can never be evicted under memory pressure. */
+  evictionSafe: boolean;
+  /** Append-only file or RDB snapshots on: a restart keeps queued jobs (AOF: all of them). */
+  persistent: boolean;
+}
+
+/** Reads the settings; undefined when Redis cannot be reached in `waitMs` or forbids CONFIG GET. */
+export async function inspectRedis(redis: Redis, waitMs = 5_000): Promise<RedisDurability | undefined> {
   try {
-    const [, policy] = (await redis.config('GET', 'maxmemory-policy')) as string[];
-    const [, appendonly] = (await redis.config('GET', 'appendonly')) as string[];
-    const [, save] = (await redis.config('GET', 'save')) as string[];
-    const evictionSafe = policy === 'noeviction';
-    const persistent = appendonly === 'yes' || (save ?? '').trim() !== '';
-    if (!evictionSafe) {
-      logger.error({ maxmemoryPolicy: policy }, `Redis maxmemory-policy is "${policy}": set it to noeviction, or queued jobs can be evicted and lost`);
-    }
-    if (!persistent) {
-      logger.warn('Redis has no persistence (appendonly no, no save points): a Redis restart loses queued jobs. Use appendonly yes in production');
-    }
-    return { evictionSafe, persistent };
-  } catch (err) {
-    logger.warn({ err: (err as Error).message }, 'could not read the Redis configuration to verify maxmemory-policy and persistence');
+    await redisReady(redis, waitMs);
+    const get = async (name: string) => ((await redis.config('GET', name)) as string[])[1] ?? '';
+    const [maxmemoryPolicy, appendonly, savePoints] = await Promise.all([get('maxmemory-policy'), get('appendonly'), get('save')]);
+    return {
+      maxmemoryPolicy,
+      appendonly: appendonly === 'yes',
+      savePoints: savePoints.trim(),
+      evictionSafe: maxmemoryPolicy === 'noeviction',
+      persistent: appendonly === 'yes' || savePoints.trim() !== '',
+    };
+  } catch {
     return undefined;
   }
+}
+
+export interface CheckRedisOptions {
+  /**
+   * Called when Redis at start-up may evict keys. Refusing to start is the safe answer: under
+   * eviction BullMQ silently loses jobs that clients were told are accepted.
+   * @default exits the process with status 1
+   */
+  onUnsafe?: (durability: RedisDurability) => void;
+  /** How long start-up waits for Redis before giving up on verifying it (ms). @default 5000 */
+  waitMs?: number;
+}
+
+/**
+ * Start-up check of the web and worker processes: `maxmemory-policy` must be `noeviction`
+ * (otherwise the process refuses to start, naming the fix), and Redis without persistence gets
+ * a loud warning (a restart would drop every queued job). The check runs again after every
+ * reconnect, since a restarted Redis may come back with another configuration; then it only logs.
+ */
+export async function checkRedis(redis: Redis, logger: Logger, options: CheckRedisOptions = {}): Promise<RedisDurability | undefined> {
+  const report = (d: RedisDurability) => {
+    if (!d.evictionSafe) {
+      logger.error(
+        { maxmemoryPolicy: d.maxmemoryPolicy },
+        `Redis maxmemory-policy is "${d.maxmemoryPolicy}": queued jobs can be evicted and lost. Fix: CONFIG SET maxmemory-policy noeviction (and put it in redis.conf)`,
+      );
+    }
+    if (!d.persistent) {
+      logger.warn(
+        'Redis has NO PERSISTENCE (appendonly no, no save points): a Redis restart loses every queued job, including accepted events not yet in the ledger. Production: appendonly yes, appendfsync everysec or always',
+      );
+    } else if (!d.appendonly) {
+      logger.warn({ save: d.savePoints }, 'Redis persists by RDB snapshots only: a crash loses the jobs queued since the last snapshot. Production: appendonly yes');
+    }
+  };
+
+  let first = true;
+  redis.on('ready', () => {
+    if (first) return;
+    void inspectRedis(redis, 0).then((d) => d && report(d));
+  });
+  const durability = await inspectRedis(redis, options.waitMs ?? 5_000);
+  first = false;
+  if (!durability) {
+    logger.warn('could not read the Redis configuration to verify maxmemory-policy and persistence (unreachable, or CONFIG is disabled)');
+    return undefined;
+  }
+  report(durability);
+  if (!durability.evictionSafe) {
+    (options.onUnsafe ?? (() => {
+      logger.flush?.();
+      process.exit(1);
+    }))(durability);
+  }
+  return durability;
 }

@@ -1,8 +1,8 @@
-import { UnrecoverableError, Worker, type Job, type WorkerOptions } from 'bullmq';
+import { DelayedError, UnrecoverableError, Worker, type Job, type WorkerOptions } from 'bullmq';
 import type { QueueName } from '../src/config.js';
 import type { Deps } from '../src/deps.js';
 import { JOBS, queuePrefix } from '../src/queues.js';
-import { createRedis, type Redis } from '../src/redis.js';
+import { createRedis, watchConnection, type Redis } from '../src/redis.js';
 
 /** One queue's processor: how to build it from the dependencies, and its worker options. */
 export interface ProcessorDef<Q extends QueueName = QueueName> {
@@ -21,13 +21,21 @@ export interface WorkerHost {
 
 /** Starts one BullMQ worker per processor; each re-parses its payload against the job catalog. */
 export function startWorkerHost(deps: Deps, defs: ProcessorDef[]): WorkerHost {
-  const connection: Redis = createRedis(deps.config.REDIS_URL, 'blocking');
+  const connection: Redis = watchConnection(createRedis(deps.config.REDIS_URL, 'blocking'), 'workers', deps.logger);
+  let stopping = false;
   const workers = defs.map((def) => {
     const run = def.create(deps);
     const schema = JOBS[def.queue].schema;
     const worker = new Worker(
       def.queue,
       async (job, token) => {
+        // BullMQ can still hand over a job its blocking fetch was already waiting for when
+        // close() began; a stopping worker puts it back untouched (no attempt spent) for
+        // another worker instead of starting work it promised not to take.
+        if (stopping && token) {
+          await job.moveToDelayed(Date.now(), token);
+          throw new DelayedError();
+        }
         const parsed = schema.safeParse(job.data);
         if (!parsed.success) throw new UnrecoverableError(`invalid ${def.queue} payload: ${parsed.error.issues[0]?.message}`);
         job.data = parsed.data;
@@ -37,6 +45,11 @@ export function startWorkerHost(deps: Deps, defs: ProcessorDef[]): WorkerHost {
         connection,
         prefix: queuePrefix(deps.config.REDIS_PREFIX),
         concurrency: deps.config.WORKER_CONCURRENCY,
+        lockDuration: deps.config.JOB_LOCK_MS,
+        stalledInterval: deps.config.JOB_LOCK_MS,
+        // Every job is idempotent, so one taken over from a crashed worker is safe to run again;
+        // BullMQ's default (1) would fail a job outright the second time its worker dies under it.
+        maxStalledCount: 5,
         autorun: true,
         ...def.options?.(deps),
       },
@@ -59,6 +72,7 @@ export function startWorkerHost(deps: Deps, defs: ProcessorDef[]): WorkerHost {
   return {
     workers,
     async close() {
+      stopping = true;
       const timeoutMs = deps.config.SHUTDOWN_TIMEOUT_MS;
       const graceful = Promise.all(workers.map((w) => w.close()));
       let timer: NodeJS.Timeout | undefined;

@@ -4,10 +4,12 @@ import { publishWakes } from '../src/ledger/wake.js';
 import { writeEvents, type CommittedEvent } from '../src/ledger/write.js';
 import type { JobData, LedgerEvent } from '../src/queues.js';
 import type { ProcessorDef } from './host.js';
+import { fanOutCommitted } from '../src/webhooks/fan-out.js';
+import { recordParticipants } from '../src/conversations/participants.js';
 
 /** Runs after each commit (webhook fan-out registers here); must be idempotent per event. */
 export type AfterCommit = (deps: Deps, committed: CommittedEvent[]) => Promise<void>;
-export const AFTER_COMMIT: AfterCommit[] = [];
+export const AFTER_COMMIT: AfterCommit[] = [fanOutCommitted, recordParticipants];
 
 /**
  * The ledger queue: many jobs share one transaction (group commit). Each job resolves only

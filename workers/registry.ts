@@ -4,6 +4,7 @@ import { ledgerProcessor } from './ledger.js';
 import { sendProcessor } from './send.js';
 import { inboundProcessor } from './inbound.js';
 import { transcriptionProcessor } from './transcription.js';
+import { webhookProcessor } from './webhook.js';
 
 /** The processor of each queue; a queue without one here is not served yet. */
 export const PROCESSORS: Partial<Record<QueueName, ProcessorDef>> = {
@@ -11,4 +12,5 @@ export const PROCESSORS: Partial<Record<QueueName, ProcessorDef>> = {
   send: sendProcessor,
   inbound: inboundProcessor,
   transcription: transcriptionProcessor,
+  webhook: webhookProcessor,
 };

@@ -7,6 +7,9 @@ import type { ProcessorDef } from './host.js';
 
 const TIMEOUT_MS = 120_000;
 
+/** The provider refused this audio (4xx other than 408/429): trying again cannot help. */
+class PermanentTranscriptionError extends Error {}
+
 /**
  * Transcribes a voice/audio message with any OpenAI-compatible endpoint, then records its
  * `message.inbound` event. A provider outage retries with backoff; after the last attempt the
@@ -24,10 +27,15 @@ export const transcriptionProcessor: ProcessorDef<'transcription'> = {
       try {
         const r = await transcribe(deps, app_id, file_id);
         transcript = r.text;
-        transcription = { status: 'completed', ...(r.language ? { language: r.language } : {}), duration_ms: Date.now() - started };
+        transcription = {
+          status: 'completed',
+          ...(r.language ? { language: r.language } : {}),
+          duration_ms: Date.now() - started,
+          ...(r.durationSec !== undefined ? { audio_duration_ms: Math.round(r.durationSec * 1000) } : {}),
+        };
       } catch (err) {
-        if (!finalAttempt) throw err;
-        transcription = { status: 'failed', error: (err as Error).message.slice(0, 300) };
+        if (!finalAttempt && !(err instanceof PermanentTranscriptionError)) throw err;
+        transcription = { status: 'failed', duration_ms: Date.now() - started, attempts: job.attemptsMade + 1, error: (err as Error).message.slice(0, 300) };
       }
       const message = { ...(event.payload.message as Record<string, unknown>), transcription, ...(transcript !== undefined ? { transcript } : {}) };
       const recorded: LedgerEvent = { ...event, payload: { ...event.payload, message } };
@@ -38,11 +46,11 @@ export const transcriptionProcessor: ProcessorDef<'transcription'> = {
   options: () => ({ concurrency: 4 }),
 };
 
-async function transcribe(deps: Deps, appId: string, fileId: string): Promise<{ text: string; language?: string }> {
+async function transcribe(deps: Deps, appId: string, fileId: string): Promise<{ text: string; language?: string; durationSec?: number }> {
   const file = await getFileContent(deps.sql, appId, fileId);
-  if (!file) throw new Error(`file ${fileId} is gone`);
+  if (!file) throw new PermanentTranscriptionError(`file ${fileId} is gone`);
   const form = new FormData();
-  form.set('file', new Blob([new Uint8Array(file.data)], { type: file.mime_type ?? 'application/octet-stream' }), file.filename ?? 'audio');
+  form.set('file', new Blob([new Uint8Array(file.data)], { type: file.mime_type ?? 'application/octet-stream' }), audioFilename(file.filename, file.mime_type));
   form.set('model', deps.config.TRANSCRIPTION_MODEL);
   form.set('response_format', 'verbose_json');
   const res = await fetch(`${deps.config.TRANSCRIPTION_API_BASE!.replace(/\/$/, '')}/v1/audio/transcriptions`, {
@@ -51,8 +59,36 @@ async function transcribe(deps: Deps, appId: string, fileId: string): Promise<{ 
     headers: deps.config.TRANSCRIPTION_API_KEY ? { Authorization: `Bearer ${deps.config.TRANSCRIPTION_API_KEY}` } : {},
     signal: AbortSignal.timeout(TIMEOUT_MS),
   });
-  if (!res.ok) throw new Error(`transcription provider answered HTTP ${res.status}`);
-  const body = (await res.json()) as { text?: string; language?: string };
+  if (!res.ok) {
+    await res.body?.cancel().catch(() => {});
+    const permanent = res.status >= 400 && res.status < 500 && res.status !== 408 && res.status !== 429;
+    throw new (permanent ? PermanentTranscriptionError : Error)(`transcription provider answered HTTP ${res.status}`);
+  }
+  const body = (await res.json()) as { text?: string; language?: string; duration?: number };
   if (typeof body.text !== 'string') throw new Error('transcription provider answered without text');
-  return { text: body.text, language: body.language };
+  return { text: body.text, language: typeof body.language === 'string' ? body.language : undefined, durationSec: typeof body.duration === 'number' ? body.duration : undefined };
+}
+
+/** Extensions OpenAI-compatible servers recognise; the hosted API picks the decoder by extension. */
+const AUDIO_EXTENSIONS = ['flac', 'm4a', 'mp3', 'mp4', 'mpeg', 'mpga', 'oga', 'ogg', 'opus', 'wav', 'webm'];
+const EXTENSION_OF_MIME: Record<string, string> = {
+  'audio/ogg': 'ogg',
+  'application/ogg': 'ogg',
+  'audio/opus': 'ogg',
+  'audio/mpeg': 'mp3',
+  'audio/mp4': 'm4a',
+  'audio/x-m4a': 'm4a',
+  'audio/aac': 'm4a',
+  'audio/wav': 'wav',
+  'audio/x-wav': 'wav',
+  'audio/webm': 'webm',
+  'audio/flac': 'flac',
+  'video/mp4': 'mp4',
+};
+
+/** The stored name when it ends in an audio extension, else one derived from the media type. */
+export function audioFilename(filename: string | null, mime: string | null): string {
+  const ext = filename?.split('.').pop()?.toLowerCase();
+  if (filename && ext && AUDIO_EXTENSIONS.includes(ext)) return filename;
+  return `audio.${EXTENSION_OF_MIME[mime ?? ''] ?? 'ogg'}`;
 }

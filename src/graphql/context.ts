@@ -3,7 +3,7 @@ import type { Principal } from '../auth/api-keys.js';
 import { requireScope } from '../auth/api-keys.js';
 import type { Scope } from '../auth/scopes.js';
 import type { Deps } from '../deps.js';
-import { AppError } from '../errors.js';
+import { AppError, isUnavailable, unavailable } from '../errors.js';
 import type { WebServices } from '../http/web-services.js';
 
 export interface GqlContext {
@@ -34,7 +34,7 @@ export function createContext(deps: Deps, web: WebServices, principal: Principal
  */
 export function formatGraphqlError(err: unknown): GraphQLError {
   const e = err instanceof GraphQLError ? err : new GraphQLError(String((err as Error)?.message ?? err));
-  const original = e.originalError;
+  const original = e.originalError && !(e.originalError instanceof AppError) && isUnavailable(e.originalError) ? unavailable(undefined, e.originalError) : e.originalError;
   if (original instanceof AppError) {
     const firstPath = original.details?.find((d) => d.path)?.path;
     return new GraphQLError(original.message, {

@@ -1,6 +1,6 @@
 import type { NextFunction, Request, Response } from 'express';
 import { ZodError } from 'zod';
-import { AppError, isUnavailable } from '../errors.js';
+import { AppError, isUnavailable, unavailable } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { zodDetails } from './zod-details.js';
 
@@ -12,7 +12,7 @@ export function toAppError(err: unknown): AppError | undefined {
   if (e?.type === 'entity.parse.failed') return new AppError('INVALID_JSON', 'Request body is not valid JSON');
   if (e?.type === 'entity.too.large') return new AppError('PAYLOAD_TOO_LARGE', 'Request body is too large');
   if (e?.type === 'encoding.unsupported' || e?.type === 'charset.unsupported') return new AppError('UNSUPPORTED_MEDIA_TYPE', 'Unsupported body encoding');
-  if (isUnavailable(err)) return new AppError('UNAVAILABLE', 'A backing service is unavailable; retry shortly', undefined, { headers: { 'Retry-After': '1' } });
+  if (isUnavailable(err)) return unavailable(undefined, err);
   return undefined;
 }
 

@@ -4,6 +4,7 @@ import { authenticate, requireScope, type Principal } from '../auth/api-keys.js'
 import type { Scope } from '../auth/scopes.js';
 import type { Deps } from '../deps.js';
 import { AppError } from '../errors.js';
+import { redisReady } from '../availability.js';
 
 /** Authenticates a request and checks its scope; throws the 401/403 AppError otherwise. */
 export async function authenticateRequest(deps: Deps, req: Request, scope: Scope, options: { appIdRequired: boolean }): Promise<Principal> {
@@ -42,6 +43,7 @@ export function createGuards(deps: Deps): RequestGuards {
   };
   return {
     async rateLimit(appId, res) {
+      await redisReady(deps.redis);
       try {
         setHeaders(res, await limiter.consume(appId, 1));
       } catch (err) {

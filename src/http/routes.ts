@@ -5,8 +5,12 @@ import { registerEventSchemaRoutes } from './event-schemas.js';
 import { registerConnectionRoutes } from './connections.js';
 import { registerFileRoutes } from './files.js';
 import { registerMessageRoutes } from './messages.js';
+import { registerUserRoutes } from './users.js';
+import { registerLinkCodeRoutes } from './link-codes.js';
+import { registerConversationRoutes } from './conversations.js';
 import { registerStreamRoutes } from '../stream/sse.js';
 import type { WebServices } from './web-services.js';
+import { registerWebhookRoutes } from './webhooks.js';
 
 export interface RouteContext {
   deps: Deps;
@@ -21,5 +25,9 @@ export const ROUTES: ((api: Api, ctx: RouteContext) => void)[] = [
   registerConnectionRoutes,
   registerMessageRoutes,
   registerFileRoutes,
+  registerWebhookRoutes,
+  registerUserRoutes,
+  registerLinkCodeRoutes,
+  registerConversationRoutes,
   registerStreamRoutes,
 ];

@@ -4,6 +4,7 @@ import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import {
   connectionsByRoutingIds,
   loadConnectionById,
+  routingIdsOf,
   SHARED_WEBHOOK_PLATFORMS,
   type Connection,
 } from '../connections/connections.js';
@@ -64,8 +65,11 @@ export function inboundRouter(deps: Deps): Router {
     }
   };
 
-  const accept = async (conn: Connection, inbound: InboundRequest, body: Buffer) => {
+  /** Enqueues one verified delivery under its dedupe key; false when the body is not a delivery of the platform. */
+  const accept = async (conn: Connection, inbound: InboundRequest, body: Buffer): Promise<boolean> => {
     const adapter = getInbound(conn.platform);
+    const dedupeKey = adapter.dedupeKey({ ...inbound, rawBody: body });
+    if (dedupeKey === undefined) return false;
     const headers = Object.fromEntries(KEPT_HEADERS.filter((h) => inbound.headers[h]).map((h) => [h, inbound.headers[h]]));
     await enqueue(deps.queues, 'inbound', {
       connection_id: conn.id,
@@ -73,12 +77,16 @@ export function inboundRouter(deps: Deps): Router {
       received_at: new Date(inbound.now).toISOString(),
       headers,
       body: body.toString('base64'),
-      dedupe_key: adapter.dedupeKey({ ...inbound, rawBody: body }),
+      dedupe_key: dedupeKey,
     });
+    return true;
   };
 
-  const ack = (platform: PlatformName, res: Response) => {
-    if (platform === 'SMS') res.status(200).type('text/xml').send('<?xml version="1.0" encoding="UTF-8"?><Response/>');
+  const notADelivery = (platform: PlatformName, res: Response) => res.status(400).json({ error: `body is not a ${platform} delivery` });
+
+  const ack = (platform: PlatformName, inbound: InboundRequest, res: Response) => {
+    const answer = getInbound(platform).acknowledge?.(inbound);
+    if (answer) res.status(answer.status).type(answer.contentType).send(answer.body);
     else res.status(200).json({ ok: true });
   };
 
@@ -105,8 +113,8 @@ export function inboundRouter(deps: Deps): Router {
     const answer = adapter.handshake?.(conn.config, inbound);
     if (answer) return void res.status(answer.status).type(answer.contentType).send(answer.body);
     if (!(await floodGuard(conn.id, res))) return;
-    await accept(conn, inbound, inbound.rawBody);
-    ack(conn.platform, res);
+    if (!(await accept(conn, inbound, inbound.rawBody))) return void notADelivery(conn.platform, res);
+    ack(conn.platform, inbound, res);
   });
 
   /** Meta family: route each entry to the connection whose ids it names, verified with that connection's app secret. */
@@ -126,12 +134,12 @@ export function inboundRouter(deps: Deps): Router {
     for (const conn of verified) {
       if (!(await floodGuard(conn.id, res))) return;
       // Each connection gets only its own entries, so one payload never leaks across applications.
-      const own = new Set(ownRoutingIds(conn));
+      const own = new Set(routingIdsOf(platform, conn.config));
       const entries = (Array.isArray(body.entry) ? body.entry : []).filter((e) => (adapter.routingIds?.({ ...body, entry: [e] }) ?? []).some((id) => own.has(id)));
       if (entries.length === 0) continue;
-      await accept(conn, inbound, Buffer.from(JSON.stringify({ ...body, entry: entries })));
+      if (!(await accept(conn, inbound, Buffer.from(JSON.stringify({ ...body, entry: entries }))))) return void notADelivery(platform, res);
     }
-    ack(platform, res);
+    ack(platform, inbound, res);
   }
 
   /** GET /webhooks/:platform?hub.mode=subscribe&hub.verify_token=…&hub.challenge=… */
@@ -154,10 +162,6 @@ export function inboundRouter(deps: Deps): Router {
   });
 
   return router;
-}
-
-function ownRoutingIds(conn: Connection): string[] {
-  return ['phone_number_id', 'business_account_id', 'page_id', 'ig_account_id'].map((k) => conn.config[k]).filter((v): v is string => typeof v === 'string');
 }
 
 async function sharedPlatformOf(deps: Deps, id: string, secret: string): Promise<PlatformName | 'bad-secret' | undefined> {

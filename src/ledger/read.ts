@@ -38,7 +38,7 @@ export interface EventFilters {
   payload?: { path: string; equals?: unknown; gt?: number; gte?: number; lt?: number; lte?: number };
   hasEdge?: { edgeType?: string; targetNodeId?: string };
   conversationId?: string;
-  /** Events with an edge to this platform user or to any platform user of this user. */
+  /** Events with an edge to this platform user or to any platform user of this user (or of its survivor, once merged). */
   userId?: string;
 }
 
@@ -83,19 +83,20 @@ export async function listEvents(sql: Sql, appId: string, filters: EventFilters,
   if (f.hasEdge) {
     const target = f.hasEdge.targetNodeId;
     if (target !== undefined && !UUID.test(target)) return [];
-    // An edge to a platform user also matches through the user it belongs to (identity follows merges).
+    // An edge to a platform user also matches through the user it belongs to, and a merged-away
+    // user's id through its survivor (resolve_user_id, migration 030): identity follows merges.
     conds.push(sql`EXISTS (
       SELECT 1 FROM event_edges x
        WHERE x.event_id = e.id AND x.app_id = ${appId}
          ${f.hasEdge.edgeType !== undefined ? sql`AND x.edge_type = ${f.hasEdge.edgeType}` : sql``}
-         ${target !== undefined ? sql`AND (x.target_node_id = ${target} OR x.target_node_id IN (SELECT pu.id FROM platform_users pu WHERE pu.app_id = ${appId} AND pu.user_id = ${target}))` : sql``})`);
+         ${target !== undefined ? sql`AND (x.target_node_id = ${target} OR x.target_node_id IN (SELECT pu.id FROM platform_users pu WHERE pu.app_id = ${appId} AND pu.user_id = resolve_user_id(${appId}, ${target})))` : sql``})`);
   }
   if (f.userId !== undefined) {
     if (!UUID.test(f.userId)) return [];
     conds.push(sql`EXISTS (
       SELECT 1 FROM event_edges x
        WHERE x.event_id = e.id AND x.app_id = ${appId} AND x.target_node_type = 'platform_user'
-         AND (x.target_node_id = ${f.userId} OR x.target_node_id IN (SELECT pu.id FROM platform_users pu WHERE pu.app_id = ${appId} AND pu.user_id = ${f.userId})))`);
+         AND (x.target_node_id = ${f.userId} OR x.target_node_id IN (SELECT pu.id FROM platform_users pu WHERE pu.app_id = ${appId} AND pu.user_id = resolve_user_id(${appId}, ${f.userId}))))`);
   }
   const where = conds.reduce((acc, c) => sql`${acc} AND ${c}`);
   const rows = await sql<Omit<EventRecord, 'edges' | 'cursor'>[]>`

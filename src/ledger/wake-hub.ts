@@ -1,5 +1,5 @@
 import type { Logger } from '../logger.js';
-import { createRedis, type Redis } from '../redis.js';
+import { createRedis, watchConnection, type Redis } from '../redis.js';
 import { wakePattern } from './wake.js';
 
 /** `seq` is the highest position the waking commit wrote, when the message carried one. */
@@ -17,7 +17,7 @@ export interface WakeHub {
 }
 
 export function createWakeHub(redisUrl: string, redisPrefix: string, logger: Logger): WakeHub {
-  const sub: Redis = createRedis(redisUrl, 'blocking');
+  const sub: Redis = watchConnection(createRedis(redisUrl, 'blocking'), 'wakes', logger);
   const listeners = new Map<string, Set<WakeListener>>();
   const prefixLen = wakePattern(redisPrefix).length - 1;
   sub.on('pmessage', (_pattern: string, channel: string, message: string) => {

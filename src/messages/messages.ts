@@ -39,8 +39,15 @@ export interface MessageRow {
 }
 
 /** A message is settled once it is sent or finally failed: what POST /v1/messages waits for. */
+// A sent message counts once its message.outbound event is in the ledger too, so the id a
+// 201 answers can be read back at once.
 export const messageSettled: OutcomeCheck = async (sql, appId, ids) =>
-  (await sql<{ id: string }[]>`SELECT id FROM outbound_messages WHERE app_id = ${appId} AND id = ANY(${ids}::uuid[]) AND status IN ('sent', 'failed')`).map((r) => r.id);
+  (
+    await sql<{ id: string }[]>`
+      SELECT m.id FROM outbound_messages m
+       WHERE m.app_id = ${appId} AND m.id = ANY(${ids}::uuid[])
+         AND (m.status = 'failed' OR (m.status = 'sent' AND EXISTS (SELECT 1 FROM events e WHERE e.app_id = m.app_id AND e.id = m.id)))`
+  ).map((r) => r.id);
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -62,6 +69,7 @@ export async function submitMessage(deps: Deps, sends: CommitWaiter, appId: stri
     ]);
   }
   if (input.file_ids?.length) {
+    if (!adapter.acceptsFiles) return fail('VALIDATION_ERROR', `${conn.platform} connections send text only`, [{ path: ['file_ids'], message: `files are not supported on ${conn.platform}` }]);
     const found = await deps.sql<{ id: string }[]>`SELECT id FROM files WHERE app_id = ${appId} AND id = ANY(${input.file_ids}::uuid[])`;
     const have = new Set(found.map((f) => f.id));
     const missing = input.file_ids.map((id, i) => ({ id, i })).filter((f) => !have.has(f.id));

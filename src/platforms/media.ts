@@ -45,6 +45,11 @@ async function fetchBytes(url: string, headers: Record<string, string>, timeoutM
  * and Slack (bearer).
  */
 export async function downloadMedia(platform: PlatformName, config: Record<string, unknown>, media: InboundMedia, timeoutMs = 20_000): Promise<DownloadedMedia> {
+  if (media.inlineBase64 !== undefined) {
+    const data = Buffer.from(media.inlineBase64, 'base64');
+    if (data.length > MAX_BYTES) throw new Error('media larger than 50 MB');
+    return { data, mimeType: media.mimeType, filename: media.filename };
+  }
   const base = String(config.api_base_url ?? REAL_BASE[platform] ?? '').replace(/\/$/, '');
   if (platform === 'TELEGRAM' && media.platformFileId) {
     const token = String(config.bot_token);

@@ -1,13 +1,13 @@
 import { INBOUND } from './registry-inbound.js';
 import { SEND } from './registry-send.js';
-import type { PlatformAdapter, PlatformName } from './types.js';
+import { PLATFORM_NAMES, type InboundHalf, type PlatformAdapter, type PlatformName } from './types.js';
 
 /**
  * Every platform behind the one adapter interface (DESIGN §6), assembled from each platform
  * folder's sending half (config.ts, send.ts) and inbound half (inbound.ts).
  */
 const ADAPTERS = Object.fromEntries(
-  (Object.keys(SEND) as PlatformName[]).map((name) => [name, { name, ...SEND[name], ...INBOUND[name] } as PlatformAdapter]),
+  PLATFORM_NAMES.map((name) => [name, { name, ...SEND[name], ...INBOUND[name] } as PlatformAdapter]),
 ) as Record<PlatformName, PlatformAdapter>;
 
 export function getAdapter(name: PlatformName): PlatformAdapter {
@@ -17,8 +17,8 @@ export function getAdapter(name: PlatformName): PlatformAdapter {
 }
 
 /** The inbound half plus the optional shared-URL routing of the Meta family. */
-export function getInbound(name: PlatformName): PlatformAdapter & { routingIds?: (body: unknown) => string[] } {
-  return getAdapter(name) as PlatformAdapter & { routingIds?: (body: unknown) => string[] };
+export function getInbound(name: PlatformName): PlatformAdapter & Pick<InboundHalf, 'routingIds'> {
+  return getAdapter(name) as PlatformAdapter & Pick<InboundHalf, 'routingIds'>;
 }
 
 /**

@@ -83,9 +83,14 @@ export interface InboundMedia {
   /** The platform's id for the file (Telegram file_id, WhatsApp media id) or a URL. */
   platformFileId?: string;
   url?: string;
+  /** Bytes that came inside the delivery itself (e-mail attachments), base64. */
+  inlineBase64?: string;
   mimeType?: string;
+  filename?: string;
   /** Voice/audio flag for transcription. */
   isAudio?: boolean;
+  /** Length the platform reports for voice/audio/video, in seconds. */
+  durationSec?: number;
 }
 
 /** Normalised records produced by a platform's pure normaliser from one inbound payload. */
@@ -102,8 +107,10 @@ export type NormalisedRecord =
         type: 'text' | 'image' | 'video' | 'audio' | 'voice' | 'document' | 'sticker' | 'location' | 'contact' | 'other';
         media?: InboundMedia;
         caption?: string;
-        location?: { latitude: number; longitude: number };
+        location?: { latitude: number; longitude: number; name?: string; address?: string };
         contact?: Record<string, unknown>;
+        /** Platform-specific fields kept in `payload.message` as they are (e-mail subject and threading ids). */
+        extra?: Record<string, unknown>;
       };
       edited?: boolean;
       occurredAt: string;
@@ -117,8 +124,24 @@ export type NormalisedRecord =
       occurredAt: string;
     }
   | {
+      /**
+       * "Everything we sent this user up to `upTo` reached `status`" (Messenger/Instagram
+       * delivery and read watermarks): resolved against our outbound messages by the worker.
+       */
+      kind: 'watermark';
+      status: 'delivered' | 'read';
+      recipient: PlatformParty;
+      upTo: string;
+      occurredAt: string;
+    }
+  | {
       kind: 'reaction';
       targetExternalMessageId: string;
+      /**
+       * The reacted message's id inside its conversation when the platform's ids are only
+       * unique per chat (Telegram message_id, Slack ts): how a sent message may be stored.
+       */
+      targetLocalId?: string;
       emoji: string;
       action: 'added' | 'removed';
       sender: PlatformParty;
@@ -126,11 +149,19 @@ export type NormalisedRecord =
       occurredAt: string;
     };
 
+/** What a normaliser sees: the delivery as queued. */
+export interface NormaliseInput extends Pick<InboundRequest, 'rawBody' | 'headers'> {
+  /** When the receiver accepted it (ISO 8601): the time of deliveries that carry none (Twilio). */
+  receivedAt?: string;
+}
+
 export interface SendContext {
   /** Overrides the platform's API base URL (config.api_base_url wins over this). */
   defaultBaseUrl?: string;
   /** Bound on one platform call (ms). */
   timeoutMs: number;
+  /** The connection's inbound URL, for platforms told per message where to report status (Twilio StatusCallback). */
+  webhookUrl?: string;
 }
 
 /**
@@ -146,6 +177,8 @@ export interface PlatformAdapter<C = Record<string, unknown>> {
   secretFields: readonly string[];
   /** Text limit checked before sending (MESSAGE_TOO_LONG). */
   maxTextLength?: number;
+  /** Whether `send` takes `files`; a send with files on another platform is refused before queueing. */
+  acceptsFiles: boolean;
   /** Returns an INVALID_RECIPIENT message when `to` is not a valid id for the platform. */
   checkRecipient(to: string): string | undefined;
   send(config: C, message: OutboundMessage, ctx: SendContext): Promise<SendOutcome>;
@@ -153,8 +186,28 @@ export interface PlatformAdapter<C = Record<string, unknown>> {
   verify(config: C, req: InboundRequest): VerifyOutcome;
   /** Challenge answers that need no enqueue; undefined when the request is an ordinary delivery. */
   handshake?(config: C, req: InboundRequest): DirectAnswer | undefined;
-  /** The platform's dedupe key for one delivery (PLATFORMS.md), so retries collapse into one job. */
-  dedupeKey(req: InboundRequest): string;
-  /** Pure: raw payload → normalised records. */
-  normalise(req: Pick<InboundRequest, 'rawBody' | 'headers'>): NormalisedRecord[];
+  /**
+   * The platform's dedupe key for one delivery (PLATFORMS.md), so retries collapse into one
+   * job; undefined when the body is not a delivery of this platform at all (answered 400).
+   */
+  dedupeKey(req: InboundRequest): string | undefined;
+  /** Pure: raw payload → normalised records. Throws on a body that is not the platform's shape. */
+  normalise(req: NormaliseInput): NormalisedRecord[];
+  /** The answer to an accepted delivery when the platform expects more than 200 (Twilio TwiML, Discord deferral). */
+  acknowledge?(req: InboundRequest): DirectAnswer;
 }
+
+/** The sending half of an adapter: each platform folder's config.ts and send.ts. */
+export type SendHalf = Pick<PlatformAdapter, 'configSchema' | 'secretFields' | 'maxTextLength' | 'acceptsFiles' | 'checkRecipient' | 'send'>;
+
+/** Builds a SendHalf from a platform's typed config schema and sender. */
+export function sendHalf<C>(half: Pick<PlatformAdapter<C>, 'configSchema' | 'secretFields' | 'maxTextLength' | 'acceptsFiles' | 'checkRecipient' | 'send'>): SendHalf {
+  // The registry hands `send` the config its own schema produced, so widening C is safe.
+  return half as unknown as SendHalf;
+}
+
+/** What each platform folder's `inbound.ts` provides; `registry.ts` merges it with the sending half. */
+export type InboundHalf<C = Record<string, unknown>> = Pick<PlatformAdapter<C>, 'verify' | 'handshake' | 'dedupeKey' | 'normalise' | 'acknowledge'> & {
+  /** Shared Meta-family URLs: the account ids a payload is addressed to (entry[].id, metadata.phone_number_id). */
+  routingIds?(body: unknown): string[];
+};

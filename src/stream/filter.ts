@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { compileEventTypeMatcher, EVENT_PATTERN_RE } from '../ledger/event-type-match.js';
+import { compileEventTypePatterns, EVENT_PATTERN_RE } from '../ledger/event-type-match.js';
 import type { EventFilters, EventRecord } from '../ledger/read.js';
 
 const MAX_PATTERNS = 50;
@@ -52,7 +52,7 @@ export function eventInvolvesUser(event: EventRecord, userId: string): boolean {
 
 /** The filter as one predicate over ledger events: the truth both catch-up and the live tail apply. */
 export function compileStreamFilter(f: StreamFilter): (event: EventRecord) => boolean {
-  const types = f.eventTypes ? compileEventTypeMatcher(f.eventTypes) : undefined;
+  const types = f.eventTypes ? compileEventTypePatterns(f.eventTypes) : undefined;
   return (e) =>
     (types === undefined || types(e.event_type)) &&
     (f.conversationId === undefined || e.conversation_id === f.conversationId) &&

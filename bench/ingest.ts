@@ -1,0 +1,121 @@
+/**
+ * Ingest: N clients POST /v1/events to a web process backed by a separate ledger worker
+ * process, against (a) a bare express handler answering 201 under the same load — the HTTP
+ * ceiling — and (b) the same rows written straight to Postgres with multi-row INSERTs — the
+ * storage ceiling. Targets (issue 3): committed/s ≥ 50% of (a), p99 < 50 ms at 32 clients.
+ */
+import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { createApplication } from '../src/apps/applications.js';
+import { ratio, round, runLoad, startEchoServer, startStack, target, type Bench, type LoadRequest } from './lib.js';
+
+const INSERT_WRITERS = 4;
+const INSERT_BATCH = 100;
+
+const eventBody = (i: number) =>
+  JSON.stringify({ event_type: 'bench.ingest', payload: { i, order_id: `ord-${i}`, amount: i % 1000, note: 'a small realistic payload' } });
+
+const bench: Bench = {
+  description: 'POST /v1/events (web + ledger worker processes) vs a bare express 201 and raw multi-row INSERTs',
+  async run({ options, log }) {
+    const clients = options.clients ?? 32;
+    const durationS = options.durationS ?? 20;
+    const json = { 'content-type': 'application/json' };
+
+    log(`baseline (a): bare express handler, ${clients} clients, ${durationS} s`);
+    const echo = await startEchoServer(201);
+    const http = await runLoad(echo.base, { clients, durationS, request: (i): LoadRequest => ({ method: 'POST', path: '/v1/events', headers: json, body: eventBody(i) }) }).finally(() => echo.stop());
+
+    log(`gateway: 1 web + 1 worker process (ledger), ${clients} clients, ${durationS} s`);
+    const stack = await startStack({ workerQueues: 'ledger' });
+    try {
+      const app = await stack.createApp(['events:write']);
+      const count = async () => (await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM events WHERE app_id = ${app.appId}`)[0].n;
+      // Committed rows are counted over exactly the measured window of the load.
+      let atStart = 0;
+      let atEnd = 0;
+      const warmupS = 2;
+      const marks = [
+        new Promise<void>((r) => setTimeout(async () => { atStart = await count(); r(); }, warmupS * 1000)),
+        new Promise<void>((r) => setTimeout(async () => { atEnd = await count(); r(); }, (warmupS + durationS) * 1000)),
+      ];
+      const load = await runLoad(stack.base, {
+        clients,
+        durationS,
+        warmupS,
+        request: (i) => ({ method: 'POST', path: '/v1/events', headers: { ...json, ...app.headers }, body: eventBody(i) }),
+      });
+      await Promise.all(marks);
+      const committedPerS = round((atEnd - atStart) / durationS, 1);
+
+      log(`baseline (b): ${INSERT_WRITERS} writers, multi-row INSERTs of ${INSERT_BATCH}, ${durationS} s`);
+      const insertPerS = await rawInsertRate(stack, durationS);
+
+      const figures = {
+        accepted_per_s: load.okPerS,
+        committed_per_s: committedPerS,
+        post_p50_ms: load.p50Ms,
+        post_p90_ms: load.p90Ms,
+        post_p99_ms: load.p99Ms,
+        post_max_ms: load.maxMs,
+        post_errors: load.errors,
+      };
+      const baselines = {
+        http_201_per_s: http.okPerS,
+        http_p50_ms: http.p50Ms,
+        http_p99_ms: http.p99Ms,
+        insert_rows_per_s: insertPerS,
+      };
+      const ratios = {
+        committed_per_s_vs_http_201_per_s: ratio(committedPerS, http.okPerS),
+        committed_per_s_vs_insert_rows_per_s: ratio(committedPerS, insertPerS),
+      };
+      return {
+        figures,
+        baselines,
+        ratios,
+        targets: {
+          committed_per_s_vs_http_201_per_s: target(ratios.committed_per_s_vs_http_201_per_s, '>=', 0.5),
+          post_p99_ms: target(load.p99Ms, '<', 50),
+        },
+        notes: [
+          `${clients} closed-loop clients, ${durationS} s measured after 2 s warm-up; web and worker are separate Node processes (NODE_ENV=production, LOG_LEVEL=info), load generator in the bench process`,
+          `POST answers 201 after the ledger commit; statuses seen: ${JSON.stringify(load.statuses)}`,
+          `baseline (a) statuses: ${JSON.stringify(http.statuses)}`,
+          `baseline (b): ${INSERT_WRITERS} concurrent connections, INSERT … VALUES of ${INSERT_BATCH} event rows per statement (autocommit), same table and payload shape`,
+        ],
+      };
+    } finally {
+      await stack.stop();
+    }
+  },
+};
+
+/** Rows/s of plain multi-row INSERTs into `events` — what Postgres alone can take on this machine. */
+async function rawInsertRate(stack: { sql: import('../src/db.js').Sql }, durationS: number): Promise<number | null> {
+  const app = await createApplication(stack.sql, 'bench-raw-insert', ['events:write']);
+  let seq = 0;
+  let rows = 0;
+  const end = performance.now() + durationS * 1000;
+  const writer = async () => {
+    while (performance.now() < end) {
+      const batch = Array.from({ length: INSERT_BATCH }, () => {
+        const i = ++seq;
+        return {
+          id: randomUUID(),
+          app_id: app.appId,
+          seq: i,
+          created_at: new Date(),
+          event_type: 'bench.ingest',
+          payload: stack.sql.json(JSON.parse(eventBody(i)).payload),
+        };
+      });
+      await stack.sql`INSERT INTO events ${stack.sql(batch)}`;
+      if (performance.now() <= end) rows += batch.length;
+    }
+  };
+  await Promise.all(Array.from({ length: INSERT_WRITERS }, writer));
+  return round(rows / durationS, 1);
+}
+
+export default bench;

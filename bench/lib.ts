@@ -1,0 +1,396 @@
+/**
+ * Shared pieces of the benchmarks (`npm run bench -- <name>`): the module shape every
+ * bench/<name>.ts exports, a stack started as child processes on a fresh database, a
+ * closed-loop HTTP load generator, percentiles, and the result file + README table.
+ *
+ * Every figure is reported beside a baseline measured in the same run on the same machine
+ * (a bare HTTP handler, a raw INSERT…), so the ratios mean something whatever the machine.
+ */
+import { execFileSync } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import postgres from 'postgres';
+import { Pool } from 'undici';
+import { createApplication } from '../src/apps/applications.js';
+import { SCOPES, type Scope } from '../src/auth/scopes.js';
+import { createSql, type Sql } from '../src/db.js';
+import { migrate } from '../src/migrate.js';
+import { projectRoot } from '../src/project-root.js';
+import { createRedis } from '../src/redis.js';
+import { freePort, spawnService, type ChildService } from '../test/helpers/stack.js';
+
+export { freePort, spawnService, type ChildService };
+
+// ---------------------------------------------------------------- the module shape
+
+export interface BenchOptions {
+  /** Measured seconds per phase (each bench has its own default). */
+  durationS?: number;
+  /** Concurrent clients (each bench has its own default). */
+  clients?: number;
+}
+
+export interface BenchContext {
+  options: BenchOptions;
+  log(message: string): void;
+}
+
+export interface Target {
+  /** Human-readable goal, e.g. ">= 0.5" or "< 50". */
+  want: string;
+  got: number | null;
+  met: boolean;
+}
+
+/** What a bench measures; run.ts adds name, date, commit and machine and writes the JSON. */
+export interface BenchReport {
+  /** The system under test. Keys carry their unit: `committed_per_s`, `post_p99_ms`. */
+  figures: Record<string, number | null>;
+  /** The same-run reference operations the figures are compared with. */
+  baselines: Record<string, number | null>;
+  /** figure / baseline, named `<figure>_vs_<baseline>`. */
+  ratios: Record<string, number | null>;
+  targets: Record<string, Target>;
+  /** Parameters of the run (clients, duration, batch sizes) and anything that could not be measured. */
+  notes?: string[];
+}
+
+/** Default export of every bench/<name>.ts. */
+export interface Bench {
+  /** One line: what is measured against what. */
+  description: string;
+  run(ctx: BenchContext): Promise<BenchReport>;
+}
+
+export interface BenchResult extends BenchReport {
+  name: string;
+  date: string;
+  commit: string;
+  machine: { cpus: number; memory_gb: number };
+}
+
+// ---------------------------------------------------------------- numbers
+
+/** The p-th percentile (0–100) of already sorted numbers, nearest-rank. */
+export function percentile(sorted: number[], p: number): number | null {
+  if (sorted.length === 0) return null;
+  const rank = Math.ceil((p / 100) * sorted.length);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))];
+}
+
+export const round = (n: number | null | undefined, digits = 2): number | null =>
+  n === null || n === undefined || !Number.isFinite(n) ? null : Math.round(n * 10 ** digits) / 10 ** digits;
+
+export const ratio = (a: number | null, b: number | null): number | null => (a === null || b === null || b === 0 ? null : round(a / b, 3));
+
+/** A target met when `got <op> want`; null (not measured) never meets it. */
+export function target(got: number | null, op: '>=' | '<=' | '<' | '>', want: number): Target {
+  const met = got !== null && (op === '>=' ? got >= want : op === '<=' ? got <= want : op === '<' ? got < want : got > want);
+  return { want: `${op} ${want}`, got, met };
+}
+
+// ---------------------------------------------------------------- load
+
+export interface LoadRequest {
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  path: string;
+  headers?: Record<string, string>;
+  body?: string;
+}
+
+export interface LoadResult {
+  /** Responses received in the measured window (any status). */
+  requests: number;
+  /** Responses with a 2xx status. */
+  ok: number;
+  /** Connection errors and non-2xx responses. */
+  errors: number;
+  statuses: Record<string, number>;
+  seconds: number;
+  okPerS: number;
+  p50Ms: number | null;
+  p90Ms: number | null;
+  p99Ms: number | null;
+  maxMs: number | null;
+}
+
+/**
+ * Closed-loop load: `clients` connections each send the next request as soon as the previous
+ * answered, for `warmupS` unmeasured then `durationS` measured seconds. Latency is per
+ * request, client side, including the body read.
+ */
+export async function runLoad(origin: string, o: { clients: number; durationS: number; warmupS?: number; request: (i: number) => LoadRequest }): Promise<LoadResult> {
+  const pool = new Pool(origin, { connections: o.clients, pipelining: 1 });
+  const warmupEnd = performance.now() + (o.warmupS ?? 2) * 1000;
+  const end = warmupEnd + o.durationS * 1000;
+  const latencies: number[] = [];
+  const statuses: Record<string, number> = {};
+  let ok = 0;
+  let errors = 0;
+  let seq = 0;
+  const client = async () => {
+    for (;;) {
+      const start = performance.now();
+      if (start >= end) return;
+      const req = o.request(seq++);
+      let status: string;
+      try {
+        const res = await pool.request({ method: req.method, path: req.path, headers: req.headers, body: req.body });
+        await res.body.dump();
+        status = String(res.statusCode);
+      } catch (err) {
+        status = (err as { code?: string }).code ?? 'error';
+      }
+      const done = performance.now();
+      if (start < warmupEnd || done > end) continue;
+      latencies.push(done - start);
+      statuses[status] = (statuses[status] ?? 0) + 1;
+      if (/^2\d\d$/.test(status)) ok++;
+      else errors++;
+    }
+  };
+  await Promise.all(Array.from({ length: o.clients }, client));
+  await pool.close();
+  latencies.sort((a, b) => a - b);
+  return {
+    requests: latencies.length,
+    ok,
+    errors,
+    statuses,
+    seconds: o.durationS,
+    okPerS: round(ok / o.durationS, 1) ?? 0,
+    p50Ms: round(percentile(latencies, 50)),
+    p90Ms: round(percentile(latencies, 90)),
+    p99Ms: round(percentile(latencies, 99)),
+    maxMs: round(latencies.at(-1)),
+  };
+}
+
+/** Polls `fn` until it returns true or `timeoutMs` passes; returns whether it did. */
+export async function until(fn: () => Promise<boolean>, timeoutMs: number, everyMs = 100): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await fn().catch(() => false)) return true;
+    if (Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+// ---------------------------------------------------------------- the stack
+
+const PG_ADMIN = 'postgres://postgres@127.0.0.1:5432/postgres';
+
+export interface BenchDatabase {
+  url: string;
+  drop(): Promise<void>;
+}
+
+/** A fresh, migrated database for one bench run. */
+export async function createBenchDatabase(): Promise<BenchDatabase> {
+  const name = `gw_bench_${randomBytes(5).toString('hex')}`;
+  const url = `postgres://postgres@127.0.0.1:5432/${name}`;
+  await migrate(url);
+  return {
+    url,
+    async drop() {
+      const admin = postgres(PG_ADMIN, { max: 1, onnotice: () => {} });
+      await admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {});
+      await admin.end();
+    },
+  };
+}
+
+/** Environment for the service's processes in a bench: own database and Redis prefix, no rate limit to speak of. */
+export function benchEnv(databaseUrl: string, overrides: Record<string, string> = {}): Record<string, string> {
+  return {
+    NODE_ENV: 'production',
+    DATABASE_URL: databaseUrl,
+    REDIS_URL: 'redis://127.0.0.1:6379/0',
+    REDIS_PREFIX: `bench${randomBytes(4).toString('hex')}`,
+    LOG_LEVEL: 'info',
+    ADMIN_TOKEN: 'bench-admin-token-0123456789',
+    SECRETS_KEY: 'bench-secrets-key-0123456789abcdef0123456789',
+    RATE_LIMIT_PER_MINUTE: '1000000000',
+    WEBHOOK_TARGET_POLICY: 'any',
+    DEMO_APP: 'false',
+    ...overrides,
+  };
+}
+
+export interface BenchStack {
+  env: Record<string, string>;
+  base: string;
+  sql: Sql;
+  web: ChildService[];
+  workers: ChildService[];
+  /** A new application and a key with the given scopes (all by default) and its auth headers. */
+  createApp(scopes?: Scope[]): Promise<{ appId: string; apiKey: string; headers: Record<string, string> }>;
+  stop(): Promise<void>;
+}
+
+/**
+ * The service as it runs in production: `webProcesses` web processes (the first one's port is
+ * `base`) and `workerProcesses` worker processes serving `workerQueues`, each its own Node
+ * process, on a fresh migrated database and a fresh Redis prefix.
+ */
+export async function startStack(o: { env?: Record<string, string>; webProcesses?: number; workerProcesses?: number; workerQueues?: string } = {}): Promise<BenchStack> {
+  const db = await createBenchDatabase();
+  const env = benchEnv(db.url, o.env);
+  const sql = createSql(db.url, { max: 8 });
+  const web: ChildService[] = [];
+  const workers: ChildService[] = [];
+  const ports: number[] = [];
+  const stop = async () => {
+    await Promise.all([...web, ...workers].map(async (c) => {
+      c.kill('SIGTERM');
+      const timer = setTimeout(() => c.kill('SIGKILL'), 15_000);
+      await c.exited;
+      clearTimeout(timer);
+    }));
+    await sql.end({ timeout: 5 });
+    await deleteRedisPrefix(env.REDIS_URL, env.REDIS_PREFIX);
+    await db.drop();
+  };
+  try {
+    for (let i = 0; i < (o.workerProcesses ?? 1); i++) {
+      workers.push(spawnService('workers/index.ts', { ...env, ...(o.workerQueues ? { WORKER_QUEUES: o.workerQueues } : {}) }));
+    }
+    for (let i = 0; i < (o.webProcesses ?? 1); i++) {
+      const port = await freePort();
+      ports.push(port);
+      web.push(spawnService('src/web.ts', { ...env, PORT: String(port) }));
+    }
+    await Promise.all(workers.map((w) => w.waitFor(/workers started/, 60_000)));
+    await Promise.all(web.map((w) => w.waitFor(/web listening/, 60_000)));
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return {
+    env,
+    base: `http://127.0.0.1:${ports[0]}`,
+    sql,
+    web,
+    workers,
+    async createApp(scopes = [...SCOPES]) {
+      const a = await createApplication(sql, `bench-${randomUUID().slice(0, 8)}`, scopes);
+      return { appId: a.appId, apiKey: a.apiKey, headers: { Authorization: `Bearer ${a.apiKey}`, 'X-Service-App-ID': a.appId } };
+    },
+    stop,
+  };
+}
+
+/** Removes every key a bench run left under its prefix (queues, rate limits). */
+export async function deleteRedisPrefix(url: string, prefix: string): Promise<void> {
+  // A 'blocking' connection queues commands until connected ('request' ones fail fast, and
+  // the scan below would run before the connection is up).
+  const redis = createRedis(url, 'blocking');
+  try {
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+      if (keys.length) await redis.del(...keys);
+      cursor = next;
+    } while (cursor !== '0');
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/** Starts bench/support/echo-server.ts: a bare express handler, the HTTP ceiling. */
+export async function startEchoServer(status = 201): Promise<{ base: string; stop(): Promise<void> }> {
+  const port = await freePort();
+  const proc = spawnService('bench/support/echo-server.ts', { PORT: String(port), ECHO_STATUS: String(status) });
+  await proc.waitFor(/echo listening/, 30_000);
+  return {
+    base: `http://127.0.0.1:${port}`,
+    async stop() {
+      proc.kill('SIGTERM');
+      await proc.exited;
+    },
+  };
+}
+
+// ---------------------------------------------------------------- results
+
+const BENCH_DIR = () => join(projectRoot(), 'bench');
+const RESULTS_DIR = () => join(BENCH_DIR(), 'results');
+
+export function machine(): { cpus: number; memory_gb: number } {
+  return { cpus: cpus().length, memory_gb: Math.round(totalmem() / 2 ** 30) };
+}
+
+/** The commit measured, marked `-dirty` when the work tree had uncommitted changes. */
+export function currentCommit(): string {
+  try {
+    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: projectRoot(), encoding: 'utf8' }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { cwd: projectRoot(), encoding: 'utf8' }).trim();
+    return dirty ? `${head}-dirty` : head;
+  } catch {
+    return 'unknown';
+  }
+}
+
+export function writeResult(result: BenchResult): string {
+  mkdirSync(RESULTS_DIR(), { recursive: true });
+  const file = join(RESULTS_DIR(), `${result.name}.json`);
+  writeFileSync(file, JSON.stringify(result, null, 2) + '\n');
+  return file;
+}
+
+export function readResults(): BenchResult[] {
+  if (!existsSync(RESULTS_DIR())) return [];
+  return readdirSync(RESULTS_DIR())
+    .filter((f) => f.endsWith('.json'))
+    .sort()
+    .map((f) => JSON.parse(readFileSync(join(RESULTS_DIR(), f), 'utf8')) as BenchResult);
+}
+
+const fmt = (v: number | null | undefined) => (v === null || v === undefined ? 'not measured' : String(v));
+
+/** A result as text rows: every figure, baseline, ratio and target. */
+export function formatTable(r: BenchResult): string {
+  const rows: [string, string, string][] = [['', 'value', 'target']];
+  for (const [k, v] of Object.entries(r.figures)) rows.push([k, fmt(v), targetText(r, k)]);
+  for (const [k, v] of Object.entries(r.baselines)) rows.push([`baseline: ${k}`, fmt(v), targetText(r, k)]);
+  for (const [k, v] of Object.entries(r.ratios)) rows.push([`ratio: ${k}`, fmt(v), targetText(r, k)]);
+  const widths = [0, 1, 2].map((i) => Math.max(...rows.map((row) => row[i].length)));
+  return rows.map((row) => row.map((c, i) => c.padEnd(widths[i])).join('  ')).join('\n');
+}
+
+function targetText(r: BenchResult, key: string): string {
+  const t = r.targets[key];
+  return t ? `${t.want} ${t.met ? '(met)' : '(NOT met)'}` : '';
+}
+
+const START = '<!-- results:start (generated by `npm run bench` from bench/results/*.json; edits here are overwritten) -->';
+const END = '<!-- results:end -->';
+
+/** Rewrites the generated part of bench/README.md from every bench/results/*.json. */
+export function renderReadme(): void {
+  const file = join(BENCH_DIR(), 'README.md');
+  const text = existsSync(file) ? readFileSync(file, 'utf8') : `# Benchmarks\n\n${START}\n${END}\n`;
+  const sections = readResults().map((r) => {
+    const lines = [
+      `### ${r.name}`,
+      '',
+      `${r.date.slice(0, 10)}, commit \`${r.commit}\`, ${r.machine.cpus} CPUs, ${r.machine.memory_gb} GB`,
+      '',
+      '| figure | value | target |',
+      '|---|---|---|',
+      ...Object.entries(r.figures).map(([k, v]) => `| ${k} | ${fmt(v)} | ${targetText(r, k)} |`),
+      ...Object.entries(r.baselines).map(([k, v]) => `| baseline: ${k} | ${fmt(v)} | ${targetText(r, k)} |`),
+      ...Object.entries(r.ratios).map(([k, v]) => `| ratio: ${k} | ${fmt(v)} | ${targetText(r, k)} |`),
+    ];
+    if (r.notes?.length) lines.push('', ...r.notes.map((n) => `- ${n}`));
+    return lines.join('\n');
+  });
+  const generated = `${START}\n${sections.join('\n\n')}\n${END}`;
+  const i = text.indexOf(START.slice(0, 20));
+  const j = text.indexOf(END);
+  const next = i >= 0 && j > i ? text.slice(0, i) + generated + text.slice(j + END.length) : `${text.trimEnd()}\n\n${generated}\n`;
+  writeFileSync(file, next);
+}

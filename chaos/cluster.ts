@@ -1,0 +1,186 @@
+/**
+ * The service as the chaos harness runs it: real processes on loopback (web and worker
+ * processes, each its own Node process), a private redis-server configured as production
+ * should be, and a fresh database on the machine's PostgreSQL. Every fault is applied to
+ * these alone: the machine's Redis and other databases are never touched.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import postgres from 'postgres';
+import { createApplication } from '../src/apps/applications.js';
+import { SCOPES } from '../src/auth/scopes.js';
+import { createSql, type Sql } from '../src/db.js';
+import { migrate } from '../src/migrate.js';
+import { startRedisServer, type RedisServer } from '../test/helpers/redis-server.js';
+import { freePort, spawnService, type ChildService } from '../test/helpers/stack.js';
+
+const PG_BASE = process.env.CHAOS_PG_BASE ?? 'postgres://postgres@127.0.0.1:5432';
+
+export interface ClusterOptions {
+  webProcesses: number;
+  workerProcesses: number;
+  /** Extra environment for every service process. */
+  env?: Record<string, string>;
+  log(message: string): void;
+}
+
+export interface AppCredentials {
+  appId: string;
+  apiKey: string;
+  headers: Record<string, string>;
+}
+
+interface Slot {
+  name: string;
+  entry: string;
+  port?: number;
+  proc?: ChildService;
+  /** Full outputs of this slot's earlier (killed) processes. */
+  previous: string[];
+}
+
+export interface Cluster {
+  env: Record<string, string>;
+  redis: RedisServer;
+  sql: Sql;
+  dbName: string;
+  /** Base URLs of the web processes, by slot (a killed one stays in the list). */
+  webBases: string[];
+  /** Web slots currently running. */
+  liveWebBases(): string[];
+  createApp(): Promise<AppCredentials>;
+  /** SIGKILLs a process: no shutdown hook, no drain — the crash the service must survive. */
+  kill(kind: 'web' | 'worker', index: number): Promise<void>;
+  /** Starts the slot again (same port for web) and waits until it is serving. */
+  restart(kind: 'web' | 'worker', index: number): Promise<void>;
+  /** Closes the chaos database to new connections and terminates its backends (a PostgreSQL outage, this database only). */
+  closeDatabase(): Promise<void>;
+  reopenDatabase(): Promise<void>;
+  /** The tail of every process's output (for diagnosing a failed run). */
+  outputs(): string;
+  /** Log lines of errors that reached a client as 500 ("unhandled error"), from every process. */
+  contractViolations(): string[];
+  /** Writes every process's full output to a directory under /tmp; returns it. */
+  saveLogs(): string;
+  stop(): Promise<void>;
+}
+
+export async function startCluster(o: ClusterOptions): Promise<Cluster> {
+  const redis = await startRedisServer({ durable: true, args: ['--maxmemory-policy', 'noeviction'] });
+  const runId = randomBytes(5).toString('hex');
+  const dbName = `gw_chaos_${runId}`;
+  const logDir = join(tmpdir(), `gw-chaos-${runId}`);
+  const dbUrl = `${PG_BASE}/${dbName}`;
+  const admin = postgres(`${PG_BASE}/postgres`, { max: 1, onnotice: () => {} });
+  o.log(`redis-server on port ${redis.port} (appendonly yes, appendfsync always, noeviction), database ${dbName}`);
+  await migrate(dbUrl);
+  const env: Record<string, string> = {
+    NODE_ENV: 'production',
+    DATABASE_URL: dbUrl,
+    REDIS_URL: redis.url,
+    REDIS_PREFIX: 'chaos',
+    LOG_LEVEL: 'info',
+    ADMIN_TOKEN: 'chaos-admin-token-0123456789',
+    SECRETS_KEY: 'chaos-secrets-key-0123456789abcdef0123456789',
+    RATE_LIMIT_PER_MINUTE: '100000000',
+    WEBHOOK_TARGET_POLICY: 'any',
+    DEMO_APP: 'false',
+    SHUTDOWN_TIMEOUT_MS: '3000',
+    ...o.env,
+  };
+  const sql = createSql(dbUrl, { max: 4 });
+
+  const slots: Record<'web' | 'worker', Slot[]> = { web: [], worker: [] };
+  for (let i = 0; i < o.webProcesses; i++) slots.web.push({ name: `web${i}`, entry: 'src/web.ts', port: await freePort(), previous: [] });
+  for (let i = 0; i < o.workerProcesses; i++) slots.worker.push({ name: `worker${i}`, entry: 'workers/index.ts', previous: [] });
+
+  const launch = async (slot: Slot) => {
+    if (slot.proc) slot.previous.push(slot.proc.output());
+    slot.proc = spawnService(slot.entry, { ...env, ...(slot.port ? { PORT: String(slot.port) } : {}) });
+    await slot.proc.waitFor(slot.port ? /web listening/ : /workers started/, 60_000);
+  };
+  const all = () => [...slots.web, ...slots.worker];
+
+  const cluster: Cluster = {
+    env,
+    redis,
+    sql,
+    dbName,
+    webBases: slots.web.map((s) => `http://127.0.0.1:${s.port}`),
+    liveWebBases: () => slots.web.filter((s) => s.proc && s.proc.proc.exitCode === null && s.proc.proc.signalCode === null).map((s) => `http://127.0.0.1:${s.port}`),
+    async createApp() {
+      const a = await createApplication(sql, `chaos-${randomBytes(3).toString('hex')}`, [...SCOPES]);
+      return { appId: a.appId, apiKey: a.apiKey, headers: { Authorization: `Bearer ${a.apiKey}`, 'X-Service-App-ID': a.appId } };
+    },
+    async kill(kind, index) {
+      const slot = slots[kind][index];
+      if (!slot.proc) return;
+      slot.proc.kill('SIGKILL');
+      await slot.proc.exited;
+      o.log(`kill -9 ${slot.name} (pid ${slot.proc.proc.pid})`);
+    },
+    async restart(kind, index) {
+      const slot = slots[kind][index];
+      await launch(slot);
+      o.log(`${slot.name} restarted (pid ${slot.proc!.proc.pid})`);
+    },
+    async closeDatabase() {
+      await admin.unsafe(`ALTER DATABASE "${dbName}" ALLOW_CONNECTIONS false`);
+      const [{ n }] = await admin<{ n: number }[]>`
+        SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE datname = ${dbName} AND pid <> pg_backend_pid()`;
+      o.log(`database ${dbName} closed to connections, ${n} backends terminated`);
+    },
+    async reopenDatabase() {
+      await admin.unsafe(`ALTER DATABASE "${dbName}" ALLOW_CONNECTIONS true`);
+      o.log(`database ${dbName} open again`);
+    },
+    outputs() {
+      return all()
+        .map((s) => [...s.previous.map((p, i) => `--- ${s.name} (earlier process ${i + 1})\n${p.slice(-3000)}`), `--- ${s.name}\n${s.proc?.output().slice(-3000) ?? ''}`].join('\n'))
+        .join('\n');
+    },
+    contractViolations() {
+      // A 500 is logged as "unhandled error" by the REST error handler; any such line is a bug.
+      return all().flatMap((s) =>
+        [...s.previous, s.proc?.output() ?? '']
+          .flatMap((out) => out.split('\n'))
+          .filter((l) => /"msg":"unhandled error"/.test(l))
+          .map((l) => `${s.name}: ${l.slice(0, 1500)}`),
+      );
+    },
+    saveLogs() {
+      mkdirSync(logDir, { recursive: true });
+      for (const s of all()) writeFileSync(join(logDir, `${s.name}.log`), [...s.previous, s.proc?.output() ?? ''].join('\n--- restarted\n'));
+      return logDir;
+    },
+    async stop() {
+      await Promise.all(
+        all().map(async (s) => {
+          const p = s.proc;
+          if (!p || p.proc.exitCode !== null || p.proc.signalCode !== null) return;
+          p.kill('SIGTERM');
+          const timer = setTimeout(() => p.kill('SIGKILL'), 10_000);
+          await p.exited;
+          clearTimeout(timer);
+        }),
+      );
+      await sql.end({ timeout: 5 }).catch(() => {});
+      await admin.unsafe(`ALTER DATABASE "${dbName}" ALLOW_CONNECTIONS true`).catch(() => {});
+      await admin.unsafe(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`).catch(() => {});
+      await admin.end();
+      await redis.destroy();
+    },
+  };
+
+  try {
+    await Promise.all(slots.worker.map(launch));
+    await Promise.all(slots.web.map(launch));
+  } catch (err) {
+    await cluster.stop();
+    throw err;
+  }
+  o.log(`${slots.web.length} web + ${slots.worker.length} worker processes up`);
+  return cluster;
+}

@@ -1,0 +1,17 @@
+import type { ZodError } from 'zod';
+import { AppError, type Result } from '../errors.js';
+import { zodDetails } from '../http/zod-details.js';
+import { failureToAppError } from '../identity/users.js';
+
+/** Unwraps a domain result into the GraphQL error of the one error table (keeping USER_MERGED's pointer). */
+export function must<T>(r: Result<T>): T {
+  if (!r.ok) throw failureToAppError(r.error);
+  return r.value;
+}
+
+/** Parses resolver arguments with the same zod schema the REST face uses. */
+export function parseInput<T>(schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: ZodError } }, value: unknown): T {
+  const r = schema.safeParse(value);
+  if (!r.success) throw new AppError('VALIDATION_ERROR', r.error.issues[0]?.message ?? 'Invalid input', zodDetails(r.error));
+  return r.data;
+}

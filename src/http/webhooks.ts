@@ -1,0 +1,175 @@
+import { z } from 'zod';
+import { unwrap } from '../errors.js';
+import { listDeliveryLogs } from '../webhooks/logs.js';
+import { replayInput, replaySubscription, retryDelivery } from '../webhooks/replay.js';
+import {
+  createSubscription,
+  createSubscriptionInput,
+  deleteSubscription,
+  getSubscription,
+  listSubscriptions,
+  rotateSecret,
+  updateSubscription,
+  updateSubscriptionInput,
+} from '../webhooks/subscriptions.js';
+import { sendTestDelivery } from '../webhooks/test-send.js';
+import type { Api } from './api.js';
+
+const status = z.enum(['ACTIVE', 'PAUSED', 'DISABLED']);
+const subscriptionOut = z.object({
+  id: z.string(),
+  name: z.string(),
+  target_url: z.string(),
+  event_patterns: z.array(z.string()),
+  status,
+  max_per_second: z.number().nullable(),
+  consecutive_failures: z.number(),
+  previous_secret_expires_at: z.string().nullable(),
+  disabled_at: z.string().nullable(),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+const deliveryStatus = z.enum(['pending', 'retrying', 'delivered', 'failed']);
+const logOut = z.object({
+  id: z.string(),
+  delivery_id: z.string().nullable(),
+  event_id: z.string(),
+  event_type: z.string(),
+  status: deliveryStatus,
+  status_code: z.number().nullable(),
+  attempt_count: z.number(),
+  duration: z.number().describe('milliseconds'),
+  error_message: z.string().nullable(),
+  request_body: z.string(),
+  response_body: z.string().nullable(),
+  created_at: z.string(),
+  cursor: z.string(),
+});
+const idParams = z.object({ id: z.string() });
+const logsQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(200).default(50),
+  after: z.string().max(200).optional(),
+  status: deliveryStatus.optional(),
+});
+
+export function registerWebhookRoutes(api: Api): void {
+  const base = '/v1/webhook-subscriptions';
+  api.route({
+    method: 'post',
+    path: base,
+    summary: 'Subscribe a URL to events matching patterns; a generated secret is returned once',
+    scope: 'admin',
+    body: createSubscriptionInput,
+    responses: { 201: { description: 'The subscription (with `secret` only when the service generated it)', schema: subscriptionOut.extend({ secret: z.string().optional() }) } },
+    errors: ['INVALID_WEBHOOK_TARGET'],
+    handler: async ({ deps, principal, body }) => ({ status: 201, body: unwrap(await createSubscription(deps, principal.appId, body)) }),
+  });
+  api.route({
+    method: 'get',
+    path: base,
+    summary: 'List webhook subscriptions',
+    scope: 'admin',
+    responses: { 200: { description: 'All subscriptions', schema: z.object({ data: z.array(subscriptionOut) }) } },
+    handler: async ({ deps, principal }) => ({ status: 200, body: { data: await listSubscriptions(deps, principal.appId) } }),
+  });
+  api.route({
+    method: 'get',
+    path: `${base}/:id`,
+    summary: 'One webhook subscription',
+    scope: 'admin',
+    params: idParams,
+    responses: { 200: { description: 'The subscription', schema: subscriptionOut } },
+    errors: ['NOT_FOUND'],
+    handler: async ({ deps, principal, params }) => ({ status: 200, body: unwrap(await getSubscription(deps, principal.appId, params.id)) }),
+  });
+  api.route({
+    method: 'patch',
+    path: `${base}/:id`,
+    summary: 'Change name, URL, patterns or throttle; pause (PAUSED) or resume (ACTIVE)',
+    scope: 'admin',
+    params: idParams,
+    body: updateSubscriptionInput,
+    responses: { 200: { description: 'The updated subscription', schema: subscriptionOut } },
+    errors: ['NOT_FOUND', 'INVALID_WEBHOOK_TARGET'],
+    handler: async ({ deps, principal, params, body }) => ({ status: 200, body: unwrap(await updateSubscription(deps, principal.appId, params.id, body)) }),
+  });
+  api.route({
+    method: 'delete',
+    path: `${base}/:id`,
+    summary: 'Delete a subscription with its deliveries and logs',
+    scope: 'admin',
+    params: idParams,
+    responses: { 204: { description: 'Deleted' } },
+    errors: ['NOT_FOUND'],
+    handler: async ({ deps, principal, params }) => {
+      unwrap(await deleteSubscription(deps, principal.appId, params.id));
+      return { status: 204 };
+    },
+  });
+  api.route({
+    method: 'post',
+    path: `${base}/:id/rotate-secret`,
+    summary: 'Replace the secret; the old one keeps signing beside it for 24 h',
+    scope: 'admin',
+    params: idParams,
+    responses: { 200: { description: 'The new secret (shown once)', schema: z.object({ secret: z.string(), previous_secret_expires_at: z.string() }) } },
+    errors: ['NOT_FOUND'],
+    handler: async ({ deps, principal, params }) => ({ status: 200, body: unwrap(await rotateSecret(deps, principal.appId, params.id)) }),
+  });
+  api.route({
+    method: 'post',
+    path: `${base}/:id/test`,
+    summary: 'Send a signed webhook.test delivery now and report the answer',
+    scope: 'admin',
+    params: idParams,
+    responses: {
+      200: {
+        description: 'What the receiver answered',
+        schema: z.object({ success: z.boolean(), status_code: z.number().nullable(), response_body: z.string().nullable(), duration: z.number(), error_message: z.string().nullable() }),
+      },
+    },
+    errors: ['NOT_FOUND'],
+    handler: async ({ deps, principal, params }) => ({ status: 200, body: unwrap(await sendTestDelivery(deps, principal.appId, params.id)) }),
+  });
+  api.route({
+    method: 'get',
+    path: `${base}/:id/deliveries`,
+    summary: 'Delivery attempt log, newest first',
+    scope: 'admin',
+    params: idParams,
+    query: logsQuery,
+    responses: { 200: { description: 'A page of attempts', schema: z.object({ data: z.array(logOut), next_cursor: z.string().optional(), has_more: z.boolean() }) } },
+    errors: ['NOT_FOUND', 'INVALID_CURSOR'],
+    handler: async ({ deps, principal, params, query }) => {
+      const page = unwrap(await listDeliveryLogs(deps, principal.appId, params.id, query));
+      const last = page.logs.at(-1);
+      return { status: 200, body: { data: page.logs, ...(page.hasMore && last ? { next_cursor: last.cursor } : {}), has_more: page.hasMore } };
+    },
+  });
+  api.route({
+    method: 'post',
+    path: `${base}/:id/replay`,
+    summary: 'Re-queue deliveries of every matching event after a time or cursor (bounded, deduplicated)',
+    scope: 'admin',
+    params: idParams,
+    body: replayInput,
+    responses: {
+      202: {
+        description: 'Queued',
+        schema: z.object({ queued: z.number(), already_queued: z.number(), scanned: z.number(), truncated: z.boolean(), next_since: z.string().optional() }),
+      },
+    },
+    errors: ['NOT_FOUND', 'CONFLICT'],
+    handler: async ({ deps, principal, params, body }) => ({ status: 202, body: unwrap(await replaySubscription(deps, principal.appId, params.id, body.since)) }),
+  });
+  api.route({
+    method: 'post',
+    path: '/v1/webhook-deliveries/:id/retry',
+    summary: 'Re-send a failed delivery now, with a fresh retry schedule',
+    scope: 'admin',
+    params: idParams,
+    responses: { 202: { description: 'Queued', schema: z.object({ id: z.string(), status: z.literal('pending'), run: z.number() }) } },
+    errors: ['NOT_FOUND', 'CONFLICT'],
+    handler: async ({ deps, principal, params }) => ({ status: 202, body: unwrap(await retryDelivery(deps, principal.appId, params.id)) }),
+  });
+}

@@ -1,0 +1,86 @@
+import nodemailer from 'nodemailer';
+import { platformError } from '../http-errors.js';
+import { emailAddress } from '../recipients.js';
+import { sendHalf, type OutboundMessage, type PlatformError, type SendContext, type SendOutcome } from '../types.js';
+import { EMAIL_SECRETS, emailConfig, type EmailConfig } from './config.js';
+
+/** RFC 5322 recommends subject lines stay short; a first line used as subject is cut here. */
+const SUBJECT_MAX = 200;
+
+/** The subject given, else the text's first non-empty line (cut to a sensible length). */
+export function subjectOf(m: Pick<OutboundMessage, 'subject' | 'text'>): string {
+  if (m.subject !== undefined && m.subject.trim() !== '') return m.subject.trim();
+  const line = m.text.split(/\r?\n/).find((l) => l.trim() !== '')?.trim() ?? '';
+  return line.length > SUBJECT_MAX ? `${line.slice(0, SUBJECT_MAX - 1)}…` : line;
+}
+
+/** smtp_url with its server replaced by api_base_url's when that is set (credentials kept). */
+export function smtpServerUrl(config: EmailConfig): string {
+  if (!config.api_base_url) return config.smtp_url;
+  const url = new URL(config.smtp_url);
+  const over = new URL(config.api_base_url);
+  url.protocol = over.protocol;
+  url.host = over.host;
+  return url.toString();
+}
+
+/**
+ * SMTP failures by reply code: 5xx refusals are permanent (a bad mailbox → INVALID_RECIPIENT,
+ * bad login → PLATFORM_AUTH_FAILED), 4xx are the server asking us to come back later, and
+ * connection trouble is the server being unavailable.
+ */
+export function smtpError(err: unknown): PlatformError {
+  const e = err as { code?: string; responseCode?: number; response?: string; command?: string };
+  const reply = e.response?.slice(0, 300);
+  const extra = { platformCode: e.responseCode ?? e.code, platformMessage: reply };
+  const rc = e.responseCode;
+  if (e.code === 'EAUTH' || rc === 535 || rc === 534 || rc === 530) return platformError('PLATFORM_AUTH_FAILED', 'The SMTP server refused the login in smtp_url', extra);
+  if (rc !== undefined && rc >= 400 && rc < 500) {
+    if (/rate|too many|try again later/i.test(reply ?? '')) return platformError('PLATFORM_RATE_LIMITED', 'The SMTP server asks to slow down', { ...extra, retryAfterMs: 60_000 });
+    return platformError('PLATFORM_UNAVAILABLE', `The SMTP server deferred the message (${rc})`, extra);
+  }
+  if (rc !== undefined && rc >= 500) {
+    if (/RCPT/i.test(e.command ?? '') && [550, 551, 553, 501].includes(rc)) return platformError('INVALID_RECIPIENT', `The SMTP server refused the recipient (${rc})`, extra);
+    return platformError('PLATFORM_REJECTED', `The SMTP server refused the message (${rc})`, extra);
+  }
+  if (e.code && ['ECONNECTION', 'ETIMEDOUT', 'ESOCKET', 'EDNS', 'ECONNREFUSED', 'ECONNRESET', 'ETLS', 'EPROTOCOL'].includes(e.code)) {
+    return platformError('PLATFORM_UNAVAILABLE', `Could not reach the SMTP server (${e.code})`, { platformCode: e.code });
+  }
+  return platformError('PLATFORM_REJECTED', `The SMTP server refused the message${e.code ? ` (${e.code})` : ''}`, extra);
+}
+
+/**
+ * One message over SMTP: the text is the body, files become attachments, and a reply to an
+ * inbound e-mail carries In-Reply-To/References so mail clients thread it.
+ */
+async function send(config: EmailConfig, m: OutboundMessage, ctx: SendContext): Promise<SendOutcome> {
+  const transport = nodemailer.createTransport(smtpServerUrl(config), {
+    connectionTimeout: ctx.timeoutMs,
+    greetingTimeout: ctx.timeoutMs,
+    socketTimeout: ctx.timeoutMs,
+  } as never);
+  try {
+    const info = await transport.sendMail({
+      from: config.from,
+      to: m.to,
+      subject: subjectOf(m),
+      text: m.text,
+      ...(m.inReplyTo ? { inReplyTo: m.inReplyTo, references: m.inReplyTo } : {}),
+      attachments: (m.files ?? []).map((f) => ({ filename: f.filename, content: f.data, contentType: f.mimeType })),
+    });
+    if (info.rejected?.length) return { ok: false, error: platformError('INVALID_RECIPIENT', 'The SMTP server refused the recipient', { platformMessage: String(info.response ?? '') }) };
+    return { ok: true, externalMessageId: info.messageId };
+  } catch (err) {
+    return { ok: false, error: smtpError(err) };
+  } finally {
+    transport.close();
+  }
+}
+
+export const emailSend = sendHalf<EmailConfig>({
+  configSchema: emailConfig,
+  secretFields: EMAIL_SECRETS,
+  acceptsFiles: true,
+  checkRecipient: emailAddress,
+  send,
+});

@@ -1,0 +1,81 @@
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import type { InboundRequest, NormalisedRecord, VerifyOutcome } from './types.js';
+
+/** Message kinds as the records name them. */
+export type MessageType = Extract<NormalisedRecord, { kind: 'message' }>['message']['type'];
+
+/**
+ * Constant-time string comparison. Both sides are hashed first so neither the length nor the
+ * content of the expected value leaks through timing.
+ */
+export function safeEqual(a: string, b: string): boolean {
+  const ha = createHash('sha256').update(a).digest();
+  const hb = createHash('sha256').update(b).digest();
+  return timingSafeEqual(ha, hb);
+}
+
+export function hmacHex(algorithm: 'sha256' | 'sha1', key: string, data: Buffer | string): string {
+  return createHmac(algorithm, key).update(data).digest('hex');
+}
+
+/** A non-empty string field of a decrypted connection config, or undefined. */
+export function configString(config: Record<string, unknown>, key: string): string | undefined {
+  const v = config[key];
+  return typeof v === 'string' && v.length > 0 ? v : undefined;
+}
+
+/** The JSON of a raw body, or undefined when it is not JSON. */
+export function parseJson(raw: Buffer): unknown {
+  try {
+    return JSON.parse(raw.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+}
+
+export function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** The JSON object of a raw body; throws (the worker turns it into an unrecoverable job) when it is not one. */
+export function jsonObject(raw: Buffer, platform: string): Record<string, unknown> {
+  const body = parseJson(raw);
+  if (!isObject(body)) throw new Error(`${platform} delivery is not a JSON object`);
+  return body;
+}
+
+/**
+ * A dedupe key from the platform ids a delivery carries. Short keys stay readable (Bull
+ * Board shows them in the job id); long ones (a batch of WhatsApp ids) are hashed.
+ */
+export function dedupeOf(parts: string[]): string | undefined {
+  if (parts.length === 0) return undefined;
+  const joined = parts.join(',');
+  return joined.length <= 120 ? joined : `h${createHash('sha256').update(joined).digest('hex').slice(0, 40)}`;
+}
+
+/** Dedupe key of a delivery carrying no platform id at all: its bytes (retries resend the same ones). */
+export const bodyHash = (raw: Buffer) => `b${createHash('sha256').update(raw).digest('hex').slice(0, 40)}`;
+
+/** Unix seconds (number or numeric string, as platforms send them) as ISO 8601; `fallback` when absent. */
+export function unixToIso(seconds: unknown, fallback = new Date(0).toISOString()): string {
+  const n = typeof seconds === 'string' ? Number(seconds) : seconds;
+  return typeof n === 'number' && Number.isFinite(n) ? new Date(n * 1000).toISOString() : fallback;
+}
+
+/** Message type from a mime type, for platforms that only give the file's type. */
+export function typeOfMime(mime: string | undefined): MessageType {
+  if (!mime) return 'document';
+  if (mime.startsWith('image/')) return 'image';
+  if (mime.startsWith('audio/')) return 'audio';
+  if (mime.startsWith('video/')) return 'video';
+  return 'document';
+}
+
+export const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : typeof v === 'number' ? String(v) : undefined);
+
+export const ok: VerifyOutcome = { ok: true };
+export const refuse = (reason: string): VerifyOutcome => ({ ok: false, reason });
+
+/** A header of the request (names are lower-cased by the receiver). */
+export const header = (req: Pick<InboundRequest, 'headers'>, name: string): string | undefined => req.headers[name.toLowerCase()];

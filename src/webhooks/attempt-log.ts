@@ -1,0 +1,148 @@
+import type { Deps } from '../deps.js';
+import { derivedId } from '../ids.js';
+import { createGroupCommit } from '../ledger/group-commit.js';
+import { enqueue } from '../queues.js';
+import { LOG_BODY_LIMIT } from './http-client.js';
+import { publishSubscriptionsChanged } from './subscription-cache.js';
+
+export type DeliveryStatus = 'pending' | 'retrying' | 'delivered' | 'failed';
+
+/** One attempt's outcome: a log row, the delivery's new state, and its effect on endpoint health. */
+export interface AttemptRecord {
+  deliveryId: string | null;
+  appId: string;
+  subscriptionId: string;
+  eventId: string;
+  eventType: string;
+  status: DeliveryStatus;
+  attempt: number;
+  statusCode: number | null;
+  durationMs: number;
+  error: string | null;
+  requestBody: string;
+  responseBody: string | null;
+  /** Unix seconds of the delivery's first attempt. */
+  firstAttemptTs: number | null;
+  /** Whether this outcome moves the consecutive-failure count (test sends and skips do not). */
+  affectsHealth: boolean;
+}
+
+const cap = (s: string | null) => {
+  if (s === null) return null;
+  // Byte-accurate truncation to 64 KB, without splitting a character.
+  const buf = Buffer.from(s, 'utf8');
+  return buf.length <= LOG_BODY_LIMIT ? s : buf.subarray(0, LOG_BODY_LIMIT).toString('utf8').replace(/\uFFFD$/, '');
+};
+
+/**
+ * Records attempt outcomes, many per transaction: concurrent deliveries share one commit
+ * (group commit) instead of three writes each. Each caller resolves once its record is durable.
+ */
+export function createAttemptLog(deps: Deps): { record(r: AttemptRecord): Promise<void> } {
+  const commit = createGroupCommit<AttemptRecord, void>((records) => writeAttempts(deps, records), 500);
+  return { record: commit };
+}
+
+async function writeAttempts(deps: Deps, records: AttemptRecord[]): Promise<void> {
+  const { sql } = deps;
+  const logs = records.map((r) => ({
+    app_id: r.appId,
+    subscription_id: r.subscriptionId,
+    delivery_id: r.deliveryId,
+    event_id: r.eventId,
+    event_type: r.eventType,
+    status: r.status,
+    status_code: r.statusCode,
+    attempt_count: r.attempt,
+    duration_ms: r.durationMs,
+    error_message: r.error,
+    request_body: cap(r.requestBody),
+    response_body: cap(r.responseBody),
+  }));
+  const deliveries = records
+    .filter((r) => r.deliveryId !== null)
+    .map((r) => ({ id: r.deliveryId, app_id: r.appId, status: r.status, attempt: r.attempt, status_code: r.statusCode, error: r.error, first_ts: r.firstAttemptTs }));
+
+  // Per subscription, the batch's net effect on its failure run: a delivered one resets it.
+  const health = new Map<string, { app_id: string; reset: boolean; n: number }>();
+  for (const r of records) {
+    if (!r.affectsHealth || (r.status !== 'delivered' && r.status !== 'failed')) continue;
+    const h = health.get(r.subscriptionId) ?? { app_id: r.appId, reset: false, n: 0 };
+    if (r.status === 'delivered') Object.assign(h, { reset: true, n: 0 });
+    else h.n++;
+    health.set(r.subscriptionId, h);
+  }
+  const healthRows = [...health].map(([id, h]) => ({ id, ...h }));
+
+  type Disabled = { id: string; app_id: string; name: string; target_url: string; consecutive_failures: number; disabled_at: Date };
+  const disabled: Disabled[] = await sql.begin(async (tx) => {
+    if (deliveries.length) {
+      await tx`
+        UPDATE webhook_deliveries d SET
+          status = r.status, attempt_count = GREATEST(d.attempt_count, r.attempt), last_status_code = r.status_code,
+          last_error = r.error, first_attempt_ts = COALESCE(d.first_attempt_ts, r.first_ts), updated_at = now()
+          FROM jsonb_to_recordset(${tx.json(deliveries as never)}::jsonb) AS r(id uuid, app_id uuid, status text, attempt int, status_code int, error text, first_ts bigint)
+         WHERE d.id = r.id AND d.app_id = r.app_id`;
+    }
+    await tx`
+      INSERT INTO webhook_delivery_logs (app_id, subscription_id, delivery_id, event_id, event_type, status, status_code,
+                                         attempt_count, duration_ms, error_message, request_body, response_body)
+      SELECT r.app_id, r.subscription_id, r.delivery_id, r.event_id, r.event_type, r.status, r.status_code,
+             r.attempt_count, r.duration_ms, r.error_message, r.request_body, r.response_body
+        FROM jsonb_to_recordset(${tx.json(logs as never)}::jsonb) AS r(app_id uuid, subscription_id uuid, delivery_id uuid, event_id uuid,
+             event_type text, status text, status_code int, attempt_count int, duration_ms int, error_message text,
+             request_body text, response_body text)
+        -- A subscription deleted meanwhile takes its log with it.
+       WHERE EXISTS (SELECT 1 FROM webhook_subscriptions s WHERE s.id = r.subscription_id AND s.app_id = r.app_id)`;
+    if (healthRows.length === 0) return [] as Disabled[];
+    // Healthy endpoints that stay healthy are not rewritten (no row churn on the hot path).
+    await tx`
+      UPDATE webhook_subscriptions s SET
+        consecutive_failures = CASE WHEN r.reset THEN r.n ELSE s.consecutive_failures + r.n END
+        FROM jsonb_to_recordset(${tx.json(healthRows as never)}::jsonb) AS r(id uuid, app_id uuid, reset boolean, n int)
+       WHERE s.id = r.id AND s.app_id = r.app_id AND NOT (r.reset AND s.consecutive_failures = r.n)`;
+    return tx<Disabled[]>`
+      UPDATE webhook_subscriptions SET status = 'DISABLED', disabled_at = now(), updated_at = now()
+       WHERE id = ANY(${healthRows.map((h) => h.id)}::uuid[]) AND status = 'ACTIVE' AND consecutive_failures >= ${deps.config.WEBHOOK_DISABLE_AFTER}
+       RETURNING id, app_id, name, target_url, consecutive_failures, disabled_at`;
+  });
+
+  for (const s of disabled) {
+    deps.logger.warn({ subscriptionId: s.id, appId: s.app_id, failures: s.consecutive_failures }, 'webhook subscription disabled after consecutive failed deliveries');
+    await publishSubscriptionsChanged(deps, s.app_id);
+    const at = s.disabled_at.toISOString();
+    await enqueue(deps.queues, 'ledger', {
+      event: {
+        id: derivedId('system.webhook_disabled', s.id, at),
+        app_id: s.app_id,
+        event_type: 'system.webhook_disabled',
+        payload: { subscription_id: s.id, name: s.name, target_url: s.target_url, consecutive_failures: s.consecutive_failures, disabled_at: at },
+        edges: [],
+        attachments: [],
+      },
+    });
+  }
+}
+
+/** Deletes log rows (and finished deliveries) older than WEBHOOK_LOG_RETENTION_DAYS, in bounded chunks. */
+export async function purgeOldLogs(deps: Deps): Promise<{ logs: number; deliveries: number }> {
+  const days = deps.config.WEBHOOK_LOG_RETENTION_DAYS;
+  let logs = 0;
+  let deliveries = 0;
+  for (;;) {
+    const r = await deps.sql`
+      DELETE FROM webhook_delivery_logs WHERE n IN (
+        SELECT n FROM webhook_delivery_logs WHERE created_at < now() - ${days} * interval '1 day' LIMIT 5000)`;
+    logs += r.count;
+    if (r.count < 5000) break;
+  }
+  for (;;) {
+    const r = await deps.sql`
+      DELETE FROM webhook_deliveries WHERE id IN (
+        SELECT id FROM webhook_deliveries
+         WHERE status IN ('delivered', 'failed') AND updated_at < now() - ${days} * interval '1 day' LIMIT 5000)`;
+    deliveries += r.count;
+    if (r.count < 5000) break;
+  }
+  return { logs, deliveries };
+}

@@ -1,0 +1,88 @@
+import type { Deps } from '../deps.js';
+import { derivedId } from '../ids.js';
+import type { CommittedEvent } from '../ledger/write.js';
+import { buildDeliveryBody, loadBodyEvents, type BodyEvent } from './body.js';
+import { enqueueDeliveries, type DeliveryRef } from './delivery-queue.js';
+import { subscriptionCacheFor } from './subscription-cache.js';
+
+/** A delivery's id is derived from (subscription, event): a repeat computes the same one. */
+export const deliveryIdOf = (subscriptionId: string, eventId: string) => derivedId('webhook-delivery', subscriptionId, eventId);
+
+interface NewDelivery {
+  id: string;
+  app_id: string;
+  subscription_id: string;
+  event_id: string;
+  event_type: string;
+  body: string;
+}
+
+/**
+ * Creates the deliveries of (subscription, event) pairs and enqueues them. The insert joins
+ * the subscriptions table, so a subscription paused or deleted since a cache load gets
+ * nothing; the unique (subscription, event) key makes a repeat insert nothing. Rows a repeat
+ * finds still untouched (a crash between insert and enqueue) are enqueued again under the
+ * same job id, which BullMQ drops if the first enqueue did land.
+ */
+export async function createDeliveries(deps: Deps, pairs: { subscriptionId: string; event: BodyEvent }[]): Promise<{ created: number }> {
+  if (pairs.length === 0) return { created: 0 };
+  const now = new Date();
+  const rows: NewDelivery[] = pairs.map(({ subscriptionId, event }) => {
+    const id = deliveryIdOf(subscriptionId, event.id);
+    return {
+      id,
+      app_id: event.app_id,
+      subscription_id: subscriptionId,
+      event_id: event.id,
+      event_type: event.event_type,
+      body: buildDeliveryBody({ deliveryId: id, subscriptionId, event, timestamp: now }),
+    };
+  });
+  const { sql } = deps;
+  const inserted = await sql<{ id: string; app_id: string }[]>`
+    INSERT INTO webhook_deliveries (id, app_id, subscription_id, event_id, event_type, body)
+    SELECT r.id, r.app_id, r.subscription_id, r.event_id, r.event_type, r.body
+      FROM jsonb_to_recordset(${sql.json(rows as never)}::jsonb) AS r(id uuid, app_id uuid, subscription_id uuid, event_id uuid, event_type text, body text)
+      JOIN webhook_subscriptions s ON s.id = r.subscription_id AND s.app_id = r.app_id AND s.status = 'ACTIVE'
+    ON CONFLICT (subscription_id, event_id) DO NOTHING
+    RETURNING id, app_id`;
+  const refs: DeliveryRef[] = inserted.map((r) => ({ id: r.id, app_id: r.app_id, run: 0 }));
+  if (inserted.length < rows.length) {
+    const got = new Set(inserted.map((r) => r.id));
+    const others = rows.filter((r) => !got.has(r.id));
+    const untouched = await sql<{ id: string; app_id: string; run: number }[]>`
+      SELECT d.id, d.app_id, d.run FROM webhook_deliveries d
+        JOIN unnest(${others.map((r) => r.app_id)}::uuid[], ${others.map((r) => r.id)}::uuid[]) AS o(app_id, id) ON d.app_id = o.app_id AND d.id = o.id
+       WHERE d.status = 'pending' AND d.attempt_count = 0`;
+    refs.push(...untouched);
+  }
+  await enqueueDeliveries(deps, refs);
+  return { created: inserted.length };
+}
+
+/**
+ * The ledger's after-commit hook: each active subscription whose patterns match a committed
+ * event gets one delivery. Matching uses the per-process subscription cache, so a commit of
+ * an application without matching subscriptions costs no query at all.
+ */
+export async function fanOutCommitted(deps: Deps, committed: CommittedEvent[]): Promise<void> {
+  if (committed.length === 0) return;
+  const cache = subscriptionCacheFor(deps);
+  const byApp = await cache.forApps([...new Set(committed.map((e) => e.app_id))]);
+  const matched: { subscriptionId: string; eventId: string; appId: string }[] = [];
+  for (const e of committed) {
+    for (const s of byApp.get(e.app_id) ?? []) {
+      if (s.status === 'ACTIVE' && s.matches(e.event_type)) matched.push({ subscriptionId: s.id, eventId: e.id, appId: e.app_id });
+    }
+  }
+  if (matched.length === 0) return;
+  const refs = [...new Map(matched.map((m) => [m.eventId, { id: m.eventId, app_id: m.appId }])).values()];
+  const events = await loadBodyEvents(deps.sql, refs);
+  await createDeliveries(
+    deps,
+    matched.flatMap((m) => {
+      const event = events.get(m.eventId);
+      return event ? [{ subscriptionId: m.subscriptionId, event }] : [];
+    }),
+  );
+}

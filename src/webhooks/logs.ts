@@ -1,0 +1,60 @@
+import type { Deps } from '../deps.js';
+import { fail, ok, type Result } from '../errors.js';
+import type { DeliveryStatus } from './attempt-log.js';
+import { isUuid } from './subscriptions.js';
+
+/** A delivery log row in REST names (SPEC 2.7; `duration` in milliseconds). */
+export interface DeliveryLog {
+  id: string;
+  delivery_id: string | null;
+  event_id: string;
+  event_type: string;
+  status: DeliveryStatus;
+  status_code: number | null;
+  attempt_count: number;
+  duration: number;
+  error_message: string | null;
+  request_body: string;
+  response_body: string | null;
+  created_at: string;
+  cursor: string;
+}
+
+const encode = (n: string) => Buffer.from(`wl1|${n}`, 'utf8').toString('base64url');
+function decode(raw: string): Result<string> {
+  const m = /^wl1\|(\d{1,19})$/.exec(Buffer.from(raw, 'base64url').toString('utf8'));
+  return m && /^[A-Za-z0-9_-]+$/.test(raw) ? ok(m[1]) : fail('INVALID_CURSOR', 'Malformed cursor: pass back a cursor exactly as the service returned it');
+}
+
+/**
+ * One page of a subscription's attempt log, newest first. The subscription must belong to the
+ * application, so another tenant's id answers NOT_FOUND rather than an empty page.
+ */
+export async function listDeliveryLogs(
+  deps: Deps,
+  appId: string,
+  subscriptionId: string,
+  page: { limit: number; after?: string; status?: DeliveryStatus },
+): Promise<Result<{ logs: DeliveryLog[]; hasMore: boolean }>> {
+  const { sql } = deps;
+  if (!isUuid(subscriptionId)) return fail('NOT_FOUND', `No webhook subscription ${subscriptionId}`);
+  const [sub] = await sql`SELECT 1 FROM webhook_subscriptions WHERE app_id = ${appId} AND id = ${subscriptionId}`;
+  if (!sub) return fail('NOT_FOUND', `No webhook subscription ${subscriptionId}`);
+  let before: string | undefined;
+  if (page.after !== undefined) {
+    const c = decode(page.after);
+    if (!c.ok) return c;
+    before = c.value;
+  }
+  const rows = await sql<(Omit<DeliveryLog, 'cursor' | 'duration' | 'created_at'> & { n: string; duration_ms: number; created_at: Date })[]>`
+    SELECT n::text AS n, id, delivery_id, event_id, event_type, status, status_code, attempt_count, duration_ms, error_message,
+           request_body, response_body, created_at
+      FROM webhook_delivery_logs
+     WHERE app_id = ${appId} AND subscription_id = ${subscriptionId}
+       ${before !== undefined ? sql`AND n < ${before}::bigint` : sql``}
+       ${page.status ? sql`AND status = ${page.status}` : sql``}
+     ORDER BY webhook_delivery_logs.n DESC
+     LIMIT ${page.limit + 1}`;
+  const logs = rows.slice(0, page.limit).map(({ n, duration_ms, created_at, ...r }) => ({ ...r, duration: duration_ms, created_at: created_at.toISOString(), cursor: encode(n) }));
+  return ok({ logs, hasMore: rows.length > page.limit });
+}

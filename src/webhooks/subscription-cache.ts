@@ -1,0 +1,159 @@
+import type { Deps } from '../deps.js';
+import { compileEventTypePatterns, type EventTypeMatcher } from '../ledger/event-type-match.js';
+import { createRedis, type Redis } from '../redis.js';
+
+export type SubscriptionStatus = 'ACTIVE' | 'PAUSED' | 'DISABLED';
+
+/** What matching and sending need of a subscription, secrets already opened. */
+export interface CachedSubscription {
+  id: string;
+  appId: string;
+  name: string;
+  targetUrl: string;
+  status: SubscriptionStatus;
+  matches: EventTypeMatcher;
+  secret: string;
+  previousSecret?: string;
+  /** Epoch ms after which the previous secret stops signing. */
+  previousExpiresAt?: number;
+  maxPerSecond: number | null;
+}
+
+/** The secrets that sign at `now`: the current one, then the previous while its window lasts. */
+export function signingSecrets(sub: CachedSubscription, now = Date.now()): string[] {
+  return sub.previousSecret && (sub.previousExpiresAt ?? 0) > now ? [sub.secret, sub.previousSecret] : [sub.secret];
+}
+
+/** Channel that carries "application X's subscriptions changed" to every process. */
+export const subscriptionsChannel = (redisPrefix: string) => `${redisPrefix}:webhook-subs`;
+
+/** Tells every process's cache to reload an application's subscriptions. */
+export async function publishSubscriptionsChanged(deps: Deps, appId: string): Promise<void> {
+  try {
+    await deps.redis.publish(subscriptionsChannel(deps.config.REDIS_PREFIX), appId);
+  } catch (err) {
+    // The change is committed; caches converge within CACHE_TTL_MS without the message.
+    deps.logger.warn({ err, appId }, 'could not publish webhook subscription change');
+  }
+}
+
+/** Upper bound on staleness should an invalidation be lost (it is only a safety net). */
+const CACHE_TTL_MS = 30_000;
+
+export interface SubscriptionCache {
+  /** Every subscription of each application (any status), loading the missing ones in one query. */
+  forApps(appIds: string[]): Promise<Map<string, CachedSubscription[]>>;
+  get(appId: string, subscriptionId: string): Promise<CachedSubscription | undefined>;
+  invalidate(appId: string): void;
+  /** Resolves once the invalidation channel is subscribed. */
+  ready: Promise<void>;
+  close(): Promise<void>;
+}
+
+interface Row {
+  id: string;
+  app_id: string;
+  name: string;
+  target_url: string;
+  event_patterns: string[];
+  status: SubscriptionStatus;
+  secret_sealed: string;
+  previous_secret_sealed: string | null;
+  previous_expires_at: Date | null;
+  max_per_second: number | null;
+}
+
+/**
+ * Per-process cache of each application's subscriptions, so matching an event never loads
+ * every subscription. A change anywhere publishes the application id on Redis and every
+ * process drops its copy. A load that raced an invalidation is not stored (generation
+ * check), and a reconnect of the subscriber drops everything (messages may have been missed
+ * while it was away).
+ */
+export function createSubscriptionCache(deps: Deps): SubscriptionCache {
+  const entries = new Map<string, { subs: CachedSubscription[]; at: number }>();
+  const generations = new Map<string, number>();
+  let epoch = 0;
+  const genOf = (appId: string) => `${epoch}:${generations.get(appId) ?? 0}`;
+  const invalidate = (appId: string) => {
+    entries.delete(appId);
+    generations.set(appId, (generations.get(appId) ?? 0) + 1);
+  };
+
+  const sub: Redis = createRedis(deps.config.REDIS_URL, 'blocking');
+  sub.on('message', (_channel: string, appId: string) => invalidate(appId));
+  sub.on('ready', () => {
+    epoch++;
+    entries.clear();
+  });
+  sub.on('error', (err) => deps.logger.warn({ err: err.message }, 'webhook cache subscriber error'));
+  const ready = sub.subscribe(subscriptionsChannel(deps.config.REDIS_PREFIX)).then(() => undefined);
+  ready.catch((err) => deps.logger.warn({ err }, 'webhook cache subscribe failed'));
+
+  const toCached = (r: Row): CachedSubscription => ({
+    id: r.id,
+    appId: r.app_id,
+    name: r.name,
+    targetUrl: r.target_url,
+    status: r.status,
+    matches: compileEventTypePatterns(r.event_patterns),
+    secret: deps.secrets.open(r.secret_sealed),
+    ...(r.previous_secret_sealed && r.previous_expires_at
+      ? { previousSecret: deps.secrets.open(r.previous_secret_sealed), previousExpiresAt: r.previous_expires_at.getTime() }
+      : {}),
+    maxPerSecond: r.max_per_second,
+  });
+
+  const forApps: SubscriptionCache['forApps'] = async (appIds) => {
+    const now = Date.now();
+    const out = new Map<string, CachedSubscription[]>();
+    const missing: string[] = [];
+    for (const appId of appIds) {
+      const e = entries.get(appId);
+      if (e && now - e.at < CACHE_TTL_MS) out.set(appId, e.subs);
+      else missing.push(appId);
+    }
+    if (missing.length === 0) return out;
+    const before = new Map(missing.map((a) => [a, genOf(a)]));
+    const rows = await deps.sql<Row[]>`
+      SELECT id, app_id, name, target_url, event_patterns, status, secret_sealed, previous_secret_sealed,
+             previous_expires_at, max_per_second
+        FROM webhook_subscriptions WHERE app_id = ANY(${missing}::uuid[]) ORDER BY created_at, id`;
+    for (const appId of missing) out.set(appId, []);
+    for (const r of rows) out.get(r.app_id)!.push(toCached(r));
+    for (const appId of missing) if (genOf(appId) === before.get(appId)) entries.set(appId, { subs: out.get(appId)!, at: now });
+    return out;
+  };
+
+  return {
+    forApps,
+    async get(appId, subscriptionId) {
+      const find = async () => (await forApps([appId])).get(appId)?.find((s) => s.id === subscriptionId);
+      const hit = await find();
+      if (hit) return hit;
+      // Created after this process cached the application: look again once.
+      invalidate(appId);
+      return find();
+    },
+    invalidate,
+    ready,
+    async close() {
+      entries.clear();
+      await sub.quit().catch(() => sub.disconnect());
+    },
+  };
+}
+
+const caches = new WeakMap<Deps, SubscriptionCache>();
+
+/** The cache of this set of dependencies (one per process in production, one per stack in tests). */
+export function subscriptionCacheFor(deps: Deps): SubscriptionCache {
+  let cache = caches.get(deps);
+  if (!cache) {
+    const created = createSubscriptionCache(deps);
+    caches.set(deps, created);
+    deps.closers.push(() => created.close());
+    cache = created;
+  }
+  return cache;
+}

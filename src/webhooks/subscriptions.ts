@@ -1,0 +1,177 @@
+import { z } from 'zod';
+import type { Deps } from '../deps.js';
+import { fail, ok, type Result } from '../errors.js';
+import { PATTERN_RE } from '../ledger/patterns.js';
+import { generateSecret } from './signing.js';
+import { publishSubscriptionsChanged, type SubscriptionStatus } from './subscription-cache.js';
+import { checkTargetUrl } from './target-policy.js';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+export const isUuid = (s: string) => UUID.test(s);
+
+const pattern = z.string().min(1).max(200).regex(PATTERN_RE, 'an event type or an fnmatch pattern such as message.* or *');
+const patterns = z.array(pattern).min(1).max(50);
+
+export const createSubscriptionInput = z.object({
+  name: z.string().trim().min(1).max(200),
+  target_url: z.string().min(1).max(2048),
+  event_patterns: patterns,
+  /** Omitted: the service generates one and returns it once. */
+  secret: z.string().min(16, 'must be at least 16 characters').max(256).optional(),
+  /** Deliveries per second this receiver accepts; more wait in the queue. */
+  max_per_second: z.number().int().min(1).max(10_000).nullish(),
+});
+export type CreateSubscriptionInput = z.infer<typeof createSubscriptionInput>;
+
+export const updateSubscriptionInput = z.object({
+  name: z.string().trim().min(1).max(200).optional(),
+  target_url: z.string().min(1).max(2048).optional(),
+  event_patterns: patterns.optional(),
+  // DISABLED is the service's verdict on a failing endpoint, not something a client sets.
+  status: z.enum(['ACTIVE', 'PAUSED']).optional(),
+  max_per_second: z.number().int().min(1).max(10_000).nullish(),
+});
+export type UpdateSubscriptionInput = z.infer<typeof updateSubscriptionInput>;
+
+interface Row {
+  id: string;
+  name: string;
+  target_url: string;
+  event_patterns: string[];
+  status: SubscriptionStatus;
+  max_per_second: number | null;
+  consecutive_failures: number;
+  previous_expires_at: Date | null;
+  disabled_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** A subscription in REST names; the secret is write-only and never part of it. */
+export interface PublicSubscription {
+  id: string;
+  name: string;
+  target_url: string;
+  event_patterns: string[];
+  status: SubscriptionStatus;
+  max_per_second: number | null;
+  consecutive_failures: number;
+  /** Until when deliveries are also signed with the secret before the last rotation. */
+  previous_secret_expires_at: string | null;
+  disabled_at: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+const COLUMNS = 'id, name, target_url, event_patterns, status, max_per_second, consecutive_failures, previous_expires_at, disabled_at, created_at, updated_at';
+
+function toPublic(r: Row): PublicSubscription {
+  const live = r.previous_expires_at && r.previous_expires_at.getTime() > Date.now() ? r.previous_expires_at.toISOString() : null;
+  return {
+    id: r.id,
+    name: r.name,
+    target_url: r.target_url,
+    event_patterns: r.event_patterns,
+    status: r.status,
+    max_per_second: r.max_per_second,
+    consecutive_failures: r.consecutive_failures,
+    previous_secret_expires_at: live,
+    disabled_at: r.disabled_at?.toISOString() ?? null,
+    created_at: r.created_at.toISOString(),
+    updated_at: r.updated_at.toISOString(),
+  };
+}
+
+const notFound = (id: string) => fail('NOT_FOUND', `No webhook subscription ${id}`);
+
+export async function createSubscription(deps: Deps, appId: string, input: CreateSubscriptionInput): Promise<Result<PublicSubscription & { secret?: string }>> {
+  const url = checkTargetUrl(input.target_url, deps.config.WEBHOOK_TARGET_POLICY);
+  if (!url.ok) return url;
+  const generated = input.secret === undefined ? generateSecret() : undefined;
+  const secret = input.secret ?? generated!;
+  const [row] = await deps.sql<Row[]>`
+    INSERT INTO webhook_subscriptions (app_id, name, target_url, event_patterns, secret_sealed, max_per_second)
+    VALUES (${appId}, ${input.name}, ${url.value.toString()}, ${input.event_patterns}, ${deps.secrets.seal(secret)}, ${input.max_per_second ?? null})
+    RETURNING ${deps.sql.unsafe(COLUMNS)}`;
+  await publishSubscriptionsChanged(deps, appId);
+  return ok({ ...toPublic(row), ...(generated ? { secret: generated } : {}) });
+}
+
+export async function listSubscriptions(deps: Deps, appId: string): Promise<PublicSubscription[]> {
+  const rows = await deps.sql<Row[]>`SELECT ${deps.sql.unsafe(COLUMNS)} FROM webhook_subscriptions WHERE app_id = ${appId} ORDER BY created_at, id`;
+  return rows.map(toPublic);
+}
+
+export async function getSubscription(deps: Deps, appId: string, id: string): Promise<Result<PublicSubscription>> {
+  if (!isUuid(id)) return notFound(id);
+  const [row] = await deps.sql<Row[]>`SELECT ${deps.sql.unsafe(COLUMNS)} FROM webhook_subscriptions WHERE app_id = ${appId} AND id = ${id}`;
+  return row ? ok(toPublic(row)) : notFound(id);
+}
+
+export async function updateSubscription(deps: Deps, appId: string, id: string, patch: UpdateSubscriptionInput): Promise<Result<PublicSubscription>> {
+  if (!isUuid(id)) return notFound(id);
+  let targetUrl: string | undefined;
+  if (patch.target_url !== undefined) {
+    const url = checkTargetUrl(patch.target_url, deps.config.WEBHOOK_TARGET_POLICY);
+    if (!url.ok) return url;
+    targetUrl = url.value.toString();
+  }
+  const { sql } = deps;
+  const [row] = await sql<Row[]>`
+    UPDATE webhook_subscriptions SET
+      name = COALESCE(${patch.name ?? null}, name),
+      target_url = COALESCE(${targetUrl ?? null}, target_url),
+      event_patterns = COALESCE(${patch.event_patterns ?? null}::text[], event_patterns),
+      max_per_second = ${patch.max_per_second === undefined ? sql`max_per_second` : patch.max_per_second},
+      status = COALESCE(${patch.status ?? null}, status),
+      -- Re-activating (from PAUSED or DISABLED) starts the failure count afresh.
+      consecutive_failures = CASE WHEN ${patch.status ?? null}::text = 'ACTIVE' THEN 0 ELSE consecutive_failures END,
+      disabled_at = CASE WHEN ${patch.status ?? null}::text IS NOT NULL THEN NULL ELSE disabled_at END,
+      updated_at = now()
+    WHERE app_id = ${appId} AND id = ${id}
+    RETURNING ${sql.unsafe(COLUMNS)}`;
+  if (!row) return notFound(id);
+  await publishSubscriptionsChanged(deps, appId);
+  return ok(toPublic(row));
+}
+
+export async function deleteSubscription(deps: Deps, appId: string, id: string): Promise<Result<true>> {
+  if (!isUuid(id)) return notFound(id);
+  const rows = await deps.sql`DELETE FROM webhook_subscriptions WHERE app_id = ${appId} AND id = ${id} RETURNING id`;
+  if (rows.length === 0) return notFound(id);
+  await publishSubscriptionsChanged(deps, appId);
+  return ok(true);
+}
+
+/**
+ * Replaces the secret with a fresh one. For WEBHOOK_SECRET_OVERLAP_MS the old secret keeps
+ * signing beside the new one, so a receiver can switch without rejecting a delivery.
+ */
+export async function rotateSecret(deps: Deps, appId: string, id: string): Promise<Result<{ secret: string; previous_secret_expires_at: string }>> {
+  if (!isUuid(id)) return notFound(id);
+  const secret = generateSecret();
+  const overlap = deps.config.WEBHOOK_SECRET_OVERLAP_MS;
+  const [row] = await deps.sql<{ previous_expires_at: Date }[]>`
+    UPDATE webhook_subscriptions SET
+      previous_secret_sealed = secret_sealed,
+      previous_expires_at = now() + ${overlap} * interval '1 millisecond',
+      secret_sealed = ${deps.secrets.seal(secret)},
+      updated_at = now()
+    WHERE app_id = ${appId} AND id = ${id}
+    RETURNING previous_expires_at`;
+  if (!row) return notFound(id);
+  await publishSubscriptionsChanged(deps, appId);
+  return ok({ secret, previous_secret_expires_at: row.previous_expires_at.toISOString() });
+}
+
+/** The subscription's send settings read straight from the database (test sends, replays). */
+export async function loadSubscriptionForSend(deps: Deps, appId: string, id: string) {
+  if (!isUuid(id)) return undefined;
+  const [row] = await deps.sql<{ id: string; target_url: string; status: SubscriptionStatus; event_patterns: string[]; secret_sealed: string; previous_secret_sealed: string | null; previous_expires_at: Date | null }[]>`
+    SELECT id, target_url, status, event_patterns, secret_sealed, previous_secret_sealed, previous_expires_at
+      FROM webhook_subscriptions WHERE app_id = ${appId} AND id = ${id}`;
+  if (!row) return undefined;
+  const secrets = [deps.secrets.open(row.secret_sealed)];
+  if (row.previous_secret_sealed && row.previous_expires_at && row.previous_expires_at.getTime() > Date.now()) secrets.push(deps.secrets.open(row.previous_secret_sealed));
+  return { id: row.id, targetUrl: row.target_url, status: row.status, eventPatterns: row.event_patterns, secrets };
+}

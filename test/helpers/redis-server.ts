@@ -1,0 +1,91 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createConnection } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { freePort } from './stack.js';
+
+export interface RedisServerOptions {
+  /** Extra redis-server arguments, e.g. `['--maxmemory-policy', 'allkeys-lru']`. */
+  args?: string[];
+  /** Append-only file with fsync on every write, so a restart keeps every acknowledged job. @default false */
+  durable?: boolean;
+}
+
+export interface RedisServer {
+  port: number;
+  url: string;
+  /** Data directory (AOF/RDB files); removed by `destroy`. */
+  dir: string;
+  running(): boolean;
+  /** Stops the server: SIGKILL by default (a crash), SIGTERM for a clean shutdown. Resolves once it has exited. */
+  stop(signal?: NodeJS.Signals): Promise<void>;
+  /** Starts it again on the same port and directory, optionally with other arguments. */
+  start(args?: string[]): Promise<void>;
+  /** Stops it and removes its directory. */
+  destroy(): Promise<void>;
+}
+
+/**
+ * A private redis-server child process on a free port and its own directory: tests and the
+ * chaos harness can stop and restart it without touching the machine's Redis or anyone
+ * else's keys.
+ */
+export async function startRedisServer(options: RedisServerOptions = {}): Promise<RedisServer> {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'gw-redis-'));
+  const base = options.durable
+    ? ['--appendonly', 'yes', '--appendfsync', 'always', '--save', '']
+    : ['--appendonly', 'no', '--save', ''];
+  let proc: ChildProcess | undefined;
+  let exited: Promise<void> = Promise.resolve();
+  let currentArgs = options.args ?? [];
+
+  const start = async (args = currentArgs) => {
+    currentArgs = args;
+    const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--daemonize', 'no', ...base, ...args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => (out = (out + d.toString()).slice(-4000)));
+    child.stderr!.on('data', (d: Buffer) => (out = (out + d.toString()).slice(-4000)));
+    proc = child;
+    exited = new Promise((resolve) => child.once('exit', () => resolve()));
+    const deadline = Date.now() + 10_000;
+    while (!(await accepts(port))) {
+      if (child.exitCode !== null) throw new Error(`redis-server exited at start:\n${out}`);
+      if (Date.now() > deadline) throw new Error(`redis-server did not listen on ${port}:\n${out}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+
+  const server: RedisServer = {
+    port,
+    url: `redis://127.0.0.1:${port}/0`,
+    dir,
+    running: () => proc !== undefined && proc.exitCode === null && proc.signalCode === null,
+    async stop(signal = 'SIGKILL') {
+      if (!server.running()) return;
+      proc!.kill(signal);
+      await exited;
+    },
+    start,
+    async destroy() {
+      await server.stop('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  await start();
+  return server;
+}
+
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = createConnection({ port, host: '127.0.0.1' });
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => resolve(false));
+  });
+}

@@ -1,0 +1,28 @@
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { projectRoot } from '../../src/project-root.js';
+import { SCENARIOS } from '../../chaos/scenarios.js';
+
+/**
+ * The CI variant of `npm run chaos`: every scenario, short phases, real processes. It passes
+ * only when the harness's reconciliation finds nothing lost, doubled or skipped and no request
+ * answered 500 or hung (the harness exits non-zero otherwise).
+ */
+describe('chaos (short)', () => {
+  it('loses, doubles and skips nothing through worker kills, a Redis crash and a PostgreSQL outage', { timeout: 240_000 }, async () => {
+    const proc = spawn(process.execPath, ['--import', 'tsx', join(projectRoot(), 'chaos/run.ts'), '--short'], {
+      cwd: projectRoot(),
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    proc.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    proc.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    const code = await new Promise<number | null>((resolve) => proc.on('exit', resolve));
+    if (code !== 0) process.stdout.write(out.slice(-20_000));
+    expect(code).toBe(0);
+    for (const s of SCENARIOS) expect(out).toMatch(new RegExp(`\\| ${s.name} +\\|.*\\| ok +\\|`));
+    expect(out).toMatch(/PASS: nothing lost, doubled or skipped/);
+  });
+});
