@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { compileEventTypePatterns, EVENT_PATTERN_RE } from '../ledger/event-type-match.js';
+import type { Sql } from '../db.js';
 import type { EventFilters, EventRecord } from '../ledger/read.js';
 
 const MAX_PATTERNS = 50;
@@ -40,23 +41,67 @@ export const streamQuerySchema = z
   });
 
 /**
+ * What a `userId` filter stands for: the id as given (a platform user's id matches its own
+ * edges) and the live user it resolves to through merges (that user's platform users match).
+ */
+export interface UserMatch {
+  given: string;
+  /** Null when the id is no user of the application (it may still be a platform user id). */
+  user: string | null;
+}
+
+/** Resolves a `userId` filter when a stream starts, with the same rule as the ledger's SQL filter. */
+export async function resolveUserMatch(sql: Sql, appId: string, userId: string): Promise<UserMatch> {
+  const [row] = await sql<{ id: string | null }[]>`SELECT resolve_user_id(${appId}, ${userId}) AS id`;
+  return { given: userId, user: row?.id ?? null };
+}
+
+/** A `user.merged` event whose source is the followed user moves the match to the survivor, as the merge moved its platform users. */
+function followMerge(event: EventRecord, m: UserMatch): void {
+  if (event.event_type !== 'user.merged' || m.user === null || event.payload.source_user_id !== m.user) return;
+  const target = event.payload.target_user_id;
+  if (typeof target === 'string') m.user = target;
+}
+
+/**
  * Does the event involve this user? An edge to the platform user itself, or to any platform
  * user that belongs to the user (`platform_users.user_id`, as read with the event's edges).
- * The one place the stream decides "involves a user", so it follows identity rules from here.
+ * The one place the stream decides "involves a user".
  */
-export function eventInvolvesUser(event: EventRecord, userId: string): boolean {
+export function eventInvolvesUser(event: EventRecord, m: UserMatch): boolean {
   return event.edges.some(
-    (x) => x.target_node_type === 'platform_user' && (x.target_node_id === userId || x.platform_user?.user_id === userId),
+    (x) => x.target_node_type === 'platform_user' && (x.target_node_id === m.given || (m.user !== null && x.platform_user?.user_id === m.user)),
   );
 }
 
-/** The filter as one predicate over ledger events: the truth both catch-up and the live tail apply. */
-export function compileStreamFilter(f: StreamFilter): (event: EventRecord) => boolean {
+export interface CompiledStreamFilter {
+  /** Fed each event of the stream once, in ledger order (it follows merges as they pass). */
+  matches(event: EventRecord): boolean;
+  /** Re-resolves the user through merges; catch-up calls it before each ledger query so both agree. */
+  refresh(): Promise<void>;
+}
+
+/**
+ * The filter as one predicate over ledger events: the truth both catch-up and the live tail
+ * apply. Built once per stream: it keeps the stream's user match, so a stream open across a
+ * merge of its user keeps following the person.
+ */
+export async function compileStreamFilter(sql: Sql, appId: string, f: StreamFilter): Promise<CompiledStreamFilter> {
   const types = f.eventTypes ? compileEventTypePatterns(f.eventTypes) : undefined;
-  return (e) =>
-    (types === undefined || types(e.event_type)) &&
-    (f.conversationId === undefined || e.conversation_id === f.conversationId) &&
-    (f.userId === undefined || eventInvolvesUser(e, f.userId));
+  let user = f.userId !== undefined ? await resolveUserMatch(sql, appId, f.userId) : undefined;
+  return {
+    matches(e) {
+      if (user) followMerge(e, user);
+      return (
+        (types === undefined || types(e.event_type)) &&
+        (f.conversationId === undefined || e.conversation_id === f.conversationId) &&
+        (user === undefined || eventInvolvesUser(e, user))
+      );
+    },
+    async refresh() {
+      if (f.userId !== undefined) user = await resolveUserMatch(sql, appId, f.userId);
+    },
+  };
 }
 
 /**
@@ -68,7 +113,9 @@ export function sqlPrefilter(f: StreamFilter): EventFilters {
   const out: EventFilters = {};
   if (f.conversationId) out.conversationId = f.conversationId;
   if (f.userId) out.userId = f.userId;
-  if (f.eventTypes) {
+  // With a user filter, user.merged events must reach the predicate whatever their type, and
+  // the user narrowing is selective on its own.
+  if (f.eventTypes && !f.userId) {
     const prefixes = f.eventTypes.map((p) => p.split(/[*?[]/, 1)[0]);
     let common = prefixes[0];
     for (const p of prefixes) while (!p.startsWith(common)) common = common.slice(0, -1);

@@ -40,7 +40,8 @@ export async function startReader(
   start: StreamStart,
   sink: StreamSink,
 ): Promise<Reader> {
-  const matches = compileStreamFilter(filter);
+  const compiled = await compileStreamFilter(sql, appId, filter);
+  const matches = (e: EventRecord) => compiled.matches(e);
   const member: TailMember = { pos: 0, live: false, matches, push: (e) => sink.push(e) };
   const { tail, leave } = tails.join(appId, member);
   const reader: Reader = { close: leave };
@@ -64,6 +65,7 @@ export async function startReader(
       // (the ledger hands out positions in commit order), so a page short of the limit means
       // every match up to `head` has been seen — even when the filter matched none of them.
       const head = await headSeq(sql, appId);
+      await compiled.refresh();
       const rows = await listEvents(sql, appId, { ...narrowed, afterSeq: member.pos }, PAGE);
       for (const row of rows) {
         if (sink.closed) break;
