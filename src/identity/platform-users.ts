@@ -1,4 +1,4 @@
-import type { Sql } from '../db.js';
+import { transaction, type Sql } from '../db.js';
 
 export interface PlatformUserRef {
   id: string;
@@ -16,7 +16,7 @@ export async function upsertPlatformUser(
   sql: Sql,
   p: { appId: string; connectionId: string; platform: string; externalId: string; name?: string | null; isSystem?: boolean },
 ): Promise<PlatformUserRef> {
-  return sql.begin(async (tx) => {
+  return transaction(sql, async (tx) => {
     const [row] = await tx<PlatformUserRef[]>`
       INSERT INTO platform_users (app_id, platform_connection_id, platform, external_id, name, is_system_user)
       VALUES (${p.appId}, ${p.connectionId}, ${p.platform}, ${p.externalId}, ${p.name ?? null}, ${p.isSystem ?? false})
