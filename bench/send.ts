@@ -10,7 +10,8 @@
 import { Pool } from 'undici';
 import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { ratio, round, runLoad, spawnService, startStack, target, until, type Bench, type BenchStack, type ChildService } from './lib.js';
+import { startTelegramProcess } from '../test/fakes/telegram-process.js';
+import { ratio, round, runLoad, spawnService, startStack, target, until, type Bench, type BenchStack } from './lib.js';
 
 const ALLOWED_PER_S = 30;
 const LIMITED_MESSAGES = 2000;
@@ -18,25 +19,9 @@ const LIMITED_CHATS = 200;
 const CONNECTIONS = 100;
 const CLIENTS = 32;
 
-interface FakeProcess {
-  origin: string;
-  stats(): Promise<{ accepted: number; firstAt: number | null; lastAt: number | null; limitHits: number }>;
-  stop(): Promise<void>;
-}
+type FakeProcess = Awaited<ReturnType<typeof startTelegramProcess>>;
 
-async function startFake(limits: boolean): Promise<FakeProcess> {
-  const proc: ChildService = spawnService('bench/support/telegram-fake-server.ts', { FAKE_LIMITS: limits ? '1' : '0' });
-  await proc.waitFor(/fake listening \d+ stats \d+/, 30_000);
-  const [, port, statsPort] = proc.output().match(/fake listening (\d+) stats (\d+)/)!;
-  return {
-    origin: `http://127.0.0.1:${port}`,
-    stats: async () => (await (await fetch(`http://127.0.0.1:${statsPort}/`)).json()) as Awaited<ReturnType<FakeProcess['stats']>>,
-    async stop() {
-      proc.kill('SIGTERM');
-      await proc.exited;
-    },
-  };
-}
+const startFake = (limits: boolean): Promise<FakeProcess> => startTelegramProcess({ limits, keep: false });
 
 async function createConnection(stack: BenchStack, headers: Record<string, string>, token: string, apiBase: string): Promise<string> {
   const r = await fetch(`${stack.base}/v1/platform-connections`, {
@@ -54,7 +39,7 @@ async function limitedRun(log: (m: string) => void, notes: string[]) {
   const stack = await startStack({ workerQueues: 'ledger,send', env: { SEND_WAIT_MS: '0' } });
   try {
     const app = await stack.createApp(['admin', 'events:write', 'events:read']);
-    const conn = await createConnection(stack, app.headers, '900001:bench-limited-token', fake.origin);
+    const conn = await createConnection(stack, app.headers, '900001:bench-limited-token', fake.url);
     log(`(a) submitting ${LIMITED_MESSAGES} messages to ${LIMITED_CHATS} chats through one connection`);
     const pool = new Pool(stack.base, { connections: 16 });
     const statuses: Record<string, number> = {};
@@ -102,7 +87,7 @@ async function openRun(durationS: number, clients: number, log: (m: string) => v
   try {
     const app = await stack.createApp(['admin', 'events:write', 'events:read']);
     const conns: string[] = [];
-    for (let k = 0; k < CONNECTIONS; k++) conns.push(await createConnection(stack, app.headers, `${910000 + k}:bench-open-token`, fake.origin));
+    for (let k = 0; k < CONNECTIONS; k++) conns.push(await createConnection(stack, app.headers, `${910000 + k}:bench-open-token`, fake.url));
     log(`(b) ${clients} closed-loop clients over ${CONNECTIONS} connections for ${durationS} s`);
     const load = await runLoad(stack.base, {
       clients,
@@ -119,7 +104,7 @@ async function openRun(durationS: number, clients: number, log: (m: string) => v
 
     const count = Math.max(2000, Math.round(load.okPerS * durationS));
     log(`(b) floor: ${count} bare sendMessage calls, ${clients} concurrent`);
-    const bare = spawnService('bench/support/bare-send-loop.ts', { BARE_TARGET: fake.origin, BARE_COUNT: String(count), BARE_CONCURRENCY: String(clients) });
+    const bare = spawnService('bench/support/bare-send-loop.ts', { BARE_TARGET: fake.url, BARE_COUNT: String(count), BARE_CONCURRENCY: String(clients) });
     await bare.waitFor(/bare done \d+ [\d.]+/, 120_000);
     const [, ok, ms] = bare.output().match(/bare done (\d+) ([\d.]+)/)!;
     const bareRate = round(Number(ok) / (Number(ms) / 1000), 1);
