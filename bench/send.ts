@@ -102,7 +102,7 @@ async function openRun(durationS: number, clients: number, log: (m: string) => v
     });
     notes.push(`(b) ${CONNECTIONS} connections, ${clients} closed-loop clients, ${durationS} s measured after 2 s warm-up; statuses ${JSON.stringify(load.statuses)} (201 = sent and its message.outbound recorded)`);
 
-    const count = Math.max(2000, Math.round(load.okPerS * durationS));
+    const count = Math.max(10_000, Math.round(load.okPerS * durationS));
     log(`(b) floor: ${count} bare sendMessage calls, ${clients} concurrent`);
     const bare = spawnService('bench/support/bare-send-loop.ts', { BARE_TARGET: fake.url, BARE_COUNT: String(count), BARE_CONCURRENCY: String(clients) });
     await bare.waitFor(/bare done \d+ [\d.]+/, 120_000);
