@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { compileEventTypePatterns, EVENT_PATTERN_RE } from '../ledger/event-type-match.js';
 import type { EventFilters, EventRecord } from '../ledger/read.js';
+import type { UserScope } from '../identity/user-scope.js';
 
 const MAX_PATTERNS = 50;
 const uuid = z
@@ -40,23 +41,18 @@ export const streamQuerySchema = z
   });
 
 /**
- * Does the event involve this user? An edge to the platform user itself, or to any platform
- * user that belongs to the user (`platform_users.user_id`, as read with the event's edges).
- * The one place the stream decides "involves a user", so it follows identity rules from here.
+ * The filter as one predicate over ledger events: the truth both catch-up and the live tail
+ * apply. "Involves the user" is the identity rule of src/identity/user-scope.ts (a user, its
+ * platform users, and whoever it merges with); `user` is the scope of `f.userId`.
  */
-export function eventInvolvesUser(event: EventRecord, userId: string): boolean {
-  return event.edges.some(
-    (x) => x.target_node_type === 'platform_user' && (x.target_node_id === userId || x.platform_user?.user_id === userId),
-  );
-}
-
-/** The filter as one predicate over ledger events: the truth both catch-up and the live tail apply. */
-export function compileStreamFilter(f: StreamFilter): (event: EventRecord) => boolean {
+export function compileStreamFilter(f: StreamFilter, user?: UserScope): (event: EventRecord) => boolean {
   const types = f.eventTypes ? compileEventTypePatterns(f.eventTypes) : undefined;
-  return (e) =>
-    (types === undefined || types(e.event_type)) &&
-    (f.conversationId === undefined || e.conversation_id === f.conversationId) &&
-    (f.userId === undefined || eventInvolvesUser(e, f.userId));
+  if (f.userId !== undefined && !user) throw new Error('a userId filter needs its UserScope');
+  return (e) => {
+    // The scope sees every event first, so it learns of merges even from events the other filters reject.
+    const involved = user === undefined || user.involves(e);
+    return involved && (types === undefined || types(e.event_type)) && (f.conversationId === undefined || e.conversation_id === f.conversationId);
+  };
 }
 
 /**

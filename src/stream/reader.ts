@@ -1,5 +1,6 @@
 import type { Sql } from '../db.js';
 import { headSeq, listEvents, type EventRecord } from '../ledger/read.js';
+import { UserScope } from '../identity/user-scope.js';
 import { compileStreamFilter, sqlPrefilter, type StreamFilter } from './filter.js';
 import { TailEvent, type TailMember, type TailRegistry } from './tail.js';
 
@@ -40,7 +41,7 @@ export async function startReader(
   start: StreamStart,
   sink: StreamSink,
 ): Promise<Reader> {
-  const matches = compileStreamFilter(filter);
+  const matches = compileStreamFilter(filter, filter.userId !== undefined ? await UserScope.resolve(sql, appId, filter.userId) : undefined);
   const member: TailMember = { pos: 0, live: false, matches, push: (e) => sink.push(e) };
   const { tail, leave } = tails.join(appId, member);
   const reader: Reader = { close: leave };
