@@ -7,6 +7,7 @@
  * Targets (issue 5): ≥ 50% of the bare loop's rate, p50 < 20 ms.
  */
 import { randomUUID } from 'node:crypto';
+import { loadavg } from 'node:os';
 import { createQueues, closeQueues, JOBS } from '../src/queues.js';
 import { createRedis } from '../src/redis.js';
 import { startReceivers, type Receipt } from './support/receivers.js';
@@ -27,6 +28,7 @@ const bench: Bench = {
     const workerProcesses = Number(process.env.BENCH_WEBHOOK_WORKERS ?? 1);
     const receivers = await startReceivers(SUBSCRIPTIONS);
     const notes: string[] = [];
+    const loadBefore = loadavg()[0];
     let throughput: number | null = null;
     let delivered = 0;
     let breakdown = '';
@@ -130,6 +132,7 @@ const bench: Bench = {
         `${workerProcesses} worker process(es) serving ledger+webhook, WEBHOOK_CONCURRENCY=${CONCURRENCY}, ${CONNECTIONS_PER_ORIGIN} keep-alive sockets per receiver; the bare loop uses the same`,
         `throughput: ${SATURATE_EVENTS_PER_S} events/s offered for ${durationS} s (${delivered} deliveries), rate over the middle 80% of arrivals`,
         ...(breakdown ? [breakdown] : []),
+        `machine load average (1 min) ${loadBefore.toFixed(1)} at the start, ${loadavg()[0].toFixed(1)} at the end: other work on the machine moves every figure`,
         latency ? `latency: ${latency.rate} deliveries/s offered (half the sustained rate) for ${durationS} s, ${latency.n} deliveries; commit time = the event's created_at` : 'latency not measured',
       );
       return {
