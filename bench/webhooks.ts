@@ -32,6 +32,7 @@ const bench: Bench = {
     let throughput: number | null = null;
     let delivered = 0;
     let breakdown = '';
+    let committedPerS: number | null = null;
     let latency: { p50: number | null; p99: number | null; rate: number; n: number } | undefined;
     try {
       const stack = await startStack({
@@ -80,14 +81,20 @@ const bench: Bench = {
         const before = receivers.receipts.length;
         const offeredEvents = await offer(SATURATE_EVENTS_PER_S, durationS);
         const drained = await drain(seq * SUBSCRIPTIONS);
-        const phase = receivers.receipts.slice(before).map((r) => r.at).sort((a, b) => a - b);
+        const phaseReceipts = receivers.receipts.slice(before);
+        const phase = phaseReceipts.map((r) => r.at).sort((a, b) => a - b);
+        // How fast the ledger committed the events meanwhile (by their created_at), middle 80%.
+        const created = [...new Map(phaseReceipts.map((r) => [r.eventId, r.createdAt])).values()].sort((x, y) => x - y);
+        const c0 = Math.floor(created.length * 0.1);
+        const c1 = Math.floor(created.length * 0.9) - 1;
+        committedPerS = c1 > c0 && created[c1] > created[c0] ? round(((c1 - c0) * 1000) / (created[c1] - created[c0]), 1) : null;
         delivered = phase.length;
         if (!drained) notes.push(`throughput phase did not drain within 120 s (${delivered} of ${offeredEvents * SUBSCRIPTIONS})`);
         // The middle 80% of arrivals: no ramp-up, no tail.
         const lo = Math.floor(phase.length * 0.1);
         const hi = Math.floor(phase.length * 0.9) - 1;
         throughput = hi > lo ? round(((hi - lo) * 1000) / (phase[hi] - phase[lo]), 1) : null;
-        log(`  ${delivered} deliveries, ${throughput} /s sustained`);
+        log(`  ${delivered} deliveries, ${throughput} /s sustained; ledger committed ~${committedPerS} events/s meanwhile`);
 
         const steadyEvents = Number(process.env.BENCH_STEADY_EVENTS ?? 0) || Math.max(10, Math.floor(((throughput ?? 1000) * 0.5) / SUBSCRIPTIONS));
         log(`latency: ${steadyEvents} events/s (half the sustained delivery rate) for ${durationS} s`);
@@ -122,6 +129,7 @@ const bench: Bench = {
 
       const figures = {
         deliveries_per_s: throughput,
+        events_committed_per_s_meanwhile: committedPerS,
         commit_to_receipt_p50_ms: latency?.p50 ?? null,
         commit_to_receipt_p99_ms: latency?.p99 ?? null,
       };
