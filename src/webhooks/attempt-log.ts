@@ -1,3 +1,4 @@
+import { transaction } from '../db.js';
 import type { Deps } from '../deps.js';
 import { derivedId } from '../ids.js';
 import { createGroupCommit } from '../ledger/group-commit.js';
@@ -79,7 +80,7 @@ async function writeAttempts(deps: Deps, records: AttemptRecord[]): Promise<void
   const healthRows = [...health].map(([id, h]) => ({ id, ...h }));
 
   type Disabled = { id: string; app_id: string; name: string; target_url: string; consecutive_failures: number; disabled_at: Date };
-  const disabled: Disabled[] = await sql.begin(async (tx) => {
+  const disabled: Disabled[] = await transaction(sql, async (tx) => {
     if (inserts.length) {
       // Joined with the subscription so one deleted meanwhile is skipped rather than failing the batch.
       await tx`

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { take } from '../helpers/sse.js';
+import { mergedEvent, mergeUsers } from '../../src/identity/merge.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
 import { commit, parse, stream, type EventSpec } from './helpers.js';
 
@@ -142,6 +143,36 @@ describe('GET /events/stream', () => {
       expect(got.map((f) => parse(f).id), k.q).toEqual([...want, sentinel]);
       clients[i].close();
     }
+  });
+
+  it('follows identity: a merged-away userId resolves to its survivor, and a stream open across a merge keeps following the person', async () => {
+    const app = await s.createApp();
+    const [ua, ub] = await s.deps.sql<{ id: string }[]>`INSERT INTO users (app_id, name) VALUES (${app.appId}, 'A'), (${app.appId}, 'B') RETURNING id`;
+    const [[a1], [b1]] = await Promise.all([
+      s.deps.sql<{ id: string }[]>`INSERT INTO platform_users (app_id, user_id, platform, external_id) VALUES (${app.appId}, ${ua.id}, 'TELEGRAM', 'a1') RETURNING id`,
+      s.deps.sql<{ id: string }[]>`INSERT INTO platform_users (app_id, user_id, platform, external_id) VALUES (${app.appId}, ${ub.id}, 'TELEGRAM', 'b1') RETURNING id`,
+    ]);
+    const edge = (id: string) => [{ edge_type: 'sent_by', target_node_type: 'platform_user' as const, target_node_id: id }];
+    const [marker] = await commit(s.deps, app.appId, [{ event_type: 'marker' }]);
+    const markerCursor = (await s.request('GET', `/v1/events/${marker}`, { auth: app })).json.cursor;
+    const open = (q: string) => stream(s.base, app, q, { headers: { 'Last-Event-ID': markerCursor } });
+    const followsA = await open(`?userId=${ua.id}`);
+    const followsAOrders = await open(`?userId=${ua.id}&eventTypes=order.*`);
+
+    const [e1, e2] = await commit(s.deps, app.appId, [{ event_type: 'order.a', edges: edge(a1.id) }, { event_type: 'order.b', edges: edge(b1.id) }]);
+    const merged = await mergeUsers(s.deps, app.appId, { targetUserId: ub.id, sourceUserId: ua.id });
+    if (!merged.ok) throw new Error(merged.error.message);
+    // This stack runs no ledger worker: commit the merge's event the way the worker would.
+    const mergeEvent = mergedEvent(merged.value);
+    await commit(s.deps, app.appId, [mergeEvent]);
+    const [e3, e4] = await commit(s.deps, app.appId, [{ event_type: 'order.b2', edges: edge(b1.id) }, { event_type: 'order.a2', edges: edge(a1.id) }]);
+
+    expect((await take(followsA, 4)).map((f) => parse(f).id)).toEqual([e1, mergeEvent.id, e3, e4]);
+    expect((await take(followsAOrders, 3)).map((f) => parse(f).id)).toEqual([e1, e3, e4]);
+    // Opened after the merge, the merged-away id stands for the survivor over the whole history.
+    const later = await open(`?userId=${ua.id}`);
+    expect((await take(later, 5)).map((f) => parse(f).id)).toEqual([e1, e2, mergeEvent.id, e3, e4]);
+    for (const c of [followsA, followsAOrders, later]) c.close();
   });
 
   it('answers bad input with a JSON 400 and never opens a stream', async () => {
