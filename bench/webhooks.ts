@@ -5,6 +5,10 @@
  * p50/p99 under a steady rate the system keeps up with. Floor, same run: the same number of
  * signed POSTs sent by a bare undici loop with the same concurrency from its own process.
  * Targets (issue 5): ≥ 50% of the bare loop's rate, p50 < 20 ms.
+ *
+ * Knobs (environment): BENCH_WEBHOOK_WORKERS worker processes (default 1); BENCH_STEADY_EVENTS
+ * events/s of the latency phase (default half the measured rate); BENCH_NODE_OPTIONS passed
+ * to the service's processes as NODE_OPTIONS (e.g. `--import` of a profiler).
  */
 import { randomUUID } from 'node:crypto';
 import { loadavg } from 'node:os';
