@@ -29,12 +29,13 @@ const bench: Bench = {
     const notes: string[] = [];
     let throughput: number | null = null;
     let delivered = 0;
+    let breakdown = '';
     let latency: { p50: number | null; p99: number | null; rate: number; n: number } | undefined;
     try {
       const stack = await startStack({
         workerQueues: 'ledger,webhook',
         workerProcesses,
-        env: { WEBHOOK_CONCURRENCY: String(CONCURRENCY) },
+        env: { WEBHOOK_CONCURRENCY: String(CONCURRENCY), ...(process.env.BENCH_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_NODE_OPTIONS } : {}) },
       });
       const queueRedis = createRedis(stack.env.REDIS_URL, 'blocking');
       const queues = createQueues(queueRedis, stack.env.REDIS_PREFIX);
@@ -86,14 +87,19 @@ const bench: Bench = {
         throughput = hi > lo ? round(((hi - lo) * 1000) / (phase[hi] - phase[lo]), 1) : null;
         log(`  ${delivered} deliveries, ${throughput} /s sustained`);
 
-        const steadyEvents = Math.max(10, Math.floor(((throughput ?? 1000) * 0.5) / SUBSCRIPTIONS));
+        const steadyEvents = Number(process.env.BENCH_STEADY_EVENTS ?? 0) || Math.max(10, Math.floor(((throughput ?? 1000) * 0.5) / SUBSCRIPTIONS));
         log(`latency: ${steadyEvents} events/s (half the sustained delivery rate) for ${durationS} s`);
         const mark = receivers.receipts.length;
         await offer(steadyEvents, durationS);
         await drain(seq * SUBSCRIPTIONS);
-        const lat = receivers.receipts.slice(mark).map((r: Receipt) => r.at - r.createdAt).sort((a, b) => a - b);
+        const steady = receivers.receipts.slice(mark);
+        const lat = steady.map((r: Receipt) => r.at - r.createdAt).sort((a, b) => a - b);
+        const toBuilt = steady.map((r) => r.builtAt - r.createdAt).sort((a, b) => a - b);
+        const toReceipt = steady.map((r) => r.at - r.builtAt).sort((a, b) => a - b);
         latency = { p50: round(percentile(lat, 50)), p99: round(percentile(lat, 99)), rate: steadyEvents * SUBSCRIPTIONS, n: lat.length };
         log(`  p50 ${latency.p50} ms, p99 ${latency.p99} ms over ${lat.length} deliveries`);
+        breakdown = `latency split at p50: commit → delivery built ${percentile(toBuilt, 50)} ms, built → received ${percentile(toReceipt, 50)} ms (p99 ${percentile(toBuilt, 99)} / ${percentile(toReceipt, 99)} ms)`;
+        log(`  ${breakdown}`);
       } finally {
         await closeQueues(queues);
         queueRedis.disconnect();
@@ -123,6 +129,7 @@ const bench: Bench = {
         `${SUBSCRIPTIONS} subscriptions matching every event, receivers on loopback in the bench process answering 200`,
         `${workerProcesses} worker process(es) serving ledger+webhook, WEBHOOK_CONCURRENCY=${CONCURRENCY}, ${CONNECTIONS_PER_ORIGIN} keep-alive sockets per receiver; the bare loop uses the same`,
         `throughput: ${SATURATE_EVENTS_PER_S} events/s offered for ${durationS} s (${delivered} deliveries), rate over the middle 80% of arrivals`,
+        ...(breakdown ? [breakdown] : []),
         latency ? `latency: ${latency.rate} deliveries/s offered (half the sustained rate) for ${durationS} s, ${latency.n} deliveries; commit time = the event's created_at` : 'latency not measured',
       );
       return {

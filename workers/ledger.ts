@@ -22,8 +22,8 @@ export const ledgerProcessor: ProcessorDef<'ledger'> = {
     const commit = createGroupCommit<LedgerEvent, CommittedEvent[]>(async (events) => {
       const committed = await writeEvents(deps.sql, events);
       deps.metrics.ledgerBatchSize.observe(events.length);
-      await publishWakes(deps.redis, deps.config.REDIS_PREFIX, committed);
-      for (const hook of AFTER_COMMIT) await hook(deps, committed);
+      // Independent round trips: wakes and the after-commit hooks go out together.
+      await Promise.all([publishWakes(deps.redis, deps.config.REDIS_PREFIX, committed), ...AFTER_COMMIT.map((hook) => hook(deps, committed))]);
       return committed;
     }, deps.config.LEDGER_BATCH_MAX);
     return async (job) => {

@@ -89,27 +89,23 @@ export const sendProcessor: ProcessorDef<'send'> = {
           return delay(wait - WAKE_EARLY_MS);
         }
       }
+      const outbound = {
+        to: msg.to_external_id,
+        text: msg.text,
+        parseMode: msg.options.parse_mode,
+        subject: msg.options.subject,
+        files: await loadFiles(deps, msg),
+        inReplyTo: conn.platform === 'EMAIL' ? await inboundToReplyTo(deps, msg) : undefined,
+      };
+      // Paced last, so as little as possible lies between the budget's clock and the platform's.
       for (;;) {
         const wait = await paceSend(deps.redis, deps.config.REDIS_PREFIX, conn.platform, conn.id, msg.to_external_id);
         if (wait === 0) break;
         if (wait > PACE_SLEEP_MAX_MS) return delay(wait);
         await sleep(wait);
       }
-
       if (!(await markSending(deps, msg))) return { skipped: 'settled elsewhere' };
-      const adapter = getAdapter(conn.platform);
-      const outcome = await adapter.send(
-        conn.config,
-        {
-          to: msg.to_external_id,
-          text: msg.text,
-          parseMode: msg.options.parse_mode,
-          subject: msg.options.subject,
-          files: await loadFiles(deps, msg),
-          inReplyTo: conn.platform === 'EMAIL' ? await inboundToReplyTo(deps, msg) : undefined,
-        },
-        { timeoutMs: PLATFORM_TIMEOUT_MS, webhookUrl: dedicatedWebhookUrl(deps, conn) },
-      );
+      const outcome = await getAdapter(conn.platform).send(conn.config, outbound, { timeoutMs: PLATFORM_TIMEOUT_MS, webhookUrl: dedicatedWebhookUrl(deps, conn) });
       if (outcome.ok) {
         await markSent(deps, msg, outcome.externalMessageId);
         await recordHealth(deps, conn.id, { ok: true });

@@ -2,6 +2,7 @@ import type { Job } from 'bullmq';
 import { fetch, FormData } from 'undici';
 import type { Deps } from '../src/deps.js';
 import { getFileContent } from '../src/files/files.js';
+import { fileStore } from '../src/files/storage.js';
 import { enqueue, type JobData, type LedgerEvent } from '../src/queues.js';
 import type { ProcessorDef } from './host.js';
 
@@ -47,7 +48,7 @@ export const transcriptionProcessor: ProcessorDef<'transcription'> = {
 };
 
 async function transcribe(deps: Deps, appId: string, fileId: string): Promise<{ text: string; language?: string; durationSec?: number }> {
-  const file = await getFileContent(deps.sql, appId, fileId);
+  const file = await getFileContent(deps.sql, appId, fileId, fileStore(deps.config));
   if (!file) throw new PermanentTranscriptionError(`file ${fileId} is gone`);
   const form = new FormData();
   form.set('file', new Blob([new Uint8Array(file.data)], { type: file.mime_type ?? 'application/octet-stream' }), audioFilename(file.filename, file.mime_type));

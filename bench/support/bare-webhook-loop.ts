@@ -1,6 +1,6 @@
 /**
  * The floor for the webhooks bench: the same number of signed POSTs as the gateway delivered,
- * sent by a bare undici loop (a keep-alive Pool per receiver, HMAC-SHA256 per request, the
+ * sent by a bare undici loop (a keep-alive Pool per receiver, the same two HMAC signatures, the
  * same concurrency) from its own process — everything a delivery is, minus the queue, the
  * database and the bookkeeping.
  *
@@ -15,7 +15,8 @@ const targets = (process.env.BARE_TARGETS ?? '').split(',').filter(Boolean).map(
 const count = Number(process.env.BARE_COUNT ?? 1000);
 const concurrency = Number(process.env.BARE_CONCURRENCY ?? 64);
 const connections = Number(process.env.BARE_CONNECTIONS ?? 32);
-const secret = 'whsec_' + Buffer.alloc(32, 7).toString('base64');
+const key = Buffer.alloc(32, 7);
+const secret = 'whsec_' + key.toString('base64');
 const pools = new Map(targets.map((t) => [t.origin, new Pool(t.origin, { connections })]));
 
 let next = 0;
@@ -38,11 +39,21 @@ const worker = async () => {
       timestamp: new Date().toISOString(),
     });
     const ts = Math.floor(Date.now() / 1000);
+    // Signed as a real delivery with a generated secret is: SPEC 5.2 plus Standard Webhooks.
     const signature = `sha256=${createHmac('sha256', secret).update(`${ts}.${body}`).digest('hex')}`;
+    const standard = `v1,${createHmac('sha256', key).update(`${id}.${ts}.${body}`).digest('base64')}`;
     const res = await pools.get(target.origin)!.request({
       method: 'POST',
       path: target.pathname,
-      headers: { 'content-type': 'application/json', 'x-service-signature': signature, 'x-service-timestamp': String(ts), 'x-service-delivery-id': id },
+      headers: {
+        'content-type': 'application/json',
+        'x-service-signature': signature,
+        'x-service-timestamp': String(ts),
+        'x-service-delivery-id': id,
+        'webhook-id': id,
+        'webhook-timestamp': String(ts),
+        'webhook-signature': standard,
+      },
       body,
       signal: AbortSignal.timeout(30_000),
     });

@@ -1,13 +1,10 @@
 import type { ZodError } from 'zod';
-import { AppError, type Result } from '../errors.js';
+import { AppError } from '../errors.js';
 import { zodDetails } from '../http/zod-details.js';
-import { failureToAppError } from '../identity/users.js';
+import { unwrapIdentity } from '../identity/users.js';
 
 /** Unwraps a domain result into the GraphQL error of the one error table (keeping USER_MERGED's pointer). */
-export function must<T>(r: Result<T>): T {
-  if (!r.ok) throw failureToAppError(r.error);
-  return r.value;
-}
+export const must = unwrapIdentity;
 
 /** Parses resolver arguments with the same zod schema the REST face uses. */
 export function parseInput<T>(schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: ZodError } }, value: unknown): T {

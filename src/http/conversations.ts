@@ -3,7 +3,7 @@ import { getConversation, listConversations, listConversationsInput } from '../c
 import { toRestEvent } from '../ledger/shape.js';
 import type { Api } from './api.js';
 import { restEventSchema } from './events.js';
-import { unwrapIdentity } from './users.js';
+import { unwrapIdentity } from '../identity/users.js';
 
 export const conversationOut = z.object({
   id: z.string(),

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { activateLinkCode, activateLinkCodeInput, createLinkCode, createLinkCodeInput } from '../identity/link-codes.js';
 import type { Api } from './api.js';
-import { unwrapIdentity } from './users.js';
+import { unwrapIdentity } from '../identity/users.js';
 
 const linkCodeOut = z.object({
   id: z.string(),

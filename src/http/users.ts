@@ -1,20 +1,13 @@
 import { z } from 'zod';
 import { listConversations } from '../conversations/conversations.js';
-import type { Result } from '../errors.js';
 import { mergeUsers } from '../identity/merge.js';
-import { failureToAppError, getUser, listUsers, listUsersInput, resolveUserId, updateUser, updateUserInput } from '../identity/users.js';
+import { failureToAppError, getUser, listUsers, listUsersInput, resolveUserId, unwrapIdentity, updateUser, updateUserInput, userNotFound } from '../identity/users.js';
 import { decodeCursor } from '../ledger/cursor.js';
 import { listEvents } from '../ledger/read.js';
 import { toRestEvent } from '../ledger/shape.js';
 import type { Api } from './api.js';
 import { eventTypeFilter, restEventSchema } from './events.js';
 import { conversationOut } from './conversations.js';
-
-/** Unwraps a domain result; identity failures keep their extras (USER_MERGED's Location). */
-export function unwrapIdentity<T>(r: Result<T>): T {
-  if (!r.ok) throw failureToAppError(r.error);
-  return r.value;
-}
 
 export const platformUserOut = z.object({
   id: z.string(),
@@ -131,7 +124,7 @@ export function registerUserRoutes(api: Api): void {
     errors: ['NOT_FOUND', 'INVALID_CURSOR'],
     async handler({ deps, principal, params, query }) {
       const userId = await resolveUserId(deps.sql, principal.appId, params.id);
-      if (!userId) throw failureToAppError({ code: 'NOT_FOUND', message: `No user ${params.id}`, details: [{ path: ['id'], message: 'not found' }] });
+      if (!userId) throw failureToAppError(userNotFound(params.id));
       const afterSeq = query.after !== undefined ? unwrapIdentity(decodeCursor(query.after)).seq : undefined;
       const rows = await listEvents(deps.sql, principal.appId, { afterSeq, userId, eventType: eventTypeFilter(query.event_type) }, query.limit + 1);
       const page = rows.slice(0, query.limit);

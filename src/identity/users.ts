@@ -106,6 +106,12 @@ export function failureToAppError(f: Failure): AppError {
   return new AppError(f.code, f.message, f.details, { headers });
 }
 
+/** Unwraps a result at a face (REST or GraphQL), throwing the failure with its headers. */
+export function unwrapIdentity<T>(r: Result<T>): T {
+  if (!r.ok) throw failureToAppError(r.error);
+  return r.value;
+}
+
 /** The live user an id stands for (itself, or the survivor of its merges); null if it is not a user of the app. */
 export async function resolveUserId(sql: Sql, appId: string, id: string): Promise<string | null> {
   if (!isUuid(id)) return null;

@@ -1,6 +1,7 @@
 import type { Connection } from '../connections/connections.js';
 import type { Deps } from '../deps.js';
 import { storeFile } from '../files/files.js';
+import { fileStore } from '../files/storage.js';
 import { derivedId } from '../ids.js';
 import { upsertConversation, upsertPlatformUser, type PlatformUserRef } from '../identity/platform-users.js';
 import { activateFromInbound } from '../identity/link-codes.js';
@@ -104,7 +105,7 @@ export async function recordMessage(ctx: RecordContext, r: Rec<'message'>): Prom
         declaredMime: got.mimeType?.split(';')[0].trim(),
         data: got.data,
         source: { platform: platformOf(conn), platform_file_id: media.platformFileId ?? null },
-      });
+      }, fileStore(deps.config));
       message.media = { id: file.id, mime_type: file.mime_type, url: `/v1/files/${file.id}/content` };
       attachments.push({ file_id: file.id, mime_type: file.mime_type, size_bytes: Number(file.size_bytes), kind: r.message.type, ...(media.filename ? { filename: media.filename } : {}) });
       edges.push({ edge_type: 'attachment', target_node_type: 'file', target_node_id: file.id });

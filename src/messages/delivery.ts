@@ -2,6 +2,8 @@ import { Job } from 'bullmq';
 import type { Connection } from '../connections/connections.js';
 import type { Deps } from '../deps.js';
 import type { ErrorCode } from '../errors.js';
+import { readFiles } from '../files/files.js';
+import { fileStore } from '../files/storage.js';
 import { derivedId } from '../ids.js';
 import { upsertConversation, upsertPlatformUser } from '../identity/platform-users.js';
 import { systemExternalId } from '../platforms/registry.js';
@@ -81,16 +83,11 @@ export async function markFailed(deps: Deps, msg: MessageRow, error: StoredError
   await deps.sql`UPDATE outbound_messages SET status = 'failed', error = ${deps.sql.json(error as never)}, finished_at = now() WHERE id = ${msg.id}`;
 }
 
-/** The stored files of a message, in the order given. */
+/** The stored files of a message, in the order given, from Postgres or the configured store. */
 export async function loadFiles(deps: Deps, msg: MessageRow): Promise<OutboundFile[] | undefined> {
   if (msg.file_ids.length === 0) return undefined;
-  const rows = await deps.sql<{ id: string; filename: string | null; mime_type: string | null; data: Buffer | null }[]>`
-    SELECT id, filename, mime_type, data FROM files WHERE app_id = ${msg.app_id} AND id = ANY(${msg.file_ids}::uuid[])`;
-  const byId = new Map(rows.map((r) => [r.id, r]));
-  return msg.file_ids.flatMap((id) => {
-    const f = byId.get(id);
-    return f?.data ? [{ filename: f.filename ?? id, mimeType: f.mime_type ?? 'application/octet-stream', data: f.data }] : [];
-  });
+  const files = await readFiles(deps.sql, msg.app_id, msg.file_ids, fileStore(deps.config));
+  return files.map((f) => ({ filename: f.filename ?? f.id, mimeType: f.mime_type ?? 'application/octet-stream', data: f.data }));
 }
 
 /**
@@ -118,8 +115,14 @@ async function parties(deps: Deps, msg: MessageRow, conn: Connection) {
     name: conn.name,
     isSystem: true,
   });
-  const conversationId = await upsertConversation(deps.sql, { appId: msg.app_id, connectionId: conn.id, externalId: msg.to_external_id });
-  return { recipient, system, conversationId };
+  return { recipient, system, conversationId: await conversationOf(deps, msg, conn) };
+}
+
+/** The recipient's conversation: found by one index probe on every send but the first (no row lock, no write). */
+async function conversationOf(deps: Deps, msg: MessageRow, conn: Connection): Promise<string> {
+  const [found] = await deps.sql<{ id: string }[]>`
+    SELECT id FROM conversations WHERE platform_connection_id = ${conn.id} AND external_id = ${msg.to_external_id} AND thread_id = ''`;
+  return found?.id ?? upsertConversation(deps.sql, { appId: msg.app_id, connectionId: conn.id, externalId: msg.to_external_id });
 }
 
 /**

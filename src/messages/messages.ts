@@ -6,6 +6,8 @@ import { claimIdempotencyKey } from '../idempotency.js';
 import type { CommitWaiter, OutcomeCheck } from '../ledger/commit-waiter.js';
 import { getAdapter } from '../platforms/registry.js';
 import { enqueue } from '../queues.js';
+import { replyWindow, WINDOW_PLATFORMS } from '../conversations/reply-window.js';
+import type { PlatformName } from '../platforms/types.js';
 
 export const sendMessageInput = z
   .object({
@@ -110,13 +112,13 @@ export async function submitMessage(deps: Deps, sends: CommitWaiter, appId: stri
  * fail fast without calling the platform; when we know nothing, the platform decides.
  */
 async function replyWindowClosed(deps: Deps, connectionId: string, platform: string, to: string): Promise<string | undefined> {
-  if (!['WHATSAPP', 'MESSENGER', 'INSTAGRAM'].includes(platform)) return undefined;
+  if (!WINDOW_PLATFORMS.includes(platform as PlatformName)) return undefined;
   const [conv] = await deps.sql<{ last_inbound_at: Date | null }[]>`
     SELECT max(last_inbound_at) AS last_inbound_at FROM conversations
      WHERE platform_connection_id = ${connectionId} AND external_id IN (${to}, ${to.replace(/^\+/, '')})`;
-  if (!conv?.last_inbound_at) return undefined;
-  if (Date.now() - conv.last_inbound_at.getTime() <= 24 * 3600_000) return undefined;
-  return `The 24-hour reply window for ${to} closed at ${new Date(conv.last_inbound_at.getTime() + 24 * 3600_000).toISOString()}; a template message is needed`;
+  const w = replyWindow(platform, to, conv?.last_inbound_at ?? null);
+  if (w.open !== false) return undefined;
+  return `The 24-hour reply window for ${to} closed at ${w.closes_at}; a template message is needed`;
 }
 
 export async function getMessage(deps: Deps, appId: string, id: string): Promise<MessageRow | undefined> {

@@ -116,19 +116,28 @@ export async function reserveSendSlot(redis: Redis, redisPrefix: string, platfor
 const paceKeys = (prefix: string, connectionId: string, recipient: string) => [`${prefix}:pace:{${connectionId}}`, `${prefix}:pace:{${connectionId}}:${recipient}`];
 
 /**
+ * Pacing allows up to one interval (at most 50 ms) of catch-up beyond the budget's burst: a
+ * send that starts a little late does not push every later send back with it, which would
+ * otherwise lose that much of the allowed rate for good.
+ */
+const paceParams = (b: Budget) => {
+  const [interval, tolerance] = params(b);
+  return [interval, tolerance + Math.min(interval, 50)];
+};
+
+/**
  * Spends one send from the connection's and the recipient's budget at this moment, or says
  * how long until it may go (ms) without spending anything.
  */
 export async function paceSend(redis: Redis, redisPrefix: string, platform: PlatformName, connectionId: string, recipient: string): Promise<number> {
   const b = BUDGETS[platform];
   const keys = paceKeys(redisPrefix, connectionId, recipient);
-  return Number(await redis.eval(PACE, keys.length, ...keys, ...params(b.connection), ...params(b.recipient)));
+  return Number(await redis.eval(PACE, keys.length, ...keys, ...paceParams(b.connection), ...paceParams(b.recipient)));
 }
 
 /** After a platform's retry-after: later reservations on the connection start after `waitMs`. */
 export async function holdConnection(redis: Redis, redisPrefix: string, platform: PlatformName, connectionId: string, waitMs: number): Promise<void> {
-  const [, tolerance] = params(BUDGETS[platform].connection);
-  for (const key of [connectionKey(redisPrefix, connectionId), paceKeys(redisPrefix, connectionId, '')[0]]) {
-    await redis.eval(HOLD, 1, key, Math.ceil(waitMs), tolerance);
-  }
+  const b = BUDGETS[platform].connection;
+  await redis.eval(HOLD, 1, connectionKey(redisPrefix, connectionId), Math.ceil(waitMs), params(b)[1]);
+  await redis.eval(HOLD, 1, paceKeys(redisPrefix, connectionId, '')[0], Math.ceil(waitMs), paceParams(b)[1]);
 }

@@ -1,5 +1,6 @@
 import type { Sql } from '../db.js';
 import { headSeq, listEvents, type EventRecord } from '../ledger/read.js';
+import { UserScope } from '../identity/user-scope.js';
 import { compileStreamFilter, sqlPrefilter, type StreamFilter } from './filter.js';
 import { TailEvent, type TailMember, type TailRegistry } from './tail.js';
 
@@ -40,8 +41,7 @@ export async function startReader(
   start: StreamStart,
   sink: StreamSink,
 ): Promise<Reader> {
-  const compiled = await compileStreamFilter(sql, appId, filter);
-  const matches = (e: EventRecord) => compiled.matches(e);
+  const matches = compileStreamFilter(filter, filter.userId !== undefined ? await UserScope.resolve(sql, appId, filter.userId) : undefined);
   const member: TailMember = { pos: 0, live: false, matches, push: (e) => sink.push(e) };
   const { tail, leave } = tails.join(appId, member);
   const reader: Reader = { close: leave };
@@ -65,7 +65,6 @@ export async function startReader(
       // (the ledger hands out positions in commit order), so a page short of the limit means
       // every match up to `head` has been seen — even when the filter matched none of them.
       const head = await headSeq(sql, appId);
-      await compiled.refresh();
       const rows = await listEvents(sql, appId, { ...narrowed, afterSeq: member.pos }, PAGE);
       for (const row of rows) {
         if (sink.closed) break;

@@ -5,6 +5,12 @@ import { guardedLookup, isPublicAddress, TargetRefusedError, type TargetPolicy }
 /** Response bodies (and request bodies in logs) are kept up to this many bytes. */
 export const LOG_BODY_LIMIT = 64 * 1024;
 
+/** Bodies in logs are cut to 64 KB (bytes), without splitting a character. */
+export function capBody(s: string): string {
+  const buf = Buffer.from(s, 'utf8');
+  return buf.length <= LOG_BODY_LIMIT ? s : buf.subarray(0, LOG_BODY_LIMIT).toString('utf8').replace(/\uFFFD$/, '');
+}
+
 export interface PostResult {
   /** Undefined when no response arrived (refused, connection error, timeout). */
   statusCode?: number;

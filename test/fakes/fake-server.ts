@@ -54,10 +54,14 @@ export class FakeServer {
   private readonly listeners = new Set<() => void>();
   private server?: Server;
 
-  constructor(private readonly handler: FakeHandler) {}
+  /** `keepRequests: false` for long benchmarks: requests are handled but not kept. */
+  constructor(
+    private readonly handler: FakeHandler,
+    private readonly options: { keepRequests?: boolean } = {},
+  ) {}
 
-  static async start(handler: FakeHandler): Promise<FakeServer> {
-    const fake = new FakeServer(handler);
+  static async start(handler: FakeHandler, options: { keepRequests?: boolean } = {}): Promise<FakeServer> {
+    const fake = new FakeServer(handler, options);
     await fake.listen();
     return fake;
   }
@@ -131,7 +135,7 @@ export class FakeServer {
       at: performance.now(),
       ...(await decodeBody(headers['content-type'] ?? '', rawBody)),
     };
-    this.requests.push(recorded);
+    if (this.options.keepRequests !== false) this.requests.push(recorded);
     for (const l of [...this.listeners]) l();
 
     let reply: FakeReply;

@@ -12,6 +12,8 @@ type Limit = { rate: number; perMs: number; burst: number };
 export interface TelegramFakeOptions {
   /** Enforce the documented limits, answering 429 with `retry_after` (true = TELEGRAM_LIMITS). */
   limits?: boolean | { perBot?: Limit; perChat?: Limit };
+  /** false for long benchmarks: only `counts` are kept, not the requests. @default true */
+  keepRequests?: boolean;
 }
 
 const SEND_METHODS = new Set(['sendMessage', 'sendPhoto', 'sendDocument', 'sendAudio', 'sendVoice', 'sendVideo']);
@@ -49,8 +51,11 @@ export class TelegramFake {
     const limits = options.limits === true ? TELEGRAM_LIMITS : options.limits || undefined;
     if (limits?.perBot) this.perBot = new RateLimit(limits.perBot.rate, limits.perBot.perMs, limits.perBot.burst);
     if (limits?.perChat) this.perChat = new RateLimit(limits.perChat.rate, limits.perChat.perMs, limits.perChat.burst);
-    this.server = new FakeServer((r) => this.handle(r));
+    this.keep = options.keepRequests !== false;
+    this.server = new FakeServer((r) => this.handle(r), { keepRequests: this.keep });
   }
+
+  private readonly keep: boolean;
 
   static async start(options: TelegramFakeOptions = {}): Promise<TelegramFake> {
     const fake = new TelegramFake(options);
@@ -64,6 +69,8 @@ export class TelegramFake {
 
   /** Send calls (any send method) the fake accepted, in arrival order. */
   readonly accepted: RecordedRequest[] = [];
+  /** Accepted sends and when the first and last arrived (ms, performance clock), kept even without requests. */
+  readonly counts = { accepted: 0, firstAt: null as number | null, lastAt: null as number | null };
 
   /** The parameters of a request, whatever encoding it came in. */
   static params(r: RecordedRequest): Record<string, string> {
@@ -82,6 +89,7 @@ export class TelegramFake {
   reset(): void {
     this.server.reset();
     this.accepted.length = 0;
+    Object.assign(this.counts, { accepted: 0, firstAt: null, lastAt: null });
   }
 
   close(): Promise<void> {
@@ -134,7 +142,10 @@ export class TelegramFake {
       const seconds = Math.max(1, Math.ceil(Math.max(wait, chatWait) / 1000));
       return error(429, `Too Many Requests: retry after ${seconds}`, { retry_after: seconds });
     }
-    this.accepted.push(r);
+    if (this.keep) this.accepted.push(r);
+    this.counts.accepted += 1;
+    this.counts.firstAt ??= r.at;
+    this.counts.lastAt = r.at;
     const id = (this.nextId.get(chatId) ?? 0) + 1;
     this.nextId.set(chatId, id);
     const chat = { id: Number(chatId), type: chatId.startsWith('-') ? 'group' : 'private' };

@@ -55,9 +55,15 @@ describe('GET /v1/conversations/:id', () => {
     expect(r.json.reply_window.open).toBe(true);
     expect(Date.parse(r.json.reply_window.closes_at) - Date.parse(r.json.reply_window.last_inbound_at)).toBe(24 * 3600_000);
 
-    const old = await receive(s, wa, { from: '4915550002', text: 'long ago', at: new Date(Date.now() - 25 * 3600_000) });
+    const at = new Date(Date.now() - 25 * 3600_000);
+    const old = await receive(s, wa, { from: '4915550002', text: 'long ago', at });
     const closed = await get(`/v1/conversations/${old.conversationId}`);
-    expect(closed.json.reply_window).toMatchObject({ policy: 'window_24h', open: false, closes_at: null });
+    expect(closed.json.reply_window).toEqual({ policy: 'window_24h', open: false, last_inbound_at: at.toISOString(), closes_at: new Date(at.getTime() + 24 * 3600_000).toISOString() });
+    // Sending applies the same rule: refused before any platform call.
+    const send = await s.request('POST', '/v1/messages', { auth: a, body: { platform_connection_id: wa.id, to_external_id: '4915550002', message: 'still there?' } });
+    expect(send.status).toBe(422);
+    expect(send.json.error.code).toBe('REPLY_WINDOW_CLOSED');
+    expect(send.json.error.message).toContain(closed.json.reply_window.closes_at);
   });
 
   it('follows identity: a participant shows the user it belongs to after a merge', async () => {

@@ -89,6 +89,17 @@ describe('receiver refusals', () => {
     expect(r.status).toBe(410);
   });
 
+  it('honours disabling a connection it has just served within INBOUND_LOOKUP_CACHE_MS', async () => {
+    const busy = await connect(s, app, 'TELEGRAM', { bot_token: '6:y' }, 'busy then disabled');
+    const update = (n: number) => JSON.stringify({ update_id: n, message: { message_id: n, from: { id: 6, is_bot: false, first_name: 'A' }, chat: { id: 6, type: 'private' }, date: 1, text: 'x' } });
+    expect((await postWebhook(s, busy.path, update(1), { 'Content-Type': 'application/json' })).status).toBe(200);
+    await s.request('PATCH', `/v1/platform-connections/${busy.id}`, { auth: app, body: { status: 'DISABLED' } });
+    const disabledAt = Date.now();
+    let n = 2;
+    await expect.poll(async () => (await postWebhook(s, busy.path, update(n++), { 'Content-Type': 'application/json' })).status, { timeout: s.config.INBOUND_LOOKUP_CACHE_MS + 2000, interval: 100 }).toBe(410);
+    expect(Date.now() - disabledAt).toBeLessThan(s.config.INBOUND_LOOKUP_CACHE_MS + 1000);
+  });
+
   it('accepts Telegram updates without the header when the connection set no secret token', async () => {
     const open = await connect(s, app, 'TELEGRAM', { bot_token: '777:open' }, 'no secret');
     const r = await postWebhook(s, open.path, JSON.stringify({ update_id: 5, message: { message_id: 9, from: { id: 42, is_bot: false, first_name: 'Zed' }, chat: { id: 42, type: 'private' }, date: 1, text: 'open' } }), {

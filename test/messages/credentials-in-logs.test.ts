@@ -58,6 +58,16 @@ describe('credentials', () => {
       expect(r.status).toBe(201);
       ids[p] = r.json.id;
     }
+    // An inbound delivery to the Telegram connection's own URL: its secret is part of the path.
+    const tgConn = await call('GET', `/v1/platform-connections/${ids.TELEGRAM}`);
+    const hookPath = new URL(tgConn.json.webhook_url).pathname;
+    const hook = await fetch(base + hookPath, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-telegram-bot-api-secret-token': String(configs.TELEGRAM.secret_token) },
+      body: JSON.stringify({ update_id: 1, message: { message_id: 1, from: { id: 42, is_bot: false, first_name: 'Ann' }, chat: { id: 42, type: 'private' }, date: 1700000000, text: 'hi' } }),
+    });
+    expect(hook.status).toBe(200);
+    const hookSecret = hookPath.split('/').pop()!;
     const dead = await call('POST', '/v1/platform-connections', { platform_name: 'TELEGRAM', name: 'dead', config: { ...configs.TELEGRAM, api_base_url: 'http://127.0.0.1:1' } });
     await call('GET', '/v1/platform-connections');
     await call('GET', `/v1/platform-connections/${ids.TELEGRAM}`);
@@ -80,9 +90,9 @@ describe('credentials', () => {
 
     const logs = web.output() + worker.output();
     expect(logs).toContain('"level":20'); // debug lines (every request) were written: the check below read real logs
-    for (const secret of [...SAMPLE_SECRETS, 'mailer:']) {
-      expect(logs, `log contains ${secret}`).not.toContain(secret);
-      for (const body of responses) expect(body).not.toContain(secret);
-    }
+    expect(logs).toContain('/webhooks/');
+    for (const secret of [...SAMPLE_SECRETS, 'mailer:', hookSecret]) expect(logs, `log contains ${secret}`).not.toContain(secret);
+    // Responses: the connection's own webhook_url is the one place its URL secret is shown.
+    for (const secret of [...SAMPLE_SECRETS, 'mailer:']) for (const body of responses) expect(body).not.toContain(secret);
   });
 });

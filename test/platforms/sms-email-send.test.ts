@@ -120,7 +120,7 @@ describe('E-mail send', () => {
     expect(emailSend.checkRecipient('a.b+c@example.co.uk')).toBeUndefined();
     expect(emailSend.checkRecipient('Ann <a@example.org>')).toBeDefined();
     expect(emailSend.checkRecipient('no-at-sign')).toBeDefined();
-    expect(emailSend.secretFields).toEqual(['smtp_url']);
+    expect(emailSend.secretFields).toEqual(['smtp_url', 'inbound_secret']);
     expect(emailSend.configSchema.safeParse({ smtp_url: 'http://x', from: 'a@b.co' }).success).toBe(false);
     expect(emailSend.configSchema.safeParse({ smtp_url: 'smtps://u:p@smtp.example.com:465', from: 'Help <a@b.co>' }).success).toBe(true);
   });

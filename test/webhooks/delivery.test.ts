@@ -195,17 +195,28 @@ describe('redirects', () => {
 });
 
 describe('at-least-once without duplicates', () => {
-  it('queues nothing twice when the ledger job for an event runs again', async () => {
+  it('queues nothing twice when the ledger job for an event runs again, even after its delivery job is gone', async () => {
     const rx = await receiver();
     const sub = await subscribe(a, rx.url, ['once.only']);
     const ev = await emit(a, 'once.only');
     await rx.waitFor(1);
-    // Replay the ledger job for the same event (as a retried/duplicated job would).
+    await eventually(async () => (await s.deps.sql`SELECT 1 FROM webhook_deliveries WHERE event_id = ${ev.id} AND status = 'delivered'`).length === 1);
     const [row] = await s.deps.sql`SELECT payload FROM events WHERE id = ${ev.id}`;
-    await s.deps.queues.ledger.add('ledger', { event: { id: ev.id, app_id: a.appId, event_type: 'once.only', payload: row.payload, edges: [], attachments: [] } }, { jobId: `replay-${ev.id}` });
+    const replayLedgerJob = (n: number) =>
+      s.deps.queues.ledger.add('ledger', { event: { id: ev.id, app_id: a.appId, event_type: 'once.only', payload: row.payload, edges: [], attachments: [] } }, { jobId: `replay-${n}-${ev.id}` });
+    // 1: the event's delivery job is still known to BullMQ (same job id, dropped).
+    await replayLedgerJob(1);
+    // 2: it has been removed (as completed jobs are, after a while): the delivery table stops it.
+    await eventually(async () => (await s.deps.queues.ledger.getJobState(`replay-1-${ev.id}`)) === 'completed');
+    await s.deps.queues.webhook.remove(`we-${ev.id}`);
+    await replayLedgerJob(2);
+    await eventually(async () => (await s.deps.queues.ledger.getJobState(`replay-2-${ev.id}`)) === 'completed');
+    // The safety-net job of the replayed commit runs too (now, instead of after its delay).
+    await (await s.deps.queues.webhook.getJob(`we-${ev.id}`))?.promote();
+    await eventually(async () => (await s.deps.queues.webhook.getJobState(`we-${ev.id}`)) === 'completed');
     const marker = await emit(a, 'once.only');
     await rx.waitFor(2);
-    await new Promise((r) => setTimeout(r, 300));
+    await new Promise((r) => setTimeout(r, 200));
     expect(rx.received.map((r) => r.json.event_id)).toEqual([ev.id, marker.id]);
     const [{ n }] = await s.deps.sql`SELECT count(*)::int AS n FROM webhook_deliveries WHERE subscription_id = ${sub.id}`;
     expect(n).toBe(2);
