@@ -1,4 +1,5 @@
 import type { Response } from 'express';
+import type { Sql } from '../db.js';
 import { unwrap } from '../errors.js';
 import { decodeCursor } from '../ledger/cursor.js';
 import type { Api } from '../http/api.js';
@@ -7,7 +8,6 @@ import type { Logger } from '../logger.js';
 import { streamQuerySchema, type StreamFilter } from './filter.js';
 import { startReader, type Reader, type StreamSink, type StreamStart } from './reader.js';
 import { holdStreamSlot, type StreamService } from './service.js';
-import type { Sql } from '../db.js';
 
 export interface SseLimits {
   /** Interval of `: keep-alive` comments (ms). */
