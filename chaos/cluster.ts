@@ -39,6 +39,8 @@ interface Slot {
   proc?: ChildService;
   /** Full outputs of this slot's earlier (killed) processes. */
   previous: string[];
+  /** Set while a scenario's kill is expected. */
+  killed?: boolean;
 }
 
 export interface Cluster {
@@ -62,6 +64,8 @@ export interface Cluster {
   outputs(): string;
   /** Log lines of errors that reached a client as 500 ("unhandled error"), from every process. */
   contractViolations(): string[];
+  /** Processes that exited without a scenario killing them (each was restarted). */
+  crashes(): string[];
   /** Writes every process's full output to a directory under /tmp; returns it. */
   saveLogs(): string;
   stop(): Promise<void>;
@@ -96,10 +100,23 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
   for (let i = 0; i < o.webProcesses; i++) slots.web.push({ name: `web${i}`, entry: 'src/web.ts', port: await freePort(), previous: [] });
   for (let i = 0; i < o.workerProcesses; i++) slots.worker.push({ name: `worker${i}`, entry: 'workers/index.ts', previous: [] });
 
+  const crashes: string[] = [];
+  let stopping = false;
   const launch = async (slot: Slot) => {
     if (slot.proc) slot.previous.push(slot.proc.output());
-    slot.proc = spawnService(slot.entry, { ...env, ...(slot.port ? { PORT: String(slot.port) } : {}) });
-    await slot.proc.waitFor(slot.port ? /web listening/ : /workers started/, 60_000);
+    const proc = spawnService(slot.entry, { ...env, ...(slot.port ? { PORT: String(slot.port) } : {}) });
+    slot.proc = proc;
+    slot.killed = false;
+    // A process that dies without being killed by a scenario crashed: a fault. Like a process
+    // supervisor, the harness starts it again so the run can go on.
+    void proc.exited.then((code) => {
+      if (slot.killed || stopping || slot.proc !== proc) return;
+      const last = proc.output().trim().split('\n').slice(-6).join(' | ');
+      crashes.push(`${slot.name} (pid ${proc.proc.pid}) exited by itself with code ${code}: ${last.slice(0, 600)}`);
+      o.log(`CRASH ${slot.name} exited with code ${code}; restarting it`);
+      launch(slot).catch((err) => crashes.push(`${slot.name} could not be restarted: ${(err as Error).message}`));
+    });
+    await proc.waitFor(slot.port ? /web listening/ : /workers started/, 60_000);
   };
   const all = () => [...slots.web, ...slots.worker];
 
@@ -117,6 +134,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     async kill(kind, index) {
       const slot = slots[kind][index];
       if (!slot.proc) return;
+      slot.killed = true;
       slot.proc.kill('SIGKILL');
       await slot.proc.exited;
       o.log(`kill -9 ${slot.name} (pid ${slot.proc.proc.pid})`);
@@ -155,7 +173,9 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
       for (const s of all()) writeFileSync(join(logDir, `${s.name}.log`), [...s.previous, s.proc?.output() ?? ''].join('\n--- restarted\n'));
       return logDir;
     },
+    crashes: () => [...crashes],
     async stop() {
+      stopping = true;
       await Promise.all(
         all().map(async (s) => {
           const p = s.proc;

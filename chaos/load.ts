@@ -56,43 +56,56 @@ export function roundRobin(bases: () => string[]): () => string {
   };
 }
 
-// ---------------------------------------------------------------- custom events
+// ---------------------------------------------------------------- writers
 
-export interface EventWrites {
-  /** Logical writes the service acknowledged (201 or 202), by client key → event id. */
+export interface Writes {
+  /** Logical writes the service acknowledged, by client key → the id it answered with. */
   acked: Map<string, string>;
   /** Logical writes given up on at the end of the run without an acknowledgement. */
   unacked: string[];
-  /** Keys refused with a 4xx other than 429 (a harness or service bug). */
+  /** Keys refused for good (a 4xx other than 429, or a final platform failure), with the answer. */
   refused: Map<string, string>;
   tally: Tally;
 }
 
+export interface WriterSpec {
+  webBases: () => string[];
+  clients: number;
+  pauseMs: number;
+  /** Prefix of every client key (unique per scenario and kind). */
+  tag: string;
+  /** The request of logical write `key` (client `w`, its `n`th write); the same for every retry of it. */
+  request(key: string, w: number, n: number): { path: string; headers: Record<string, string>; body: unknown };
+  /** The id an acknowledgement names, or undefined when the answer is not an acknowledgement. */
+  ackedId(status: string, json: any, key: string): string | undefined;
+  /** A final refusal (not retried). @default any 4xx but 429 */
+  refusal?(status: string): boolean;
+}
+
 /**
- * `writers` clients each posting custom events in a loop, `pauseMs` apart. Every logical write
- * carries a client key in its payload and as its Idempotency-Key, and is retried with the same
- * key after a 503, a 5xx or a dropped connection until it is acknowledged — what a careful
- * client does, and what lets the reconciliation tell a duplicate from a retry.
+ * `clients` clients each making logical writes in a loop, `pauseMs` apart. Every logical write
+ * has a client key and is retried with the identical request after a 503, any other 5xx, a
+ * 429 or a dropped connection until it is acknowledged — what a careful client (or a platform
+ * redelivering a webhook) does, and what lets the reconciliation tell a duplicate from a retry.
  */
-export function startEventWriters(o: { app: AppCredentials; webBases: () => string[]; writers: number; pauseMs: number; tag: string }) {
-  const out: EventWrites = { acked: new Map(), unacked: [], refused: new Map(), tally: tally() };
+export function startWriters(o: WriterSpec) {
+  const out: Writes = { acked: new Map(), unacked: [], refused: new Map(), tally: tally() };
   const next = roundRobin(o.webBases);
+  const refusal = o.refusal ?? ((s: string) => /^4/.test(s) && s !== '429');
   let stopping = false;
   let giveUpAt = Infinity;
 
   const writeOne = async (key: string, w: number, n: number) => {
+    const req = o.request(key, w, n);
     for (;;) {
-      const r = await call(`${next()}/v1/events`, {
-        method: 'POST',
-        headers: { ...o.app.headers, 'Idempotency-Key': key },
-        body: { event_type: 'chaos.tick', payload: { key, w, n } },
-      });
+      const r = await call(`${next()}${req.path}`, { method: 'POST', headers: req.headers, body: req.body });
       out.tally.count(r.status);
-      if (r.status === '201' || r.status === '202') {
-        out.acked.set(key, r.json.id);
+      const id = o.ackedId(r.status, r.json, key);
+      if (id !== undefined) {
+        out.acked.set(key, id);
         return;
       }
-      if (/^4/.test(r.status) && r.status !== '429') {
+      if (refusal(r.status)) {
         out.refused.set(key, `${r.status} ${JSON.stringify(r.json)}`);
         return;
       }
@@ -104,7 +117,7 @@ export function startEventWriters(o: { app: AppCredentials; webBases: () => stri
     }
   };
 
-  const loops = Array.from({ length: o.writers }, async (_, w) => {
+  const loops = Array.from({ length: o.clients }, async (_, w) => {
     for (let n = 0; !stopping; n++) {
       await writeOne(`${o.tag}-${w}-${n}`, w, n);
       await sleep(o.pauseMs);
@@ -114,7 +127,7 @@ export function startEventWriters(o: { app: AppCredentials; webBases: () => stri
   return {
     out,
     /** Stops starting new writes; writes in flight keep retrying for up to `graceMs`. */
-    async stop(graceMs: number): Promise<EventWrites> {
+    async stop(graceMs: number): Promise<Writes> {
       stopping = true;
       giveUpAt = Date.now() + graceMs;
       await Promise.all(loops);
@@ -122,6 +135,68 @@ export function startEventWriters(o: { app: AppCredentials; webBases: () => stri
     },
   };
 }
+
+const accepted = (status: string, json: any) => ((status === '201' || status === '202') && typeof json?.id === 'string' ? json.id : undefined);
+
+/** Custom events (POST /v1/events) with the client key as Idempotency-Key and in the payload. */
+export const eventWrites = (app: AppCredentials, webBases: () => string[], clients: number, pauseMs: number, tag: string): WriterSpec => ({
+  webBases,
+  clients,
+  pauseMs,
+  tag,
+  request: (key, w, n) => ({ path: '/v1/events', headers: { ...app.headers, 'Idempotency-Key': key }, body: { event_type: 'chaos.tick', payload: { key, w, n } } }),
+  ackedId: accepted,
+});
+
+/**
+ * Sends (POST /v1/messages) through a Telegram connection whose API is the fake; the text is
+ * the client key, so the fake can tell a doubled send. Each goes to its own chat, so sends do
+ * not queue behind one another (per-recipient order) more than the platform's budget asks.
+ */
+export const sendWrites = (app: AppCredentials, connectionId: string, webBases: () => string[], clients: number, pauseMs: number, tag: string): WriterSpec => ({
+  webBases,
+  clients,
+  pauseMs,
+  tag,
+  request: (key, w, n) => ({
+    path: '/v1/messages',
+    headers: { ...app.headers, 'Idempotency-Key': key },
+    body: { platform_connection_id: connectionId, to_external_id: String(1_000_000 + w * 100_000 + n), message: key },
+  }),
+  ackedId: accepted,
+  // A send the platform refused for good answers 4xx or 502; retrying it changes nothing.
+  refusal: (s) => (/^4/.test(s) && s !== '429') || s === '502',
+});
+
+/**
+ * Signed inbound Telegram updates (POST {webhook_url} with the secret token), redelivered
+ * unchanged until answered 2xx, as Telegram does. Acknowledged = 2xx; the id is the
+ * external message id the ledger event will carry.
+ */
+export const inboundWrites = (webhookPath: string, secretToken: string, webBases: () => string[], clients: number, pauseMs: number, tag: string, updateBase: number): WriterSpec => ({
+  webBases,
+  clients,
+  pauseMs,
+  tag,
+  request: (key, w, n) => {
+    const chatId = 2_000_000 + w;
+    const messageId = n + 1;
+    const updateId = updateBase + w * 1_000_000 + n;
+    return {
+      path: webhookPath,
+      headers: { 'X-Telegram-Bot-Api-Secret-Token': secretToken },
+      body: {
+        update_id: updateId,
+        message: { message_id: messageId, date: Math.floor(Date.now() / 1000), chat: { id: chatId, type: 'private', first_name: 'Chaos' }, from: { id: chatId, is_bot: false, first_name: 'Chaos' }, text: key },
+      },
+    };
+  },
+  ackedId: (status, _json, key) => {
+    if (!/^2/.test(status)) return undefined;
+    const [, w, n] = /-(\d+)-(\d+)$/.exec(key)!;
+    return `${2_000_000 + Number(w)}:${Number(n) + 1}`;
+  },
+});
 
 // ---------------------------------------------------------------- ledger readers
 

@@ -1,14 +1,17 @@
 /**
- * `npm run chaos [-- --short] [-- --scenario name,name]`
+ * `npm run chaos [-- --short] [-- --scenario name,name] [-- --verbose]`
  *
  * Starts the service as real processes (2 web, 2 worker, a private durable Redis, a fresh
- * database), runs each scenario under steady load, reconciles what clients were told against
- * the ledger and the readers, prints one table, and exits 1 when anything was lost, doubled,
- * skipped or answered 500/hung. See chaos/README.md.
+ * database), runs each scenario under steady mixed load, reconciles what clients were told
+ * against the ledger, the readers, the webhook receivers and the platform fake, prints one
+ * table, and exits 1 when anything was lost, doubled or skipped, or a request answered 500 or
+ * hung. See chaos/README.md.
  */
+import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { startCluster, type Cluster } from './cluster.js';
-import { startCursorReader, startEventWriters, type Tally } from './load.js';
+import { startCluster, type AppCredentials, type Cluster } from './cluster.js';
+import { startTelegramFake, startWebhookReceiver, type TelegramFake, type WebhookReceiver } from './fakes.js';
+import { call, eventWrites, inboundWrites, sendWrites, startCursorReader, startWriters, type Tally, type Writes } from './load.js';
 import { failed, formatTable, reconcileStream, reconcileWrites, total, type Row } from './reconcile.js';
 import { SCENARIOS, type Scenario, type Timing } from './scenarios.js';
 
@@ -25,10 +28,14 @@ if (unknown.length) {
 }
 
 const timing: Timing = short ? { warmupMs: 1_500, downMs: 2_000, settleMs: 2_000 } : { warmupMs: 4_000, downMs: 5_000, settleMs: 5_000 };
-const load = short ? { writers: 3, pauseMs: 20, readers: 2 } : { writers: 6, pauseMs: 5, readers: 3 };
-/** After the writers stop: how long in-flight writes may keep retrying, and how long the ledger may take to catch up. */
+/** Clients per kind of load and their pause between writes (ms). */
+const load = short
+  ? { events: 3, sends: 2, inbound: 2, pauseMs: 30, readers: 2 }
+  : { events: 5, sends: 3, inbound: 3, pauseMs: 10, readers: 3 };
+/** After the writers stop: how long in-flight writes may keep retrying, and how long everything may take to settle. */
 const GRACE_MS = 30_000;
 const DRAIN_MS = 60_000;
+const WEBHOOK_SECRET_BYTES = 24;
 
 const started = Date.now();
 const log = (m: string) => process.stdout.write(`[chaos ${((Date.now() - started) / 1000).toFixed(1).padStart(6)}s] ${m}\n`);
@@ -39,64 +46,128 @@ const contractFaults = (what: string, t: Tally) =>
     .filter(([s]) => s === '500' || s === 'hang')
     .map(([s, n]) => `${what}: ${n} × ${s === 'hang' ? 'no answer within 30 s' : 'HTTP 500'}`);
 
-async function runScenario(cluster: Cluster, scenario: Scenario): Promise<Row> {
+/** What one scenario's application is wired to: a Telegram connection on the fake and a webhook receiver. */
+async function wire(cluster: Cluster, app: AppCredentials, telegram: TelegramFake) {
+  const secretToken = `chaos-${randomBytes(8).toString('hex')}`;
+  const base = cluster.liveWebBases()[0];
+  const conn = await call(`${base}/v1/platform-connections`, {
+    method: 'POST',
+    headers: app.headers,
+    body: { platform_name: 'TELEGRAM', name: 'chaos', config: { bot_token: '123456:chaos-bot-token', secret_token: secretToken, api_base_url: telegram.base } },
+  });
+  if (conn.status !== '201') throw new Error(`creating the Telegram connection answered ${conn.status} ${JSON.stringify(conn.json)}`);
+  const secret = randomBytes(WEBHOOK_SECRET_BYTES).toString('hex');
+  const receiver = await startWebhookReceiver(secret);
+  const sub = await call(`${base}/v1/webhook-subscriptions`, {
+    method: 'POST',
+    headers: app.headers,
+    body: { name: 'chaos', target_url: receiver.url, event_patterns: ['*'], secret },
+  });
+  if (sub.status !== '201') throw new Error(`creating the webhook subscription answered ${sub.status} ${JSON.stringify(sub.json)}`);
+  return { connectionId: conn.json.id as string, webhookPath: new URL(conn.json.webhook_url as string).pathname, secretToken, receiver };
+}
+
+interface Settled {
+  ledger: { id: string; event_type: string; key: string | null; external_message_id: string | null }[];
+  missingEvents: number;
+  unsettledSends: number;
+  missingInbound: number;
+  undelivered: number;
+}
+
+/** Reads the ledger and checks what should be in it; `done` when nothing is outstanding. */
+async function observe(cluster: Cluster, app: AppCredentials, w: { events: Writes; sends: Writes; inbound: Writes }, receiver: WebhookReceiver): Promise<Settled & { done: boolean }> {
+  const ledger = await cluster.sql<Settled['ledger']>`
+    SELECT id, event_type, payload->>'key' AS key, payload->>'external_message_id' AS external_message_id
+      FROM events WHERE app_id = ${app.appId} ORDER BY seq`;
+  const ids = new Set(ledger.map((r) => r.id));
+  const inboundIds = new Set(ledger.filter((r) => r.event_type.startsWith('message.') && r.event_type.endsWith('inbound')).map((r) => r.external_message_id));
+  const sendIds = [...w.sends.acked.values()];
+  const failedSends = new Set(
+    (await cluster.sql<{ id: string }[]>`SELECT id FROM outbound_messages WHERE app_id = ${app.appId} AND id = ANY(${sendIds}::uuid[]) AND status = 'failed'`).map((r) => r.id),
+  );
+  const s: Settled = {
+    ledger,
+    missingEvents: [...w.events.acked.values()].filter((id) => !ids.has(id)).length,
+    unsettledSends: sendIds.filter((id) => !ids.has(id) && !failedSends.has(id)).length,
+    missingInbound: [...w.inbound.acked.values()].filter((id) => !inboundIds.has(id)).length,
+    undelivered: ledger.filter((r) => !receiver.byEvent.has(r.id)).length,
+  };
+  return { ...s, done: s.missingEvents + s.unsettledSends + s.missingInbound + s.undelivered === 0 };
+}
+
+async function runScenario(cluster: Cluster, telegram: TelegramFake, scenario: Scenario, index: number): Promise<Row> {
   log(`--- ${scenario.name}: ${scenario.description}`);
   const app = await cluster.createApp();
-  const writers = startEventWriters({ app, webBases: cluster.liveWebBases, writers: load.writers, pauseMs: load.pauseMs, tag: scenario.name });
-  const readers = Array.from({ length: load.readers }, (_, i) => startCursorReader({ name: `cursor-reader-${i}`, app, webBases: cluster.liveWebBases, idleMs: 50 }));
+  const wiring = await wire(cluster, app, telegram);
+  const bases = cluster.liveWebBases;
+  const tag = `${scenario.name}-${randomBytes(3).toString('hex')}`;
+  const writers = {
+    events: startWriters(eventWrites(app, bases, load.events, load.pauseMs, `${tag}-ev`)),
+    sends: startWriters(sendWrites(app, wiring.connectionId, bases, load.sends, load.pauseMs * 3, `${tag}-send`)),
+    inbound: startWriters(inboundWrites(wiring.webhookPath, wiring.secretToken, bases, load.inbound, load.pauseMs * 2, `${tag}-in`, (index + 1) * 10_000_000)),
+  };
+  const readers = Array.from({ length: load.readers }, (_, i) => startCursorReader({ name: `cursor-reader-${i}`, app, webBases: bases, idleMs: 50 }));
 
   await sleep(timing.warmupMs);
-  await scenario.fault({ cluster, timing, log });
+  await scenario.fault({ cluster, timing, log, receiver: wiring.receiver, telegram });
   await sleep(timing.settleMs);
-  const writes = await writers.stop(GRACE_MS);
-  log(`writers stopped: ${writes.acked.size} acknowledged, statuses ${JSON.stringify(writes.tally.statuses)}`);
-
-  // Drain: every acknowledged event should reach the ledger; wait (bounded) for the last ones.
-  const ackedIds = [...writes.acked.values()];
-  const deadline = Date.now() + DRAIN_MS;
-  for (;;) {
-    const [{ n }] = await cluster.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM events WHERE app_id = ${app.appId} AND id = ANY(${ackedIds}::uuid[])`;
-    if (n === ackedIds.length) break;
-    if (Date.now() > deadline) {
-      log(`drain: ${ackedIds.length - n} acknowledged events still missing after ${DRAIN_MS / 1000} s`);
-      break;
-    }
-    await sleep(250);
+  const [events, sends, inbound] = await Promise.all([writers.events.stop(GRACE_MS), writers.sends.stop(GRACE_MS), writers.inbound.stop(GRACE_MS)]);
+  const w = { events, sends, inbound };
+  for (const [kind, x] of Object.entries(w)) {
+    log(`${kind}: ${x.acked.size} acknowledged, ${x.unacked.length} unacknowledged, ${x.refused.size} refused; answers ${JSON.stringify(x.tally.statuses)}`);
   }
-  const logs = await Promise.all(readers.map((r) => r.finish()));
 
-  const ledger = await cluster.sql<{ id: string; key: string | null }[]>`
-    SELECT id, payload->>'key' AS key FROM events WHERE app_id = ${app.appId} ORDER BY seq`;
-  const w = reconcileWrites(writes.acked, ledger.map((r) => ({ id: r.id, key: r.key ?? undefined })));
-  if (w.lost) log(`lost keys: ${w.lostKeys.slice(0, 10).join(', ')}${w.lost > 10 ? ' …' : ''}`);
-  const order = ledger.map((r) => r.id);
+  // Drain: wait (bounded) until every acknowledged write has its outcome and every event its delivery.
+  const deadline = Date.now() + DRAIN_MS;
+  let s = await observe(cluster, app, w, wiring.receiver);
+  while (!s.done && Date.now() < deadline) {
+    await sleep(250);
+    s = await observe(cluster, app, w, wiring.receiver);
+  }
+  if (!s.done) log(`drain incomplete after ${DRAIN_MS / 1000} s: ${JSON.stringify({ ...s, ledger: s.ledger.length })}`);
+  const logs = await Promise.all(readers.map((r) => r.finish()));
+  s = await observe(cluster, app, w, wiring.receiver);
+  await wiring.receiver.stop();
+
+  const ticks = reconcileWrites(events.acked, s.ledger.filter((r) => r.event_type === 'chaos.tick').map((r) => ({ id: r.id, key: r.key ?? undefined })));
+  if (ticks.lost) log(`lost event keys: ${ticks.lostKeys.slice(0, 10).join(', ')}`);
+  const inboundRows = s.ledger.filter((r) => r.event_type.startsWith('message.') && r.event_type.endsWith('inbound'));
+  const inboundDup = inboundRows.length - new Set(inboundRows.map((r) => r.external_message_id)).size;
+  const sendKeys = [...sends.acked.keys()];
+  const doubled = sendKeys.filter((k) => (telegram.accepted.get(k) ?? 0) > 1);
+  if (doubled.length) log(`sends doubled: ${doubled.slice(0, 10).join(', ')}`);
+
+  const order = s.ledger.map((r) => r.id);
   let gaps = 0;
   let dups = 0;
   for (const l of logs) {
-    const s = reconcileStream(order, l.ids);
-    gaps += s.gaps;
-    dups += s.duplicates;
+    const r = reconcileStream(order, l.ids);
+    gaps += r.gaps;
+    dups += r.duplicates;
   }
   const faults = [
-    ...contractFaults('event writes', writes.tally),
+    ...Object.entries(w).flatMap(([kind, x]) => contractFaults(kind, x.tally)),
     ...logs.flatMap((l) => contractFaults(l.name, l.tally)),
-    ...[...writes.refused].slice(0, 5).map(([k, why]) => `write ${k} refused: ${why}`),
+    ...Object.entries(w).flatMap(([kind, x]) => [...x.refused].slice(0, 3).map(([k, why]) => `${kind} ${k} refused: ${why}`)),
+    ...(wiring.receiver.badSignatures ? [`${wiring.receiver.badSignatures} webhook deliveries with an invalid signature`] : []),
   ];
   return {
     scenario: scenario.name,
-    acknowledged: writes.acked.size,
-    committed: ledger.length,
-    lost: w.lost,
-    duplicated: w.duplicated,
+    acknowledged: events.acked.size + sends.acked.size + inbound.acked.size,
+    committed: s.ledger.length,
+    lost: ticks.lost + s.unsettledSends + s.missingInbound,
+    duplicated: ticks.duplicated + inboundDup,
     streamGaps: gaps,
     streamDuplicates: dups,
-    webhooksDelivered: null,
-    webhooksExpected: null,
-    sendsDoubled: null,
+    webhooksDelivered: s.ledger.length - s.undelivered,
+    webhooksExpected: s.ledger.length,
+    sendsDoubled: doubled.length,
     faults,
   };
 }
 
+const telegram = await startTelegramFake();
 const cluster = await startCluster({
   webProcesses: 2,
   workerProcesses: 2,
@@ -105,14 +176,19 @@ const cluster = await startCluster({
     // A killed worker's jobs are taken over after ~5 s instead of 30 s, so a run stays short.
     JOB_LOCK_MS: '5000',
     EVENT_WAIT_MS: '5000',
+    SEND_WAIT_MS: '3000',
+    // Production spreads webhook retries over 2.5 h; the harness over ~15 s, same number of attempts.
+    WEBHOOK_RETRY_DELAYS_MS: '0,1000,2000,4000,8000',
   },
 });
 const rows: Row[] = [];
 let crashed: unknown;
 let violationCount = 0;
 try {
-  for (const name of chosen) {
-    const row = await runScenario(cluster, SCENARIOS.find((s) => s.name === name)!);
+  for (const [i, name] of chosen.entries()) {
+    const crashesBefore = cluster.crashes().length;
+    const row = await runScenario(cluster, telegram, SCENARIOS.find((s) => s.name === name)!, i);
+    row.faults.push(...cluster.crashes().slice(crashesBefore).map((c) => `process crash: ${c}`));
     rows.push(row);
     for (const f of row.faults) log(`FAULT ${f}`);
   }
@@ -126,7 +202,9 @@ try {
   const bad = crashed !== undefined || rows.some(failed) || violations.length > 0;
   if (bad || values.verbose) process.stdout.write(`\nprocess output (tails):\n${cluster.outputs()}\n`);
   log(`full process logs in ${cluster.saveLogs()}`);
+  log(`platform fake answers: ${JSON.stringify(telegram.answers)}`);
   await cluster.stop();
+  await telegram.stop();
 }
 
 const all = rows.length > 1 ? [...rows, total(rows)] : rows;

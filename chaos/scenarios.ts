@@ -1,5 +1,6 @@
 import { createRedis } from '../src/redis.js';
 import type { Cluster } from './cluster.js';
+import type { TelegramFake, WebhookReceiver } from './fakes.js';
 
 export interface Timing {
   /** Load before the fault (ms). */
@@ -14,6 +15,10 @@ export interface ScenarioContext {
   cluster: Cluster;
   timing: Timing;
   log(message: string): void;
+  /** The scenario application's webhook receiver. */
+  receiver: WebhookReceiver;
+  /** The platform fake every send goes to. */
+  telegram: TelegramFake;
 }
 
 export interface Scenario {
@@ -44,10 +49,10 @@ async function whileJobsActive(cluster: Cluster, queue: string, log: (m: string)
 export const SCENARIOS: Scenario[] = [
   {
     name: 'worker-kill',
-    description: 'kill -9 each worker process in turn in the middle of its jobs, then start it again',
+    description: 'kill -9 each worker process in turn in the middle of its ledger, send and webhook jobs, then start it again',
     async fault({ cluster, timing, log }) {
-      for (const i of [0, 1]) {
-        await whileJobsActive(cluster, 'ledger', log);
+      for (const [i, queue] of [[0, 'ledger'], [1, 'send'], [0, 'webhook']] as const) {
+        await whileJobsActive(cluster, queue, log);
         await cluster.kill('worker', i);
         await sleep(timing.downMs / 2);
         await cluster.restart('worker', i);
@@ -73,6 +78,28 @@ export const SCENARIOS: Scenario[] = [
       await cluster.closeDatabase();
       await sleep(timing.downMs);
       await cluster.reopenDatabase();
+    },
+  },
+  {
+    name: 'webhook-receiver-down',
+    description: 'the webhook receiver stops listening for a while, then comes back: every delivery must arrive, signed',
+    async fault({ receiver, timing, log }) {
+      await receiver.down();
+      log('webhook receiver down');
+      await sleep(timing.downMs);
+      await receiver.up();
+      log('webhook receiver up');
+    },
+  },
+  {
+    name: 'platform-bursts',
+    description: 'the platform answers 500, then 429 (retry_after 1), in bursts: sends are retried, none doubled',
+    async fault({ telegram, timing, log }) {
+      for (const status of [500, 429, 500] as const) {
+        telegram.burst(status, timing.downMs / 2);
+        log(`platform fake answers ${status} for ${timing.downMs / 2} ms`);
+        await sleep(timing.downMs / 2 + 500);
+      }
     },
   },
 ];

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Sql } from '../db.js';
+import { transaction, type Sql } from '../db.js';
 
 export interface PlatformUserRef {
   id: string;
@@ -29,7 +29,7 @@ export async function upsertPlatformUser(
     await sql`UPDATE platform_users SET name = ${name} WHERE id = ${seen.id}`;
     return { ...seen, name };
   }
-  return sql.begin(async (tx) => {
+  return transaction(sql, async (tx) => {
     const userId = randomUUID();
     await tx`INSERT INTO users (id, app_id, name, is_system) VALUES (${userId}, ${p.appId}, ${name}, ${p.isSystem ?? false})`;
     const [row] = await tx<PlatformUserRef[]>`

@@ -1,4 +1,4 @@
-import type { Sql } from '../db.js';
+import { transaction, type Sql } from '../db.js';
 import type { LedgerEvent } from '../queues.js';
 
 /** What a commit reports per event: enough for wakes, cursors and the webhook fan-out. */
@@ -36,7 +36,7 @@ export async function writeEvents(sql: Sql, events: LedgerEvent[]): Promise<Comm
   for (const e of unique) byApp.set(e.app_id, [...(byApp.get(e.app_id) ?? []), e]);
   const appIds = [...byApp.keys()].sort();
 
-  await sql.begin(async (tx) => {
+  await transaction(sql, async (tx) => {
     await tx`INSERT INTO ledger_heads (app_id) SELECT unnest(${appIds}::uuid[]) ORDER BY 1 ON CONFLICT DO NOTHING`;
     for (const appId of appIds) {
       const batch = byApp.get(appId)!;

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { loadConnection } from '../connections/connections.js';
+import { transaction } from '../db.js';
 import type { Deps } from '../deps.js';
 import { fail, ok, type ErrorCode, type Result } from '../errors.js';
 import { claimIdempotencyKey } from '../idempotency.js';
@@ -84,7 +85,7 @@ export async function submitMessage(deps: Deps, sends: CommitWaiter, appId: stri
   if (!claim.ok) return claim;
   const id = claim.value.resourceId;
   if (!claim.value.replay) {
-    await deps.sql.begin(async (tx) => {
+    await transaction(deps.sql, async (tx) => {
       const [counter] = await tx<{ seq: number }[]>`
         INSERT INTO recipient_counters (platform_connection_id, to_external_id, seq) VALUES (${conn.id}, ${input.to_external_id}, 1)
         ON CONFLICT (platform_connection_id, to_external_id) DO UPDATE SET seq = recipient_counters.seq + 1
