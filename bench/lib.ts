@@ -285,7 +285,9 @@ export async function startStack(o: { env?: Record<string, string>; webProcesses
 
 /** Removes every key a bench run left under its prefix (queues, rate limits). */
 export async function deleteRedisPrefix(url: string, prefix: string): Promise<void> {
-  const redis = createRedis(url);
+  // A 'blocking' connection queues commands until connected ('request' ones fail fast, and
+  // the scan below would run before the connection is up).
+  const redis = createRedis(url, 'blocking');
   try {
     let cursor = '0';
     do {

@@ -78,9 +78,15 @@ const schema = z
     STREAM_KEEPALIVE_MS: int(15_000, 10),
     STREAM_MAX_MS: int(3_600_000, 100),
     STREAM_MAX_PER_APP: int(100, 1),
+    /** Bytes a live stream may have queued for a slow client before it is disconnected (it resumes by cursor). */
+    STREAM_BUFFER_BYTES: int(1_048_576, 1024),
+    /** Lease on a stream slot in Redis (ms): renewed while the stream is open, reclaimed this long after its process dies. */
+    STREAM_SLOT_LEASE_MS: int(30_000, 300),
     SEND_WAIT_MS: int(10_000, 0),
     /** Per-connection flood guard on inbound platform webhooks (deliveries per second). */
     INBOUND_FLOOD_PER_SECOND: int(200, 1),
+    /** How long the inbound receiver reuses a connection it looked up (ms); disabling or re-keying a connection takes effect within it. */
+    INBOUND_LOOKUP_CACHE_MS: int(2000, 0),
     WEBHOOK_TARGET_POLICY: z.enum(['public-https', 'any']).optional(),
     WEBHOOK_TIMEOUT_MS: int(30_000, 1),
     WEBHOOK_RETRY_DELAYS_MS: msList('0,60000,300000,1800000,7200000'),
@@ -97,10 +103,25 @@ const schema = z
     TRANSCRIPTION_MODEL: z.string().default('whisper-1'),
     /** First retry delay of a failed transcription (ms); doubles on each of the 5 attempts. */
     TRANSCRIPTION_RETRY_BASE_MS: int(2000, 0),
+    /** Where file bytes live: Postgres (default) or an S3-compatible bucket. */
+    FILE_STORAGE: z.enum(['postgres', 's3']).default('postgres'),
+    S3_BUCKET: z.string().min(3).optional(),
+    S3_REGION: z.string().default('us-east-1'),
+    /** An S3-compatible endpoint (MinIO, R2…); unset = AWS. */
+    S3_ENDPOINT: z.url().optional(),
+    /** Unset = the AWS SDK's default credential chain. */
+    S3_ACCESS_KEY_ID: z.string().optional(),
+    S3_SECRET_ACCESS_KEY: z.string().optional(),
+    /** Path-style addressing (bucket in the path), which most S3-compatible servers need. @default true when S3_ENDPOINT is set */
+    S3_FORCE_PATH_STYLE: z.enum(['true', 'false', '1', '0']).optional().transform((v) => (v === undefined ? undefined : v === 'true' || v === '1')),
     /** Serve /metrics of a worker-only process on this port (0 = off). */
     WORKER_METRICS_PORT: int(0, 0),
+    /** Link-code guessing budget: activation attempts per platform user per 15 minutes, and per application per minute. */
+    LINK_CODE_ATTEMPTS_PER_USER: int(5, 1),
+    LINK_CODE_ATTEMPTS_PER_APP: int(120, 1),
   })
   .superRefine((env, ctx) => {
+    if (env.FILE_STORAGE === 's3' && !env.S3_BUCKET) ctx.addIssue({ code: 'custom', path: ['S3_BUCKET'], message: 'is required when FILE_STORAGE=s3' });
     if (env.NODE_ENV === 'production') {
       if (!env.ADMIN_TOKEN) ctx.addIssue({ code: 'custom', path: ['ADMIN_TOKEN'], message: 'is required in production' });
       if (!env.SECRETS_KEY) ctx.addIssue({ code: 'custom', path: ['SECRETS_KEY'], message: 'is required in production' });

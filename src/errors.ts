@@ -32,6 +32,12 @@ export const ERROR_STATUS = {
   PLATFORM_UNAVAILABLE: 502,
   UNAVAILABLE: 503,
   INVALID_WEBHOOK_TARGET: 400,
+  // Identity (users, link codes). A merged-away user answers 410 with `merged_into` in details.
+  USER_MERGED: 410,
+  LINK_CODE_NOT_FOUND: 404,
+  LINK_CODE_EXPIRED: 410,
+  LINK_CODE_USED: 409,
+  LINK_CODE_ATTEMPTS_EXCEEDED: 429,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;

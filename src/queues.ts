@@ -43,18 +43,27 @@ export const JOBS = {
     options: { attempts: 10, backoff: { type: 'exponential', delay: 200 } },
   },
   webhook: {
-    // A delivery run (a manual retry or replay starts run n+1 of the same delivery), or the
-    // repeatable log-retention task.
+    // Three kinds of job: the first attempts of every delivery of one event (one job per
+    // event, so a repeat of the ledger job is dropped by its id); a further run of one
+    // delivery (its retries, a manual retry, a replay), `attempt_base` attempts into its
+    // schedule; and the repeatable log-retention task.
     schema: z.union([
-      z.object({ delivery_id: uuid, app_id: uuid, run: z.number().int().min(0).default(0) }),
+      z.object({ event_id: uuid, app_id: uuid }),
+      z.object({ delivery_id: uuid, app_id: uuid, run: z.number().int().min(0).default(0), attempt_base: z.number().int().min(0).default(0) }),
       z.object({ task: z.literal('log-retention') }),
     ]),
-    jobId: (d: { delivery_id: string; run?: number } | { task: string }) => ('task' in d ? `wh-${d.task}` : `wd-${d.delivery_id}-${d.run ?? 0}`),
+    jobId: (d: { event_id: string } | { delivery_id: string; run?: number } | { task: string }) =>
+      'task' in d ? `wh-${d.task}` : 'event_id' in d ? `we-${d.event_id}` : `wd-${d.delivery_id}-${d.run ?? 0}`,
     // Attempts are set per job from WEBHOOK_RETRY_DELAYS_MS; delays come from the worker's custom strategy.
     options: { attempts: 5, backoff: { type: 'webhook' } },
   },
   send: {
-    schema: z.object({ message_id: uuid, app_id: uuid }),
+    schema: z.object({
+      message_id: uuid,
+      app_id: uuid,
+      /** Set when a rate-budget slot was reserved for this attempt (the message's attempts count then). */
+      reserved_attempt: z.number().int().min(0).optional(),
+    }),
     jobId: (d: { message_id: string }) => `send-${d.message_id}`,
     options: { attempts: 8, backoff: { type: 'exponential', delay: 1000 } },
   },

@@ -1,5 +1,5 @@
 import { checkRedis } from './startup-checks.js';
-import type { Server } from 'node:http';
+import type { Server, ServerResponse } from 'node:http';
 import { pathToFileURL } from 'node:url';
 import { loadConfig } from './config.js';
 import { closeDeps, createDeps, runAll, type Deps } from './deps.js';
@@ -21,12 +21,23 @@ export async function startWeb(deps: Deps, port = deps.config.PORT): Promise<Web
     server.once('error', reject);
   });
   server.keepAliveTimeout = 65_000;
+  // Responses still being written when shutdown starts close their connection once sent:
+  // otherwise a kept-alive client would hold the server open until the shutdown deadline.
+  const inFlight = new Set<ServerResponse>();
+  let closing = false;
+  server.on('request', (_req, res: ServerResponse) => {
+    if (closing) res.shouldKeepAlive = false;
+    inFlight.add(res);
+    res.once('close', () => inFlight.delete(res));
+  });
   const actual = (server.address() as { port: number }).port;
   deps.logger.info({ port: actual }, 'web listening');
   return {
     server,
     port: actual,
     async close() {
+      closing = true;
+      for (const res of inFlight) if (!res.headersSent) res.shouldKeepAlive = false;
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
       await runAll(deps.logger, web.onShutdown.map((hook) => async () => hook()));

@@ -1,4 +1,4 @@
-import { UnrecoverableError, Worker, type Job, type WorkerOptions } from 'bullmq';
+import { DelayedError, UnrecoverableError, Worker, type Job, type WorkerOptions } from 'bullmq';
 import type { QueueName } from '../src/config.js';
 import type { Deps } from '../src/deps.js';
 import { JOBS, queuePrefix } from '../src/queues.js';
@@ -22,12 +22,20 @@ export interface WorkerHost {
 /** Starts one BullMQ worker per processor; each re-parses its payload against the job catalog. */
 export function startWorkerHost(deps: Deps, defs: ProcessorDef[]): WorkerHost {
   const connection: Redis = watchConnection(createRedis(deps.config.REDIS_URL, 'blocking'), 'workers', deps.logger);
+  let stopping = false;
   const workers = defs.map((def) => {
     const run = def.create(deps);
     const schema = JOBS[def.queue].schema;
     const worker = new Worker(
       def.queue,
       async (job, token) => {
+        // BullMQ can still hand over a job its blocking fetch was already waiting for when
+        // close() began; a stopping worker puts it back untouched (no attempt spent) for
+        // another worker instead of starting work it promised not to take.
+        if (stopping && token) {
+          await job.moveToDelayed(Date.now(), token);
+          throw new DelayedError();
+        }
         const parsed = schema.safeParse(job.data);
         if (!parsed.success) throw new UnrecoverableError(`invalid ${def.queue} payload: ${parsed.error.issues[0]?.message}`);
         job.data = parsed.data;
@@ -64,6 +72,7 @@ export function startWorkerHost(deps: Deps, defs: ProcessorDef[]): WorkerHost {
   return {
     workers,
     async close() {
+      stopping = true;
       const timeoutMs = deps.config.SHUTDOWN_TIMEOUT_MS;
       const graceful = Promise.all(workers.map((w) => w.close()));
       let timer: NodeJS.Timeout | undefined;

@@ -5,10 +5,11 @@ import { writeEvents, type CommittedEvent } from '../src/ledger/write.js';
 import type { JobData, LedgerEvent } from '../src/queues.js';
 import type { ProcessorDef } from './host.js';
 import { fanOutCommitted } from '../src/webhooks/fan-out.js';
+import { recordParticipants } from '../src/conversations/participants.js';
 
 /** Runs after each commit (webhook fan-out registers here); must be idempotent per event. */
 export type AfterCommit = (deps: Deps, committed: CommittedEvent[]) => Promise<void>;
-export const AFTER_COMMIT: AfterCommit[] = [fanOutCommitted];
+export const AFTER_COMMIT: AfterCommit[] = [fanOutCommitted, recordParticipants];
 
 /**
  * The ledger queue: many jobs share one transaction (group commit). Each job resolves only
@@ -21,8 +22,8 @@ export const ledgerProcessor: ProcessorDef<'ledger'> = {
     const commit = createGroupCommit<LedgerEvent, CommittedEvent[]>(async (events) => {
       const committed = await writeEvents(deps.sql, events);
       deps.metrics.ledgerBatchSize.observe(events.length);
-      await publishWakes(deps.redis, deps.config.REDIS_PREFIX, committed);
-      for (const hook of AFTER_COMMIT) await hook(deps, committed);
+      // Independent round trips: wakes and the after-commit hooks go out together.
+      await Promise.all([publishWakes(deps.redis, deps.config.REDIS_PREFIX, committed), ...AFTER_COMMIT.map((hook) => hook(deps, committed))]);
       return committed;
     }, deps.config.LEDGER_BATCH_MAX);
     return async (job) => {

@@ -2,6 +2,7 @@ import type { Job } from 'bullmq';
 import { fetch, FormData } from 'undici';
 import type { Deps } from '../src/deps.js';
 import { getFileContent } from '../src/files/files.js';
+import { fileStore } from '../src/files/storage.js';
 import { enqueue, type JobData, type LedgerEvent } from '../src/queues.js';
 import type { ProcessorDef } from './host.js';
 
@@ -47,10 +48,10 @@ export const transcriptionProcessor: ProcessorDef<'transcription'> = {
 };
 
 async function transcribe(deps: Deps, appId: string, fileId: string): Promise<{ text: string; language?: string; durationSec?: number }> {
-  const file = await getFileContent(deps.sql, appId, fileId);
+  const file = await getFileContent(deps.sql, appId, fileId, fileStore(deps.config));
   if (!file) throw new PermanentTranscriptionError(`file ${fileId} is gone`);
   const form = new FormData();
-  form.set('file', new Blob([new Uint8Array(file.data)], { type: file.mime_type ?? 'application/octet-stream' }), file.filename ?? 'audio');
+  form.set('file', new Blob([new Uint8Array(file.data)], { type: file.mime_type ?? 'application/octet-stream' }), audioFilename(file.filename, file.mime_type));
   form.set('model', deps.config.TRANSCRIPTION_MODEL);
   form.set('response_format', 'verbose_json');
   const res = await fetch(`${deps.config.TRANSCRIPTION_API_BASE!.replace(/\/$/, '')}/v1/audio/transcriptions`, {
@@ -67,4 +68,28 @@ async function transcribe(deps: Deps, appId: string, fileId: string): Promise<{ 
   const body = (await res.json()) as { text?: string; language?: string; duration?: number };
   if (typeof body.text !== 'string') throw new Error('transcription provider answered without text');
   return { text: body.text, language: typeof body.language === 'string' ? body.language : undefined, durationSec: typeof body.duration === 'number' ? body.duration : undefined };
+}
+
+/** Extensions OpenAI-compatible servers recognise; the hosted API picks the decoder by extension. */
+const AUDIO_EXTENSIONS = ['flac', 'm4a', 'mp3', 'mp4', 'mpeg', 'mpga', 'oga', 'ogg', 'opus', 'wav', 'webm'];
+const EXTENSION_OF_MIME: Record<string, string> = {
+  'audio/ogg': 'ogg',
+  'application/ogg': 'ogg',
+  'audio/opus': 'ogg',
+  'audio/mpeg': 'mp3',
+  'audio/mp4': 'm4a',
+  'audio/x-m4a': 'm4a',
+  'audio/aac': 'm4a',
+  'audio/wav': 'wav',
+  'audio/x-wav': 'wav',
+  'audio/webm': 'webm',
+  'audio/flac': 'flac',
+  'video/mp4': 'mp4',
+};
+
+/** The stored name when it ends in an audio extension, else one derived from the media type. */
+export function audioFilename(filename: string | null, mime: string | null): string {
+  const ext = filename?.split('.').pop()?.toLowerCase();
+  if (filename && ext && AUDIO_EXTENSIONS.includes(ext)) return filename;
+  return `audio.${EXTENSION_OF_MIME[mime ?? ''] ?? 'ogg'}`;
 }

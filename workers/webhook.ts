@@ -3,6 +3,7 @@ import type { Deps } from '../src/deps.js';
 import type { JobData } from '../src/queues.js';
 import { purgeOldLogs } from '../src/webhooks/attempt-log.js';
 import { createDeliverer } from '../src/webhooks/deliver.js';
+import { setLocalFirstAttempts } from '../src/webhooks/local-deliverer.js';
 import { DeliveryAttemptError, retryDelay } from '../src/webhooks/retry-policy.js';
 import type { ProcessorDef } from './host.js';
 
@@ -15,22 +16,29 @@ async function scheduleRetention(deps: Deps): Promise<void> {
 }
 
 /**
- * The webhook queue: one attempt per job run. A failure that has attempts left is thrown as
- * a DeliveryAttemptError, and BullMQ schedules the next run through the custom `webhook`
- * backoff (WEBHOOK_RETRY_DELAYS_MS, Retry-After, jitter). Throttled deliveries move to
- * delayed without spending an attempt.
+ * The webhook queue. An event's job makes the first attempt of each of its deliveries; a
+ * delivery that fails it continues as a job of its own, one attempt per run: a failure with
+ * attempts left is thrown as a DeliveryAttemptError and BullMQ schedules the next run through
+ * the custom `webhook` backoff (WEBHOOK_RETRY_DELAYS_MS, Retry-After, jitter). Throttled
+ * deliveries move to delayed without spending an attempt.
  */
 export const webhookProcessor: ProcessorDef<'webhook'> = {
   queue: 'webhook',
   create(deps) {
     const deliverer = createDeliverer(deps);
     deps.closers.push(() => deliverer.close());
+    // A ledger worker in this process hands its first attempts straight over (fan-out.ts).
+    setLocalFirstAttempts(deps, deliverer.local(deps.config.WEBHOOK_CONCURRENCY));
     scheduleRetention(deps).catch((err) => deps.logger.warn({ err }, 'could not schedule webhook log retention'));
     return async (job: Job, token?: string) => {
       const data = job.data as JobData<'webhook'>;
       if ('task' in data) return purgeOldLogs(deps);
+      if ('event_id' in data) {
+        const outcomes = await deliverer.firstAttempts({ eventId: data.event_id, appId: data.app_id });
+        return { attempts: outcomes.length };
+      }
       const lastAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
-      const outcome = await deliverer.attempt({ deliveryId: data.delivery_id, appId: data.app_id, run: data.run, lastAttempt });
+      const outcome = await deliverer.attempt({ deliveryId: data.delivery_id, appId: data.app_id, run: data.run, lastAttempt, queuedAt: job.timestamp });
       switch (outcome.kind) {
         case 'wait':
           await job.moveToDelayed(Date.now() + outcome.ms, token);
@@ -45,8 +53,9 @@ export const webhookProcessor: ProcessorDef<'webhook'> = {
   options: (deps) => ({
     concurrency: deps.config.WEBHOOK_CONCURRENCY,
     settings: {
-      backoffStrategy: (attemptsMade: number, _type?: string, err?: Error) =>
-        retryDelay(deps.config.WEBHOOK_RETRY_DELAYS_MS, attemptsMade, err instanceof DeliveryAttemptError ? err.retryAfterMs : undefined),
+      // A run that started after a failed first attempt is `attempt_base` steps into the schedule.
+      backoffStrategy: (attemptsMade: number, _type?: string, err?: Error, job?: { data?: { attempt_base?: number } }) =>
+        retryDelay(deps.config.WEBHOOK_RETRY_DELAYS_MS, attemptsMade + (job?.data?.attempt_base ?? 0), err instanceof DeliveryAttemptError ? err.retryAfterMs : undefined),
     },
   }),
 };

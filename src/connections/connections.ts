@@ -101,6 +101,15 @@ export async function webhookUrlOf(deps: Deps, row: Pick<ConnectionRow, 'id' | '
   return `${base}/webhooks/${row.id}/${deps.secrets.open(row.webhook_secret_sealed)}`;
 }
 
+/**
+ * The connection's own inbound URL when it has one (not the Meta family's shared URL): what a
+ * platform that takes a per-message status callback (Twilio's StatusCallback) is given.
+ */
+export function dedicatedWebhookUrl(deps: Deps, conn: Pick<Connection, 'id' | 'platform' | 'webhookSecret'>): string | undefined {
+  if (SHARED_WEBHOOK_PLATFORMS.includes(conn.platform)) return undefined;
+  return `${deps.config.PUBLIC_BASE_URL}/webhooks/${conn.id}/${conn.webhookSecret}`;
+}
+
 /** The service-wide inbound URL of a Meta-family platform, created on first use. */
 export async function sharedWebhook(deps: Deps, platform: PlatformName): Promise<{ id: string; secret: string }> {
   const sealed = deps.secrets.seal(randomBytes(24).toString('base64url'));
@@ -217,7 +226,12 @@ export async function deleteConnection(deps: Deps, appId: string, id: string): P
 /** Records a platform call's outcome on the connection's health. */
 export async function recordHealth(deps: Deps, connectionId: string, outcome: { ok: true } | { ok: false; error: string }): Promise<void> {
   if (outcome.ok) {
-    await deps.sql`UPDATE platform_connections SET last_success_at = now(), consecutive_failures = 0 WHERE id = ${connectionId}`;
+    // Every send succeeds through here: touch the row only when something changes (or once a
+    // second for last_success_at), so a busy connection's sends do not queue on its row lock.
+    await deps.sql`
+      UPDATE platform_connections SET last_success_at = now(), consecutive_failures = 0
+       WHERE id = ${connectionId}
+         AND (consecutive_failures > 0 OR last_success_at IS NULL OR last_success_at < now() - interval '1 second')`;
   } else {
     await deps.sql`
       UPDATE platform_connections SET last_error_at = now(), last_error = ${outcome.error.slice(0, 500)},

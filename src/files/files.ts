@@ -1,6 +1,7 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { fileTypeFromBuffer } from 'file-type';
 import type { Sql } from '../db.js';
+import type { BlobStore } from './storage.js';
 
 export const MAX_FILE_BYTES = 50 * 1024 * 1024;
 
@@ -14,20 +15,27 @@ export interface FileMeta {
 }
 
 /**
- * Stores a file's bytes (in Postgres) with its sniffed type: the content decides the mime
- * type when it is recognisable, the client's declared type only when it is not.
+ * Stores a file's bytes (in Postgres, or in `store` when one is configured) with its sniffed
+ * type: the content decides the mime type when it is recognisable, the client's declared
+ * type only when it is not. With a store, the object is written before its row, so a row
+ * never names an object that is not there.
  */
 export async function storeFile(
   sql: Sql,
   appId: string,
   f: { filename?: string | null; declaredMime?: string | null; data: Buffer; source?: Record<string, unknown> },
+  store?: BlobStore,
 ): Promise<FileMeta> {
   const sniffed = await fileTypeFromBuffer(f.data).catch(() => undefined);
   const mime = sniffed?.mime ?? (f.declaredMime && /^[\w.+-]+\/[\w.+-]+$/.test(f.declaredMime) ? f.declaredMime : 'application/octet-stream');
   const sha256 = createHash('sha256').update(f.data).digest('hex');
+  const id = randomUUID();
+  const key = store ? `${appId}/${id}` : null;
+  if (store) await store.put(key!, f.data, mime);
   const [row] = await sql<FileMeta[]>`
-    INSERT INTO files (app_id, filename, mime_type, size_bytes, sha256, storage, data, source)
-    VALUES (${appId}, ${f.filename ?? null}, ${mime}, ${f.data.length}, ${sha256}, 'postgres', ${f.data}, ${f.source ? sql.json(f.source as never) : null})
+    INSERT INTO files (id, app_id, filename, mime_type, size_bytes, sha256, storage, storage_key, data, source)
+    VALUES (${id}, ${appId}, ${f.filename ?? null}, ${mime}, ${f.data.length}, ${sha256}, ${store ? store.kind : 'postgres'}, ${key},
+            ${store ? null : f.data}, ${f.source ? sql.json(f.source as never) : null})
     RETURNING id, filename, mime_type, size_bytes, sha256, created_at`;
   return row;
 }
@@ -40,11 +48,33 @@ export async function getFileMeta(sql: Sql, appId: string, id: string): Promise<
   return row;
 }
 
-export async function getFileContent(sql: Sql, appId: string, id: string): Promise<(FileMeta & { data: Buffer }) | undefined> {
+export async function getFileContent(sql: Sql, appId: string, id: string, store?: BlobStore): Promise<(FileMeta & { data: Buffer }) | undefined> {
   if (!UUID.test(id)) return undefined;
-  const [row] = await sql<(FileMeta & { data: Buffer | null })[]>`
-    SELECT id, filename, mime_type, size_bytes, sha256, created_at, data FROM files WHERE app_id = ${appId} AND id = ${id}`;
-  return row?.data ? { ...row, data: row.data } : undefined;
+  return (await readFiles(sql, appId, [id], store))[0];
+}
+
+/**
+ * Several files with their bytes, in the order asked, from wherever each was stored (a file
+ * kept in S3 needs the store; one that cannot be read is left out).
+ */
+export async function readFiles(sql: Sql, appId: string, ids: string[], store?: BlobStore): Promise<(FileMeta & { data: Buffer })[]> {
+  const valid = ids.filter((id) => UUID.test(id));
+  if (valid.length === 0) return [];
+  const rows = await sql<(FileMeta & { data: Buffer | null; storage: string; storage_key: string | null })[]>`
+    SELECT id, filename, mime_type, size_bytes, sha256, created_at, data, storage, storage_key FROM files WHERE app_id = ${appId} AND id = ANY(${valid}::uuid[])`;
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  const out: (FileMeta & { data: Buffer })[] = [];
+  for (const id of valid) {
+    const row = byId.get(id);
+    if (!row) continue;
+    const { storage, storage_key: key, data, ...meta } = row;
+    if (data) out.push({ ...meta, data });
+    else if (storage === 's3' && key) {
+      if (!store) throw new Error(`file ${id} is stored in S3 but FILE_STORAGE is not s3`);
+      out.push({ ...meta, data: await store.get(key) });
+    }
+  }
+  return out;
 }
 
 export const toRestFile = (f: FileMeta) => ({

@@ -9,6 +9,7 @@ import type { RequestGuards } from '../http/guards.js';
 import type { WebServices } from '../http/web-services.js';
 import { createContext, formatGraphqlError, type GqlContext } from './context.js';
 import { depthLimit } from './limits.js';
+import { streamSlotGuard } from '../stream/service.js';
 
 const principalOf = (res: Response) => res.locals.principal as Principal;
 const resOf = (req: { context?: unknown }) => (req.context as { res: Response }).res;
@@ -36,7 +37,8 @@ export function graphqlRouter(deps: Deps, web: WebServices, guards: RequestGuard
   });
   const sse = createSseHandler<GqlContext>({
     schema,
-    context: (req) => createContext(deps, web, principalOf(resOf(req))),
+    // The response rides along so a subscription can drop a client that cannot keep up.
+    context: (req) => ({ ...createContext(deps, web, principalOf(resOf(req))), res: resOf(req) }),
     onNext: (_ctx, _req, result) => mapErrors(result as ExecutionResult),
   });
 
@@ -56,8 +58,9 @@ export function graphqlRouter(deps: Deps, web: WebServices, guards: RequestGuard
     next();
   };
 
+  const slot = streamSlotGuard(web.streams);
   const serve = (req: Request, res: Response, next: NextFunction) =>
-    isSse(req) ? sse(req, res).catch(next) : http(req, res, next);
+    isSse(req) ? slot(req, res, () => sse(req, res).catch(next)).catch(next) : http(req, res, next);
 
   router.post('/graphql', auth, serve);
   router.get('/graphql', auth, serve);

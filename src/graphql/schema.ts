@@ -5,6 +5,9 @@ import { eventsModule } from './events.js';
 import { connectionsModule } from './connections.js';
 import { messagesModule } from './messages.js';
 import { webhooksModule } from './webhooks.js';
+import { usersModule } from './users.js';
+import { conversationsModule } from './conversations.js';
+import { eventStreamModule } from '../stream/graphql.js';
 
 // Sources vary per type; each resolver annotates its own.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -22,7 +25,16 @@ export interface GraphqlModule {
  * Every module of the GraphQL API. Each resource adds its own module here; REST and GraphQL
  * call the same domain functions underneath.
  */
-export const MODULES: GraphqlModule[] = [baseModule, eventsModule, connectionsModule, messagesModule, webhooksModule];
+export const MODULES: GraphqlModule[] = [
+  baseModule,
+  eventsModule,
+  connectionsModule,
+  messagesModule,
+  webhooksModule,
+  usersModule,
+  conversationsModule,
+  eventStreamModule,
+];
 
 export function createSchema(modules: GraphqlModule[] = MODULES): GraphQLSchema {
   const schema = buildSchema(modules.map((m) => m.typeDefs).join('\n'));

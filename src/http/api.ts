@@ -36,6 +36,8 @@ export interface RouteSpec<B, Q, P> {
   scope?: Scope;
   /** Rate-limited per application. @default true when `scope` is set */
   rateLimited?: boolean;
+  /** Whether X-Service-App-ID must be sent (it must match the key whenever it is). @default true */
+  appIdRequired?: boolean;
   body?: z.ZodType<B>;
   query?: z.ZodType<Q>;
   params?: z.ZodType<P>;
@@ -62,7 +64,7 @@ export class Api {
     this.router[spec.method](spec.path, async (req: Request, res: Response) => {
       let principal = undefined as unknown as Principal;
       if (spec.scope) {
-        principal = await authenticateRequest(deps, req, spec.scope, { appIdRequired: true });
+        principal = await authenticateRequest(deps, req, spec.scope, { appIdRequired: spec.appIdRequired !== false });
         if (spec.rateLimited !== false) await guards.rateLimit(principal.appId, res);
       }
       const body = parsePart(spec.body, req.body ?? {}, 'body');

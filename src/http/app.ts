@@ -41,7 +41,8 @@ export function createApp(deps: Deps): WebApp {
       },
       customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'info' : 'debug'),
       // Inbound platform bodies and API bodies can carry secrets or personal data: not logged.
-      serializers: { req: (req) => ({ id: req.id, method: req.method, url: String(req.url).split('?')[0] }) },
+      // Inbound webhook URLs carry their secret as the last segment: never logged.
+      serializers: { req: (req) => ({ id: req.id, method: req.method, url: String(req.url).split('?')[0].replace(/^(\/webhooks\/[^/]+\/)[^/]+/, '$1[redacted]') }) },
     }),
   );
 

@@ -2,6 +2,7 @@ import multer from 'multer';
 import { z } from 'zod';
 import { AppError } from '../errors.js';
 import { getFileContent, getFileMeta, MAX_FILE_BYTES, storeFile, toRestFile } from '../files/files.js';
+import { fileStore } from '../files/storage.js';
 import type { Api } from './api.js';
 
 const fileOut = z.object({ id: z.string(), filename: z.string().nullable(), mime_type: z.string().nullable(), size_bytes: z.number(), sha256: z.string().nullable(), created_at: z.string() });
@@ -29,7 +30,7 @@ export function registerFileRoutes(api: Api): void {
       );
       const file = req.file;
       if (!file) throw new AppError('VALIDATION_ERROR', 'Missing "file" field', [{ path: ['file'], message: 'required' }]);
-      const meta = await storeFile(deps.sql, principal.appId, { filename: file.originalname, declaredMime: file.mimetype, data: file.buffer });
+      const meta = await storeFile(deps.sql, principal.appId, { filename: file.originalname, declaredMime: file.mimetype, data: file.buffer }, fileStore(deps.config));
       return { status: 201, body: toRestFile(meta) };
     },
   });
@@ -56,7 +57,7 @@ export function registerFileRoutes(api: Api): void {
     responses: { 200: { description: 'The content, with its sniffed Content-Type' } },
     errors: ['NOT_FOUND'],
     async handler({ deps, principal, params, res }) {
-      const f = await getFileContent(deps.sql, principal.appId, params.id);
+      const f = await getFileContent(deps.sql, principal.appId, params.id, fileStore(deps.config));
       if (!f) throw new AppError('NOT_FOUND', `No file ${params.id}`);
       res.setHeader('Content-Type', f.mime_type ?? 'application/octet-stream');
       res.setHeader('Content-Length', String(f.data.length));

@@ -5,6 +5,10 @@ import { registerEventSchemaRoutes } from './event-schemas.js';
 import { registerConnectionRoutes } from './connections.js';
 import { registerFileRoutes } from './files.js';
 import { registerMessageRoutes } from './messages.js';
+import { registerUserRoutes } from './users.js';
+import { registerLinkCodeRoutes } from './link-codes.js';
+import { registerConversationRoutes } from './conversations.js';
+import { registerStreamRoutes } from '../stream/sse.js';
 import type { WebServices } from './web-services.js';
 import { registerWebhookRoutes } from './webhooks.js';
 
@@ -22,4 +26,8 @@ export const ROUTES: ((api: Api, ctx: RouteContext) => void)[] = [
   registerMessageRoutes,
   registerFileRoutes,
   registerWebhookRoutes,
+  registerUserRoutes,
+  registerLinkCodeRoutes,
+  registerConversationRoutes,
+  registerStreamRoutes,
 ];

@@ -2,6 +2,7 @@ import type { Deps } from '../deps.js';
 import { createCommitWaiter, type CommitWaiter } from '../ledger/commit-waiter.js';
 import { createWakeHub, type WakeHub } from '../ledger/wake-hub.js';
 import { messageSettled } from '../messages/messages.js';
+import { createStreamService, type StreamService } from '../stream/service.js';
 
 /** What only the web process has: the wake subscriber and what listens on it. */
 export interface WebServices {
@@ -9,9 +10,16 @@ export interface WebServices {
   commits: CommitWaiter;
   /** Waits for sends to settle (sent or finally failed). */
   sends: CommitWaiter;
+  /** Event-stream tails, slots and open streams (SSE and GraphQL subscriptions). */
+  streams: StreamService;
 }
 
 export function createWebServices(deps: Deps): WebServices {
   const wakes = createWakeHub(deps.config.REDIS_URL, deps.config.REDIS_PREFIX, deps.logger);
-  return { wakes, commits: createCommitWaiter(deps.sql, wakes), sends: createCommitWaiter(deps.sql, wakes, messageSettled) };
+  return {
+    wakes,
+    commits: createCommitWaiter(deps.sql, wakes),
+    sends: createCommitWaiter(deps.sql, wakes, messageSettled),
+    streams: createStreamService(deps, wakes),
+  };
 }

@@ -12,6 +12,7 @@ import type { Deps } from '../deps.js';
 import { getInbound } from '../platforms/registry.js';
 import { PLATFORM_NAMES, type InboundRequest, type PlatformName } from '../platforms/types.js';
 import { enqueue } from '../queues.js';
+import { lookupCache } from './lookup-cache.js';
 
 /** Headers a normaliser or signature may need later; everything else is dropped before queueing. */
 const KEPT_HEADERS = ['content-type', 'x-slack-retry-num', 'x-slack-request-timestamp', 'x-signature-timestamp', 'x-gateway-timestamp'];
@@ -50,6 +51,10 @@ export function inboundRouter(deps: Deps): Router {
     duration: 1,
   });
   const raw = express.raw({ type: () => true, limit: deps.config.BODY_LIMIT_BYTES });
+  const ttl = deps.config.INBOUND_LOOKUP_CACHE_MS;
+  const connections = lookupCache<Connection | undefined>(ttl);
+  const sharedUrls = lookupCache<{ platform: PlatformName; secret: string } | undefined>(ttl);
+  const routed = lookupCache<Connection[]>(ttl);
 
   const floodGuard = async (key: string, res: Response): Promise<boolean> => {
     try {
@@ -95,11 +100,13 @@ export function inboundRouter(deps: Deps): Router {
     const { webhookId, webhookSecret } = req.params as { webhookId: string; webhookSecret: string };
     const inbound = toInbound(req, deps);
 
-    const shared = await sharedPlatformOf(deps, webhookId, webhookSecret);
-    if (shared === 'bad-secret') return void unauthorized(res, 'invalid webhook secret');
-    if (shared) return void (await receiveShared(shared, inbound, res));
+    const shared = await sharedUrls.get(webhookId, () => sharedWebhookById(deps, webhookId));
+    if (shared) {
+      if (!sameSecret(shared.secret, webhookSecret)) return void unauthorized(res, 'invalid webhook secret');
+      return void (await receiveShared(shared.platform, inbound, res));
+    }
 
-    const conn = await loadConnectionById(deps, webhookId);
+    const conn = await connections.get(webhookId, () => loadConnectionById(deps, webhookId));
     if (!conn || !sameSecret(conn.webhookSecret, webhookSecret)) return void unauthorized(res, 'unknown webhook');
     if (conn.status !== 'ACTIVE') return void res.status(410).json({ error: 'connection disabled' });
     const adapter = getInbound(conn.platform);
@@ -128,7 +135,7 @@ export function inboundRouter(deps: Deps): Router {
       return void res.status(400).json({ error: 'body is not JSON' });
     }
     const ids = adapter.routingIds?.(body) ?? [];
-    const candidates = await connectionsByRoutingIds(deps, platform, ids);
+    const candidates = await routed.get(`${platform}|${[...ids].sort().join(',')}`, () => connectionsByRoutingIds(deps, platform, ids));
     const verified = candidates.filter((c) => adapter.verify(c.config, inbound).ok);
     if (verified.length === 0) return void unauthorized(res, candidates.length ? 'invalid signature' : 'no connection for this payload');
     for (const conn of verified) {
@@ -164,10 +171,10 @@ export function inboundRouter(deps: Deps): Router {
   return router;
 }
 
-async function sharedPlatformOf(deps: Deps, id: string, secret: string): Promise<PlatformName | 'bad-secret' | undefined> {
+/** The shared Meta-family URL with this id, if it is one. */
+async function sharedWebhookById(deps: Deps, id: string): Promise<{ platform: PlatformName; secret: string } | undefined> {
   if (!/^[0-9a-f-]{36}$/i.test(id)) return undefined;
   const [row] = await deps.sql<{ platform: PlatformName; secret_sealed: string }[]>`SELECT platform, secret_sealed FROM shared_webhooks WHERE id = ${id}`;
-  if (!row) return undefined;
-  if (!PLATFORM_NAMES.includes(row.platform)) return undefined;
-  return sameSecret(deps.secrets.open(row.secret_sealed), secret) ? row.platform : 'bad-secret';
+  if (!row || !PLATFORM_NAMES.includes(row.platform)) return undefined;
+  return { platform: row.platform, secret: deps.secrets.open(row.secret_sealed) };
 }

@@ -1,8 +1,10 @@
 import type { Connection } from '../connections/connections.js';
 import type { Deps } from '../deps.js';
 import { storeFile } from '../files/files.js';
+import { fileStore } from '../files/storage.js';
 import { derivedId } from '../ids.js';
 import { upsertConversation, upsertPlatformUser, type PlatformUserRef } from '../identity/platform-users.js';
+import { activateFromInbound } from '../identity/link-codes.js';
 import { downloadMedia } from '../platforms/media.js';
 import { systemExternalId } from '../platforms/registry.js';
 import type { NormalisedRecord } from '../platforms/types.js';
@@ -69,8 +71,7 @@ export async function recordMessage(ctx: RecordContext, r: Rec<'message'>): Prom
   if (await eventExists(deps, conn.appId, eventId)) return;
 
   const sender = await upsertParty(deps, conn, r.sender);
-  // Identity hook: link-code activation from an inbound message (issue 8) goes here, once the
-  // sender's platform user exists and before the event is recorded.
+  await activateFromInbound(deps, { appId: conn.appId, platformUserId: sender.id, text: r.message.text, platform: conn.platform });
   const system = await systemUser(deps, conn);
   const conversationId = await upsertConversation(deps.sql, {
     appId: conn.appId,
@@ -100,10 +101,11 @@ export async function recordMessage(ctx: RecordContext, r: Rec<'message'>): Prom
       const got = await downloadMedia(conn.platform, conn.config, media);
       const file = await storeFile(deps.sql, conn.appId, {
         filename: got.filename ?? media.filename,
-        declaredMime: got.mimeType,
+        // "audio/ogg; codecs=opus" (WhatsApp) is stored as its media type alone.
+        declaredMime: got.mimeType?.split(';')[0].trim(),
         data: got.data,
         source: { platform: platformOf(conn), platform_file_id: media.platformFileId ?? null },
-      });
+      }, fileStore(deps.config));
       message.media = { id: file.id, mime_type: file.mime_type, url: `/v1/files/${file.id}/content` };
       attachments.push({ file_id: file.id, mime_type: file.mime_type, size_bytes: Number(file.size_bytes), kind: r.message.type, ...(media.filename ? { filename: media.filename } : {}) });
       edges.push({ edge_type: 'attachment', target_node_type: 'file', target_node_id: file.id });

@@ -16,3 +16,5 @@ export function compileEventTypePatterns(patterns: readonly string[]): EventType
 export function matchesEventType(patterns: readonly string[], eventType: string): boolean {
   return compileMatcher(patterns)(eventType);
 }
+
+export { PATTERN_RE as EVENT_PATTERN_RE } from './patterns.js';

@@ -30,11 +30,15 @@ export interface EventRecord {
 export interface EventFilters {
   /** Only events after this ledger position (a decoded cursor's seq). */
   afterSeq?: number;
+  /** Only events before this ledger position (for reading backwards with `descending`). */
+  beforeSeq?: number;
+  /** Newest first (a stream's recent backfill); cursor order otherwise. */
+  descending?: boolean;
   eventType?: { equals?: string; startsWith?: string };
   payload?: { path: string; equals?: unknown; gt?: number; gte?: number; lt?: number; lte?: number };
   hasEdge?: { edgeType?: string; targetNodeId?: string };
   conversationId?: string;
-  /** Events with an edge to this platform user or to any platform user of this user. */
+  /** Events with an edge to this platform user or to any platform user of this user (or of its survivor, once merged). */
   userId?: string;
 }
 
@@ -56,6 +60,7 @@ export async function listEvents(sql: Sql, appId: string, filters: EventFilters,
   const f = filters;
   const conds = [sql`e.app_id = ${appId}`];
   if (f.afterSeq !== undefined) conds.push(sql`e.seq > ${f.afterSeq}`);
+  if (f.beforeSeq !== undefined) conds.push(sql`e.seq < ${f.beforeSeq}`);
   if (f.eventType?.equals !== undefined) conds.push(sql`e.event_type = ${f.eventType.equals}`);
   if (f.eventType?.startsWith !== undefined) conds.push(sql`e.event_type LIKE ${escapeLike(f.eventType.startsWith) + '%'}`);
   if (f.conversationId !== undefined) {
@@ -78,19 +83,20 @@ export async function listEvents(sql: Sql, appId: string, filters: EventFilters,
   if (f.hasEdge) {
     const target = f.hasEdge.targetNodeId;
     if (target !== undefined && !UUID.test(target)) return [];
-    // An edge to a platform user also matches through the user it belongs to (identity follows merges).
+    // An edge to a platform user also matches through the user it belongs to, and a merged-away
+    // user's id through its survivor (resolve_user_id, migration 030): identity follows merges.
     conds.push(sql`EXISTS (
       SELECT 1 FROM event_edges x
        WHERE x.event_id = e.id AND x.app_id = ${appId}
          ${f.hasEdge.edgeType !== undefined ? sql`AND x.edge_type = ${f.hasEdge.edgeType}` : sql``}
-         ${target !== undefined ? sql`AND (x.target_node_id = ${target} OR x.target_node_id IN (SELECT pu.id FROM platform_users pu WHERE pu.app_id = ${appId} AND pu.user_id = ${target}))` : sql``})`);
+         ${target !== undefined ? sql`AND (x.target_node_id = ${target} OR x.target_node_id IN (SELECT pu.id FROM platform_users pu WHERE pu.app_id = ${appId} AND pu.user_id = resolve_user_id(${appId}, ${target})))` : sql``})`);
   }
   if (f.userId !== undefined) {
     if (!UUID.test(f.userId)) return [];
     conds.push(sql`EXISTS (
       SELECT 1 FROM event_edges x
        WHERE x.event_id = e.id AND x.app_id = ${appId} AND x.target_node_type = 'platform_user'
-         AND (x.target_node_id = ${f.userId} OR x.target_node_id IN (SELECT pu.id FROM platform_users pu WHERE pu.app_id = ${appId} AND pu.user_id = ${f.userId})))`);
+         AND (x.target_node_id = ${f.userId} OR x.target_node_id IN (SELECT pu.id FROM platform_users pu WHERE pu.app_id = ${appId} AND pu.user_id = resolve_user_id(${appId}, ${f.userId}))))`);
   }
   const where = conds.reduce((acc, c) => sql`${acc} AND ${c}`);
   const rows = await sql<Omit<EventRecord, 'edges' | 'cursor'>[]>`
@@ -99,7 +105,7 @@ export async function listEvents(sql: Sql, appId: string, filters: EventFilters,
            e.platform_connection_id, e.validation_errors
       FROM events e
      WHERE ${where}
-     ORDER BY e.seq
+     ORDER BY e.seq ${f.descending ? sql`DESC` : sql``}
      LIMIT ${limit}`;
   return withEdges(sql, appId, rows);
 }

@@ -1,8 +1,9 @@
 import type { Logger } from '../logger.js';
-import { createRedis, type Redis } from '../redis.js';
+import { createRedis, watchConnection, type Redis } from '../redis.js';
 import { wakePattern } from './wake.js';
 
-export type WakeListener = (appId: string) => void;
+/** `seq` is the highest position the waking commit wrote, when the message carried one. */
+export type WakeListener = (appId: string, seq?: number) => void;
 
 /**
  * One Redis subscriber per web process for every application's wakes, fanned out in memory
@@ -16,14 +17,15 @@ export interface WakeHub {
 }
 
 export function createWakeHub(redisUrl: string, redisPrefix: string, logger: Logger): WakeHub {
-  const sub: Redis = createRedis(redisUrl, 'blocking');
+  const sub: Redis = watchConnection(createRedis(redisUrl, 'blocking'), 'wakes', logger);
   const listeners = new Map<string, Set<WakeListener>>();
   const prefixLen = wakePattern(redisPrefix).length - 1;
-  sub.on('pmessage', (_pattern: string, channel: string) => {
+  sub.on('pmessage', (_pattern: string, channel: string, message: string) => {
     const appId = channel.slice(prefixLen);
+    const seq = /^\d{1,15}$/.test(message) ? Number(message) : undefined;
     for (const l of listeners.get(appId) ?? []) {
       try {
-        l(appId);
+        l(appId, seq);
       } catch (err) {
         logger.error({ err }, 'wake listener failed');
       }

@@ -7,6 +7,8 @@ import { claimIdempotencyKey } from '../idempotency.js';
 import type { CommitWaiter, OutcomeCheck } from '../ledger/commit-waiter.js';
 import { getAdapter } from '../platforms/registry.js';
 import { enqueue } from '../queues.js';
+import { replyWindow, WINDOW_PLATFORMS } from '../conversations/reply-window.js';
+import type { PlatformName } from '../platforms/types.js';
 
 export const sendMessageInput = z
   .object({
@@ -40,8 +42,15 @@ export interface MessageRow {
 }
 
 /** A message is settled once it is sent or finally failed: what POST /v1/messages waits for. */
+// A sent message counts once its message.outbound event is in the ledger too, so the id a
+// 201 answers can be read back at once.
 export const messageSettled: OutcomeCheck = async (sql, appId, ids) =>
-  (await sql<{ id: string }[]>`SELECT id FROM outbound_messages WHERE app_id = ${appId} AND id = ANY(${ids}::uuid[]) AND status IN ('sent', 'failed')`).map((r) => r.id);
+  (
+    await sql<{ id: string }[]>`
+      SELECT m.id FROM outbound_messages m
+       WHERE m.app_id = ${appId} AND m.id = ANY(${ids}::uuid[])
+         AND (m.status = 'failed' OR (m.status = 'sent' AND EXISTS (SELECT 1 FROM events e WHERE e.app_id = m.app_id AND e.id = m.id)))`
+  ).map((r) => r.id);
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -63,6 +72,7 @@ export async function submitMessage(deps: Deps, sends: CommitWaiter, appId: stri
     ]);
   }
   if (input.file_ids?.length) {
+    if (!adapter.acceptsFiles) return fail('VALIDATION_ERROR', `${conn.platform} connections send text only`, [{ path: ['file_ids'], message: `files are not supported on ${conn.platform}` }]);
     const found = await deps.sql<{ id: string }[]>`SELECT id FROM files WHERE app_id = ${appId} AND id = ANY(${input.file_ids}::uuid[])`;
     const have = new Set(found.map((f) => f.id));
     const missing = input.file_ids.map((id, i) => ({ id, i })).filter((f) => !have.has(f.id));
@@ -103,13 +113,13 @@ export async function submitMessage(deps: Deps, sends: CommitWaiter, appId: stri
  * fail fast without calling the platform; when we know nothing, the platform decides.
  */
 async function replyWindowClosed(deps: Deps, connectionId: string, platform: string, to: string): Promise<string | undefined> {
-  if (!['WHATSAPP', 'MESSENGER', 'INSTAGRAM'].includes(platform)) return undefined;
+  if (!WINDOW_PLATFORMS.includes(platform as PlatformName)) return undefined;
   const [conv] = await deps.sql<{ last_inbound_at: Date | null }[]>`
     SELECT max(last_inbound_at) AS last_inbound_at FROM conversations
      WHERE platform_connection_id = ${connectionId} AND external_id IN (${to}, ${to.replace(/^\+/, '')})`;
-  if (!conv?.last_inbound_at) return undefined;
-  if (Date.now() - conv.last_inbound_at.getTime() <= 24 * 3600_000) return undefined;
-  return `The 24-hour reply window for ${to} closed at ${new Date(conv.last_inbound_at.getTime() + 24 * 3600_000).toISOString()}; a template message is needed`;
+  const w = replyWindow(platform, to, conv?.last_inbound_at ?? null);
+  if (w.open !== false) return undefined;
+  return `The 24-hour reply window for ${to} closed at ${w.closes_at}; a template message is needed`;
 }
 
 export async function getMessage(deps: Deps, appId: string, id: string): Promise<MessageRow | undefined> {

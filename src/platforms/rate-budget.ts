@@ -18,16 +18,49 @@ export const BUDGETS: Record<PlatformName, { connection: Budget; recipient: Budg
   WHATSAPP: { connection: { rate: 80, perMs: 1000, burst: 0 }, recipient: { rate: 1, perMs: 6000, burst: 3 } },
   MESSENGER: { connection: { rate: 40, perMs: 1000, burst: 0 }, recipient: { rate: 1, perMs: 1000, burst: 3 } },
   INSTAGRAM: { connection: { rate: 40, perMs: 1000, burst: 0 }, recipient: { rate: 1, perMs: 1000, burst: 3 } },
-  SLACK: { connection: { rate: 50, perMs: 60_000, burst: 20 }, recipient: { rate: 1, perMs: 1000, burst: 3 } },
+  // chat.postMessage: ~1/s per channel with short bursts; "several hundred per minute" per workspace.
+  SLACK: { connection: { rate: 5, perMs: 1000, burst: 20 }, recipient: { rate: 1, perMs: 1000, burst: 3 } },
+  // 50 requests/s per bot; the create-message bucket allows 5 per 5 s per channel.
   DISCORD: { connection: { rate: 50, perMs: 1000, burst: 0 }, recipient: { rate: 5, perMs: 5000, burst: 0 } },
+  // A Twilio long code sends about 1 message per second (more queue at Twilio).
   SMS: { connection: { rate: 1, perMs: 1000, burst: 5 }, recipient: { rate: 1, perMs: 1000, burst: 3 } },
   EMAIL: { connection: { rate: 10, perMs: 1000, burst: 10 }, recipient: { rate: 5, perMs: 1000, burst: 5 } },
 };
 
-// GCRA over several keys at once: all budgets must allow the send, and only then are all
-// charged, so a send refused by one budget never spends another's slot. Returns 0 when the
-// send may go now, else the wait in ms. Time comes from Redis so every process agrees.
-const SCRIPT = `
+// GCRA with reservation over several keys at once. The send is placed at the earliest time
+// every budget allows (`slot`), and every budget is charged for that time at once, so jobs
+// over budget are each delayed exactly once to their own slot instead of all waking at the
+// next free one and racing for it. Returns the wait in ms (0 = send now). Time comes from
+// Redis so every process agrees.
+const RESERVE = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local n = #KEYS
+local slot = now
+local tats = {}
+for i = 1, n do
+  local tolerance = tonumber(ARGV[(i - 1) * 2 + 2])
+  local tat = tonumber(redis.call('GET', KEYS[i]) or '0')
+  if tat < now then tat = now end
+  tats[i] = tat
+  if tat - tolerance > slot then slot = tat - tolerance end
+end
+for i = 1, n do
+  local interval = tonumber(ARGV[(i - 1) * 2 + 1])
+  local tolerance = tonumber(ARGV[(i - 1) * 2 + 2])
+  local tat = tats[i]
+  if tat < slot then tat = slot end
+  tat = tat + interval
+  redis.call('SET', KEYS[i], tat, 'PX', math.ceil(tat - now + tolerance) + 1000)
+end
+return slot - now
+`;
+
+// GCRA without reservation, on the moment a send actually goes out: all budgets must allow
+// it now, and only then are all charged. Reservations place jobs; this keeps the sends
+// themselves spaced when jobs start late together (BullMQ wakes delayed jobs on Redis's
+// ~100 ms blocking-timeout tick, and busy workers start them late).
+const PACE = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local n = #KEYS
@@ -38,8 +71,7 @@ for i = 1, n do
   local tolerance = tonumber(ARGV[(i - 1) * 2 + 2])
   local tat = tonumber(redis.call('GET', KEYS[i]) or '0')
   if tat < now then tat = now end
-  local allowed_at = tat - tolerance
-  if allowed_at > now and allowed_at - now > wait then wait = allowed_at - now end
+  if tat - tolerance - now > wait then wait = tat - tolerance - now end
   tats[i] = tat + interval
 end
 if wait > 0 then return wait end
@@ -51,22 +83,61 @@ end
 return 0
 `;
 
+// A platform asked us to wait: nothing more goes out on the key until `now + wait`.
+const HOLD = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local until_ = now + tonumber(ARGV[1]) + tonumber(ARGV[2])
+local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
+if until_ > tat then redis.call('SET', KEYS[1], until_, 'PX', math.ceil(until_ - now) + 1000) end
+return 0
+`;
+
 const params = (b: Budget) => {
   const interval = Math.ceil((b.perMs / b.rate) * 1.03);
   return [interval, interval * b.burst];
 };
 
-/** Spends one send from each budget, or tells how long to wait (ms) without spending any. */
-export async function takeSendBudget(
-  redis: Redis,
-  redisPrefix: string,
-  platform: PlatformName,
-  connectionId: string,
-  recipient: string,
-): Promise<number> {
+// One hash tag per connection keeps all its keys in one Redis Cluster slot for the scripts.
+const connectionKey = (prefix: string, connectionId: string) => `${prefix}:budget:{${connectionId}}`;
+const recipientKey = (prefix: string, connectionId: string, recipient: string) => `${prefix}:budget:{${connectionId}}:${recipient}`;
+
+/**
+ * Reserves the earliest moment one send fits both the connection's and the recipient's
+ * budget, charges both for it, and returns how long to wait for it (ms; 0 = now).
+ */
+export async function reserveSendSlot(redis: Redis, redisPrefix: string, platform: PlatformName, connectionId: string, recipient: string): Promise<number> {
   const b = BUDGETS[platform];
-  // One hash tag per connection keeps both keys in one Redis Cluster slot for the script.
-  const keys = [`${redisPrefix}:budget:{${connectionId}}`, `${redisPrefix}:budget:{${connectionId}}:${recipient}`];
-  const result = await redis.eval(SCRIPT, keys.length, ...keys, ...params(b.connection), ...params(b.recipient));
+  const keys = [connectionKey(redisPrefix, connectionId), recipientKey(redisPrefix, connectionId, recipient)];
+  const result = await redis.eval(RESERVE, keys.length, ...keys, ...params(b.connection), ...params(b.recipient));
   return Number(result);
+}
+
+const paceKeys = (prefix: string, connectionId: string, recipient: string) => [`${prefix}:pace:{${connectionId}}`, `${prefix}:pace:{${connectionId}}:${recipient}`];
+
+/**
+ * Pacing allows up to one interval (at most 50 ms) of catch-up beyond the budget's burst: a
+ * send that starts a little late does not push every later send back with it, which would
+ * otherwise lose that much of the allowed rate for good.
+ */
+const paceParams = (b: Budget) => {
+  const [interval, tolerance] = params(b);
+  return [interval, tolerance + Math.min(interval, 50)];
+};
+
+/**
+ * Spends one send from the connection's and the recipient's budget at this moment, or says
+ * how long until it may go (ms) without spending anything.
+ */
+export async function paceSend(redis: Redis, redisPrefix: string, platform: PlatformName, connectionId: string, recipient: string): Promise<number> {
+  const b = BUDGETS[platform];
+  const keys = paceKeys(redisPrefix, connectionId, recipient);
+  return Number(await redis.eval(PACE, keys.length, ...keys, ...paceParams(b.connection), ...paceParams(b.recipient)));
+}
+
+/** After a platform's retry-after: later reservations on the connection start after `waitMs`. */
+export async function holdConnection(redis: Redis, redisPrefix: string, platform: PlatformName, connectionId: string, waitMs: number): Promise<void> {
+  const b = BUDGETS[platform].connection;
+  await redis.eval(HOLD, 1, connectionKey(redisPrefix, connectionId), Math.ceil(waitMs), params(b)[1]);
+  await redis.eval(HOLD, 1, paceKeys(redisPrefix, connectionId, '')[0], Math.ceil(waitMs), paceParams(b)[1]);
 }

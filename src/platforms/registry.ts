@@ -1,25 +1,13 @@
 import { INBOUND } from './registry-inbound.js';
 import { SEND } from './registry-send.js';
-import { z } from 'zod';
 import { PLATFORM_NAMES, type InboundHalf, type PlatformAdapter, type PlatformName } from './types.js';
-
-/**
- * Stands in for a platform whose sending half (config.ts, send.ts) is not there yet: its
- * config is accepted as given and sends fail as unavailable, so inbound works on its own.
- */
-const SEND_FALLBACK: Pick<PlatformAdapter, 'configSchema' | 'secretFields' | 'checkRecipient' | 'send'> = {
-  configSchema: z.record(z.string(), z.unknown()),
-  secretFields: [],
-  checkRecipient: () => undefined,
-  send: async () => ({ ok: false, error: { code: 'PLATFORM_UNAVAILABLE', message: 'sending is not implemented for this platform', retryable: false } }),
-};
 
 /**
  * Every platform behind the one adapter interface (DESIGN §6), assembled from each platform
  * folder's sending half (config.ts, send.ts) and inbound half (inbound.ts).
  */
 const ADAPTERS = Object.fromEntries(
-  PLATFORM_NAMES.map((name) => [name, { name, ...SEND_FALLBACK, ...(SEND as Partial<Record<PlatformName, object>>)[name], ...INBOUND[name] } as PlatformAdapter]),
+  PLATFORM_NAMES.map((name) => [name, { name, ...SEND[name], ...INBOUND[name] } as PlatformAdapter]),
 ) as Record<PlatformName, PlatformAdapter>;
 
 export function getAdapter(name: PlatformName): PlatformAdapter {

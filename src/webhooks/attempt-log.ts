@@ -3,7 +3,7 @@ import type { Deps } from '../deps.js';
 import { derivedId } from '../ids.js';
 import { createGroupCommit } from '../ledger/group-commit.js';
 import { enqueue } from '../queues.js';
-import { LOG_BODY_LIMIT } from './http-client.js';
+import { capBody } from './http-client.js';
 import { publishSubscriptionsChanged } from './subscription-cache.js';
 
 export type DeliveryStatus = 'pending' | 'retrying' | 'delivered' | 'failed';
@@ -20,20 +20,20 @@ export interface AttemptRecord {
   statusCode: number | null;
   durationMs: number;
   error: string | null;
-  requestBody: string;
+  /** Null for a delivery's attempts: they send the delivery's stored body, read from there. */
+  requestBody: string | null;
   responseBody: string | null;
   /** Unix seconds of the delivery's first attempt. */
   firstAttemptTs: number | null;
   /** Whether this outcome moves the consecutive-failure count (test sends and skips do not). */
   affectsHealth: boolean;
+  /** Set when the delivery row does not exist yet (an event's first attempt): it is inserted with this outcome. */
+  newDelivery?: { body: string };
+  /** Whether the record is an attempt to log. @default true */
+  log?: boolean;
 }
 
-const cap = (s: string | null) => {
-  if (s === null) return null;
-  // Byte-accurate truncation to 64 KB, without splitting a character.
-  const buf = Buffer.from(s, 'utf8');
-  return buf.length <= LOG_BODY_LIMIT ? s : buf.subarray(0, LOG_BODY_LIMIT).toString('utf8').replace(/\uFFFD$/, '');
-};
+const cap = (s: string | null) => (s === null ? null : capBody(s));
 
 /**
  * Records attempt outcomes, many per transaction: concurrent deliveries share one commit
@@ -46,23 +46,27 @@ export function createAttemptLog(deps: Deps): { record(r: AttemptRecord): Promis
 
 async function writeAttempts(deps: Deps, records: AttemptRecord[]): Promise<void> {
   const { sql } = deps;
-  const logs = records.map((r) => ({
-    app_id: r.appId,
-    subscription_id: r.subscriptionId,
-    delivery_id: r.deliveryId,
-    event_id: r.eventId,
-    event_type: r.eventType,
-    status: r.status,
-    status_code: r.statusCode,
-    attempt_count: r.attempt,
-    duration_ms: r.durationMs,
-    error_message: r.error,
-    request_body: cap(r.requestBody),
-    response_body: cap(r.responseBody),
-  }));
-  const deliveries = records
-    .filter((r) => r.deliveryId !== null)
-    .map((r) => ({ id: r.deliveryId, app_id: r.appId, status: r.status, attempt: r.attempt, status_code: r.statusCode, error: r.error, first_ts: r.firstAttemptTs }));
+  const logs = records
+    .filter((r) => r.log !== false)
+    .map((r) => ({
+      app_id: r.appId,
+      subscription_id: r.subscriptionId,
+      delivery_id: r.deliveryId,
+      event_id: r.eventId,
+      event_type: r.eventType,
+      status: r.status,
+      status_code: r.statusCode,
+      attempt_count: r.attempt,
+      duration_ms: r.durationMs,
+      error_message: r.error,
+      request_body: cap(r.requestBody),
+      response_body: cap(r.responseBody),
+    }));
+  const outcome = (r: AttemptRecord) => ({ id: r.deliveryId, app_id: r.appId, status: r.status, attempt: r.attempt, status_code: r.statusCode, error: r.error, first_ts: r.firstAttemptTs });
+  const inserts = records
+    .filter((r) => r.newDelivery && r.deliveryId)
+    .map((r) => ({ ...outcome(r), subscription_id: r.subscriptionId, event_id: r.eventId, event_type: r.eventType, body: r.newDelivery!.body }));
+  const deliveries = records.filter((r) => r.deliveryId !== null && !r.newDelivery).map(outcome);
 
   // Per subscription, the batch's net effect on its failure run: a delivered one resets it.
   const health = new Map<string, { app_id: string; reset: boolean; n: number }>();
@@ -77,6 +81,18 @@ async function writeAttempts(deps: Deps, records: AttemptRecord[]): Promise<void
 
   type Disabled = { id: string; app_id: string; name: string; target_url: string; consecutive_failures: number; disabled_at: Date };
   const disabled: Disabled[] = await transaction(sql, async (tx) => {
+    if (inserts.length) {
+      // Joined with the subscription so one deleted meanwhile is skipped rather than failing the batch.
+      await tx`
+        INSERT INTO webhook_deliveries (id, app_id, subscription_id, event_id, event_type, body, status, attempt_count,
+                                        first_attempt_ts, last_status_code, last_error)
+        SELECT r.id, r.app_id, r.subscription_id, r.event_id, r.event_type, r.body, r.status, r.attempt,
+               r.first_ts, r.status_code, r.error
+          FROM jsonb_to_recordset(${tx.json(inserts as never)}::jsonb) AS r(id uuid, app_id uuid, subscription_id uuid, event_id uuid,
+               event_type text, body text, status text, attempt int, first_ts bigint, status_code int, error text)
+          JOIN webhook_subscriptions s ON s.id = r.subscription_id AND s.app_id = r.app_id
+        ON CONFLICT (subscription_id, event_id) DO NOTHING`;
+    }
     if (deliveries.length) {
       await tx`
         UPDATE webhook_deliveries d SET
@@ -85,7 +101,7 @@ async function writeAttempts(deps: Deps, records: AttemptRecord[]): Promise<void
           FROM jsonb_to_recordset(${tx.json(deliveries as never)}::jsonb) AS r(id uuid, app_id uuid, status text, attempt int, status_code int, error text, first_ts bigint)
          WHERE d.id = r.id AND d.app_id = r.app_id`;
     }
-    await tx`
+    if (logs.length) await tx`
       INSERT INTO webhook_delivery_logs (app_id, subscription_id, delivery_id, event_id, event_type, status, status_code,
                                          attempt_count, duration_ms, error_message, request_body, response_body)
       SELECT r.app_id, r.subscription_id, r.delivery_id, r.event_id, r.event_type, r.status, r.status_code,

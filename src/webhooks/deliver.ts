@@ -1,13 +1,20 @@
 import type { Deps } from '../deps.js';
+import { createGroupCommit } from '../ledger/group-commit.js';
 import { createAttemptLog, type AttemptRecord, type DeliveryStatus } from './attempt-log.js';
 import { createBatchLoader } from './batch-loader.js';
+import { deliveryBodies, loadBodyEvents } from './body.js';
+import { deliveryIdOf } from './fan-out.js';
+import { enqueueDeliveryRuns, type DeliveryRun } from './delivery-queue.js';
 import { createWebhookHttpClient, type WebhookHttpClient } from './http-client.js';
-import { parseRetryAfter } from './retry-policy.js';
+import { parseRetryAfter, retryDelay } from './retry-policy.js';
 import { signatureHeaders } from './signing.js';
 import { signingSecrets, subscriptionCacheFor } from './subscription-cache.js';
 import { takeDeliverySlot } from './throttle.js';
+import type { LocalFirstAttempts } from './local-deliverer.js';
 
 interface DeliveryRow {
+  /** True for an event's first attempt: the row is written together with the outcome. */
+  isNew?: boolean;
   id: string;
   app_id: string;
   subscription_id: string;
@@ -20,7 +27,7 @@ interface DeliveryRow {
   first_attempt_ts: string | null;
 }
 
-/** What one run of a delivery job came to; the worker turns it into BullMQ's terms. */
+/** What one attempt came to; the worker turns it into BullMQ's terms. */
 export type AttemptOutcome =
   | { kind: 'skipped'; reason: string }
   | { kind: 'wait'; ms: number }
@@ -30,10 +37,16 @@ export type AttemptOutcome =
 
 export interface Deliverer {
   /**
-   * Makes one attempt of a delivery. `lastAttempt` says whether a failure is final (the job
-   * has no attempts left). Outcomes are recorded before this resolves.
+   * Creates and makes the first attempt of every delivery of one event, concurrently: each
+   * matching active subscription without a delivery of it gets one, written together with the
+   * attempt's outcome. A failure with attempts left continues as a run of its own (a delayed
+   * job on the custom backoff); a throttled delivery as a run that starts when its slot comes.
    */
-  attempt(job: { deliveryId: string; appId: string; run: number; lastAttempt: boolean }): Promise<AttemptOutcome>;
+  firstAttempts(job: { eventId: string; appId: string }): Promise<AttemptOutcome[]>;
+  /** One attempt of one delivery run; `lastAttempt` says whether a failure is final. */
+  attempt(job: { deliveryId: string; appId: string; run: number; lastAttempt: boolean; queuedAt: number }): Promise<AttemptOutcome>;
+  /** Takes first attempts in process (the ledger's fast path), at most `limit` events at once. */
+  local(limit: number): LocalFirstAttempts;
   http: WebhookHttpClient;
   close(): Promise<void>;
 }
@@ -43,70 +56,163 @@ export function retryHeaders(attempt: number, originalTs: number): Record<string
   return attempt > 1 ? { 'x-service-retry-count': String(attempt - 1), 'x-service-original-timestamp': String(originalTs) } : {};
 }
 
+/** How long a run waits for its delivery row to appear before concluding it was deleted. */
+const MISSING_ROW_PATIENCE_MS = 120_000;
+
+const COLUMNS = 'd.id, d.app_id, d.subscription_id, d.event_id, d.event_type, d.status, d.body, d.attempt_count, d.run, d.first_attempt_ts';
+
 /**
- * The delivery side of outbound webhooks. Per attempt it reads the delivery row (coalesced
- * with other jobs of the same tick), takes the subscription from the process cache, signs
- * the stored body, POSTs it through a keep-alive pool and records the outcome in a shared
- * group commit: no per-delivery subscription load, no per-delivery transaction.
+ * The delivery side of outbound webhooks. Rows are read with one query per tick however many
+ * jobs ask, the subscription comes from the process cache, the stored body is signed and
+ * POSTed through a keep-alive pool, and outcomes are written by a shared group commit: no
+ * per-delivery subscription load and no per-delivery transaction.
  */
 export function createDeliverer(deps: Deps): Deliverer {
+  const schedule = deps.config.WEBHOOK_RETRY_DELAYS_MS;
   const cache = subscriptionCacheFor(deps);
   const http = createWebhookHttpClient({ policy: deps.config.WEBHOOK_TARGET_POLICY, timeoutMs: deps.config.WEBHOOK_TIMEOUT_MS });
   const log = createAttemptLog(deps);
-  const load = createBatchLoader<string, DeliveryRow>(async (keys) => {
-    const pairs = keys.map((k) => k.split('/'));
+  const queueRuns = createGroupCommit<DeliveryRun, void>((runs) => enqueueDeliveryRuns(deps, runs), 500);
+
+  const pairs = (keys: string[]) => {
+    const split = keys.map((k) => k.split('/'));
+    return [split.map((p) => p[0]), split.map((p) => p[1])];
+  };
+  const loadOne = createBatchLoader<string, DeliveryRow>(async (keys) => {
+    const [apps, ids] = pairs(keys);
     const rows = await deps.sql<DeliveryRow[]>`
-      SELECT d.id, d.app_id, d.subscription_id, d.event_id, d.event_type, d.status, d.body, d.attempt_count, d.run, d.first_attempt_ts
-        FROM unnest(${pairs.map((p) => p[0])}::uuid[], ${pairs.map((p) => p[1])}::uuid[]) AS k(app_id, id)
+      SELECT ${deps.sql.unsafe(COLUMNS)}
+        FROM unnest(${apps}::uuid[], ${ids}::uuid[]) AS k(app_id, id)
         JOIN webhook_deliveries d ON d.app_id = k.app_id AND d.id = k.id`;
     return new Map(rows.map((r) => [`${r.app_id}/${r.id}`, r]));
   });
+  const loadEvent = createBatchLoader<string, Awaited<ReturnType<typeof loadBodyEvents>> extends Map<string, infer V> ? V : never>(async (keys) => {
+    const [apps, ids] = pairs(keys);
+    const found = await loadBodyEvents(deps.sql, ids.map((id, i) => ({ app_id: apps[i], id })));
+    return new Map([...found.values()].map((e) => [`${e.app_id}/${e.id}`, e]));
+  });
 
   const record = (d: DeliveryRow, r: Omit<AttemptRecord, 'deliveryId' | 'appId' | 'subscriptionId' | 'eventId' | 'eventType' | 'requestBody'>) =>
-    log.record({ deliveryId: d.id, appId: d.app_id, subscriptionId: d.subscription_id, eventId: d.event_id, eventType: d.event_type, requestBody: d.body, ...r });
+    log.record({
+      deliveryId: d.id,
+      appId: d.app_id,
+      subscriptionId: d.subscription_id,
+      eventId: d.event_id,
+      eventType: d.event_type,
+      requestBody: null,
+      ...(d.isNew ? { newDelivery: { body: d.body } } : {}),
+      ...r,
+    });
+
+  /**
+   * One attempt of a loaded delivery. `beforeRecord` runs between the answer and the write of
+   * the outcome: a first attempt queues its retry there, so a crash can repeat a send (at
+   * least once) but never strand a delivery in `retrying` with no job to retry it.
+   */
+  async function attemptRow(d: DeliveryRow, lastAttempt: boolean, beforeRecord?: (o: AttemptOutcome) => Promise<void>): Promise<AttemptOutcome> {
+    if (d.status === 'delivered' || d.status === 'failed') return { kind: 'skipped', reason: `already ${d.status}` };
+    const sub = await cache.get(d.app_id, d.subscription_id);
+    if (!sub) return { kind: 'skipped', reason: 'subscription deleted' };
+    if (sub.status !== 'ACTIVE') {
+      // Paused or disabled since it was queued: not sent (resuming must not flood), kept as failed for replay.
+      const error = `not sent: subscription is ${sub.status}`;
+      await record(d, { status: 'failed', attempt: d.attempt_count, statusCode: null, durationMs: 0, error, responseBody: null, firstAttemptTs: null, affectsHealth: false });
+      return { kind: 'failed', attempt: d.attempt_count, error };
+    }
+    if (sub.maxPerSecond) {
+      const wait = await takeDeliverySlot(deps.redis, deps.config.REDIS_PREFIX, sub.id, sub.maxPerSecond);
+      if (wait > 0) return { kind: 'wait', ms: wait };
+    }
+
+    const attempt = d.attempt_count + 1;
+    const ts = Math.floor(Date.now() / 1000);
+    const originalTs = d.first_attempt_ts !== null ? Number(d.first_attempt_ts) : ts;
+    const headers = { ...signatureHeaders({ deliveryId: d.id, timestamp: ts, body: d.body, secrets: signingSecrets(sub) }), ...retryHeaders(attempt, originalTs) };
+    const res = await http.post(sub.targetUrl, d.body, headers);
+    const delivered = res.error === undefined && res.statusCode !== undefined && res.statusCode >= 200 && res.statusCode < 300;
+    const status: DeliveryStatus = delivered ? 'delivered' : lastAttempt ? 'failed' : 'retrying';
+    deps.metrics.webhookAttempts.inc({ outcome: status });
+    const error = res.error ?? 'failed';
+    const retryAfterMs = res.statusCode === 429 || res.statusCode === 503 ? parseRetryAfter(res.headers['retry-after']) : undefined;
+    const outcome: AttemptOutcome = delivered
+      ? { kind: 'delivered', attempt, statusCode: res.statusCode! }
+      : lastAttempt
+        ? { kind: 'failed', attempt, error }
+        : { kind: 'retry', attempt, error, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
+    await beforeRecord?.(outcome);
+    await record(d, {
+      status,
+      attempt,
+      statusCode: res.statusCode ?? null,
+      durationMs: res.durationMs,
+      error: res.error ?? null,
+      responseBody: res.statusCode !== undefined ? res.responseBody : null,
+      firstAttemptTs: originalTs,
+      affectsHealth: true,
+    });
+    return outcome;
+  }
+
+  const firstAttempts: Deliverer['firstAttempts'] = async ({ eventId, appId }) => {
+    const event = await loadEvent(`${appId}/${eventId}`);
+    if (!event) return [];
+    const subs = (await cache.forApps([appId])).get(appId) ?? [];
+    const have = new Set(event.delivered_to);
+    const bodyOf = deliveryBodies(event, new Date());
+    const lastAttempt = schedule.length <= 1;
+    // Subscriptions that already have a delivery of this event (an earlier run of this job,
+    // a replay) are left to it: this job never sends one twice.
+    const rows: DeliveryRow[] = subs
+      .filter((sub) => sub.status === 'ACTIVE' && sub.matches(event.event_type) && !have.has(sub.id))
+      .map((sub) => {
+        const id = deliveryIdOf(sub.id, event.id);
+        const body = bodyOf(id, sub.id);
+        return { isNew: true, id, app_id: appId, subscription_id: sub.id, event_id: event.id, event_type: event.event_type, status: 'pending', body, attempt_count: 0, run: 0, first_attempt_ts: null };
+      });
+    return Promise.all(
+      rows.map(async (d) => {
+        const outcome = await attemptRow(d, lastAttempt, async (o) => {
+          // Queued before the outcome is written: a crash in between repeats a send (at least once)
+          // but never strands a delivery in `retrying` with no job to retry it.
+          if (o.kind === 'retry') await queueRuns({ id: d.id, app_id: d.app_id, run: 0, attempt_base: 1, delayMs: retryDelay(schedule, 1, o.retryAfterMs) });
+        });
+        if (outcome.kind === 'wait') {
+          // Over its throttle: stored as pending and queued as a run of its own, no attempt spent.
+          await record(d, { status: 'pending', attempt: 0, statusCode: null, durationMs: 0, error: null, responseBody: null, firstAttemptTs: null, affectsHealth: false, log: false });
+          await queueRuns({ id: d.id, app_id: d.app_id, run: 0, attempt_base: 0, delayMs: outcome.ms });
+        }
+        return outcome;
+      }),
+    );
+  };
 
   return {
     http,
-    async attempt({ deliveryId, appId, run, lastAttempt }) {
-      const d = await load(`${appId}/${deliveryId}`);
-      if (!d) return { kind: 'skipped', reason: 'delivery no longer exists' };
+    firstAttempts,
+    local(limit) {
+      // Events whose in-process first attempts are running: a repeated hook call never starts them twice.
+      const inFlight = new Set<string>();
+      return {
+        take(events) {
+          const taken = events.filter((e) => !inFlight.has(e.event_id) && inFlight.size < limit);
+          for (const e of taken) {
+            inFlight.add(e.event_id);
+            firstAttempts({ eventId: e.event_id, appId: e.app_id })
+              .catch((err) => deps.logger.warn({ err, eventId: e.event_id }, 'in-process first attempts failed; the queued job will make them'))
+              .finally(() => inFlight.delete(e.event_id));
+          }
+          return taken;
+        },
+      };
+    },
+    async attempt({ deliveryId, appId, run, lastAttempt, queuedAt }) {
+      const d = await loadOne(`${appId}/${deliveryId}`);
+      if (!d) {
+        // A retry queued just before its first attempt's outcome was written: wait for the row.
+        return Date.now() - queuedAt < MISSING_ROW_PATIENCE_MS ? { kind: 'wait', ms: 250 } : { kind: 'skipped', reason: 'delivery no longer exists' };
+      }
       if (d.run !== run) return { kind: 'skipped', reason: `superseded by run ${d.run}` };
-      if (d.status === 'delivered' || d.status === 'failed') return { kind: 'skipped', reason: `already ${d.status}` };
-      const sub = await cache.get(appId, d.subscription_id);
-      if (!sub) return { kind: 'skipped', reason: 'subscription deleted' };
-      if (sub.status !== 'ACTIVE') {
-        // Paused or disabled since it was queued: not sent (resuming must not flood), kept as failed for replay.
-        const error = `not sent: subscription is ${sub.status}`;
-        await record(d, { status: 'failed', attempt: d.attempt_count, statusCode: null, durationMs: 0, error, responseBody: null, firstAttemptTs: null, affectsHealth: false });
-        return { kind: 'failed', attempt: d.attempt_count, error };
-      }
-      if (sub.maxPerSecond) {
-        const wait = await takeDeliverySlot(deps.redis, deps.config.REDIS_PREFIX, sub.id, sub.maxPerSecond);
-        if (wait > 0) return { kind: 'wait', ms: wait };
-      }
-
-      const attempt = d.attempt_count + 1;
-      const ts = Math.floor(Date.now() / 1000);
-      const originalTs = d.first_attempt_ts !== null ? Number(d.first_attempt_ts) : ts;
-      const headers = { ...signatureHeaders({ deliveryId: d.id, timestamp: ts, body: d.body, secrets: signingSecrets(sub) }), ...retryHeaders(attempt, originalTs) };
-      const res = await http.post(sub.targetUrl, d.body, headers);
-      const delivered = res.error === undefined && res.statusCode !== undefined && res.statusCode >= 200 && res.statusCode < 300;
-      const status: DeliveryStatus = delivered ? 'delivered' : lastAttempt ? 'failed' : 'retrying';
-      deps.metrics.webhookAttempts.inc({ outcome: status });
-      await record(d, {
-        status,
-        attempt,
-        statusCode: res.statusCode ?? null,
-        durationMs: res.durationMs,
-        error: res.error ?? null,
-        responseBody: res.statusCode !== undefined ? res.responseBody : null,
-        firstAttemptTs: originalTs,
-        affectsHealth: true,
-      });
-      if (delivered) return { kind: 'delivered', attempt, statusCode: res.statusCode! };
-      if (lastAttempt) return { kind: 'failed', attempt, error: res.error ?? 'failed' };
-      const retryAfterMs = res.statusCode === 429 || res.statusCode === 503 ? parseRetryAfter(res.headers['retry-after']) : undefined;
-      return { kind: 'retry', attempt, error: res.error ?? 'failed', ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
+      return attemptRow(d, lastAttempt);
     },
     async close() {
       await http.close();

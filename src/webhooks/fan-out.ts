@@ -1,8 +1,9 @@
 import type { Deps } from '../deps.js';
 import { derivedId } from '../ids.js';
 import type { CommittedEvent } from '../ledger/write.js';
-import { buildDeliveryBody, loadBodyEvents, type BodyEvent } from './body.js';
-import { enqueueDeliveries, type DeliveryRef } from './delivery-queue.js';
+import { buildDeliveryBody, type BodyEvent } from './body.js';
+import { enqueueDeliveryRuns, enqueueFirstAttempts } from './delivery-queue.js';
+import { localFirstAttemptsFor } from './local-deliverer.js';
 import { subscriptionCacheFor } from './subscription-cache.js';
 
 /** A delivery's id is derived from (subscription, event): a repeat computes the same one. */
@@ -18,10 +19,10 @@ interface NewDelivery {
 }
 
 /**
- * Creates the deliveries of (subscription, event) pairs and enqueues them. The insert joins
- * the subscriptions table, so a subscription paused or deleted since a cache load gets
- * nothing; the unique (subscription, event) key makes a repeat insert nothing. Rows a repeat
- * finds still untouched (a crash between insert and enqueue) are enqueued again under the
+ * Creates pending deliveries of (subscription, event) pairs and queues a run for each (used by
+ * replay, which targets one subscription). The insert joins the subscriptions table, so a
+ * subscription paused or deleted meanwhile gets nothing; the unique (subscription, event) key
+ * makes a repeat insert nothing, and rows a repeat finds untouched are queued again under the
  * same job id, which BullMQ drops if the first enqueue did land.
  */
 export async function createDeliveries(deps: Deps, pairs: { subscriptionId: string; event: BodyEvent }[]): Promise<{ created: number }> {
@@ -46,7 +47,7 @@ export async function createDeliveries(deps: Deps, pairs: { subscriptionId: stri
       JOIN webhook_subscriptions s ON s.id = r.subscription_id AND s.app_id = r.app_id AND s.status = 'ACTIVE'
     ON CONFLICT (subscription_id, event_id) DO NOTHING
     RETURNING id, app_id`;
-  const refs: DeliveryRef[] = inserted.map((r) => ({ id: r.id, app_id: r.app_id, run: 0 }));
+  const runs = inserted.map((r) => ({ id: r.id, app_id: r.app_id, run: 0 }));
   if (inserted.length < rows.length) {
     const got = new Set(inserted.map((r) => r.id));
     const others = rows.filter((r) => !got.has(r.id));
@@ -54,35 +55,36 @@ export async function createDeliveries(deps: Deps, pairs: { subscriptionId: stri
       SELECT d.id, d.app_id, d.run FROM webhook_deliveries d
         JOIN unnest(${others.map((r) => r.app_id)}::uuid[], ${others.map((r) => r.id)}::uuid[]) AS o(app_id, id) ON d.app_id = o.app_id AND d.id = o.id
        WHERE d.status = 'pending' AND d.attempt_count = 0`;
-    refs.push(...untouched);
+    runs.push(...untouched);
   }
-  await enqueueDeliveries(deps, refs);
+  await enqueueDeliveryRuns(deps, runs);
   return { created: inserted.length };
 }
 
 /**
- * The ledger's after-commit hook: each active subscription whose patterns match a committed
- * event gets one delivery. Matching uses the per-process subscription cache, so a commit of
- * an application without matching subscriptions costs no query at all.
+ * The ledger's after-commit hook, for events an active subscription matches (matching uses
+ * the per-process subscription cache, so it costs no query). When the webhook worker runs in
+ * this process, first attempts start right here, without a queue round trip, and the event's
+ * job is queued delayed past WEBHOOK_TIMEOUT_MS as a safety net: should this process die
+ * first, the job makes them; otherwise it finds the deliveries written and does nothing.
+ * Otherwise the job is queued to run now. Either way the job id is the event id, so a
+ * replayed ledger job queues nothing twice.
  */
 export async function fanOutCommitted(deps: Deps, committed: CommittedEvent[]): Promise<void> {
   if (committed.length === 0) return;
   const cache = subscriptionCacheFor(deps);
   const byApp = await cache.forApps([...new Set(committed.map((e) => e.app_id))]);
-  const matched: { subscriptionId: string; eventId: string; appId: string }[] = [];
-  for (const e of committed) {
-    for (const s of byApp.get(e.app_id) ?? []) {
-      if (s.status === 'ACTIVE' && s.matches(e.event_type)) matched.push({ subscriptionId: s.id, eventId: e.id, appId: e.app_id });
-    }
-  }
+  const matched = committed
+    .filter((e) => (byApp.get(e.app_id) ?? []).some((s) => s.status === 'ACTIVE' && s.matches(e.event_type)))
+    .map((e) => ({ event_id: e.id, app_id: e.app_id }));
   if (matched.length === 0) return;
-  const refs = [...new Map(matched.map((m) => [m.eventId, { id: m.eventId, app_id: m.appId }])).values()];
-  const events = await loadBodyEvents(deps.sql, refs);
-  await createDeliveries(
-    deps,
-    matched.flatMap((m) => {
-      const event = events.get(m.eventId);
-      return event ? [{ subscriptionId: m.subscriptionId, event }] : [];
-    }),
-  );
+  const taken = localFirstAttemptsFor(deps)?.take(matched) ?? [];
+  const takenIds = new Set(taken.map((e) => e.event_id));
+  await Promise.all([
+    enqueueFirstAttempts(deps, taken, deps.config.WEBHOOK_TIMEOUT_MS + SAFETY_NET_MARGIN_MS),
+    enqueueFirstAttempts(deps, matched.filter((e) => !takenIds.has(e.event_id))),
+  ]);
 }
+
+/** How long past the attempt timeout the safety-net job waits (outcome writes take a moment). */
+const SAFETY_NET_MARGIN_MS = 10_000;

@@ -5,6 +5,12 @@ import { guardedLookup, isPublicAddress, TargetRefusedError, type TargetPolicy }
 /** Response bodies (and request bodies in logs) are kept up to this many bytes. */
 export const LOG_BODY_LIMIT = 64 * 1024;
 
+/** Bodies in logs are cut to 64 KB (bytes), without splitting a character. */
+export function capBody(s: string): string {
+  const buf = Buffer.from(s, 'utf8');
+  return buf.length <= LOG_BODY_LIMIT ? s : buf.subarray(0, LOG_BODY_LIMIT).toString('utf8').replace(/\uFFFD$/, '');
+}
+
 export interface PostResult {
   /** Undefined when no response arrived (refused, connection error, timeout). */
   statusCode?: number;
@@ -42,8 +48,10 @@ export function createWebhookHttpClient(options: HttpClientOptions): WebhookHttp
       pool = new Pool(url.origin, {
         connections: options.connectionsPerOrigin ?? 32,
         keepAliveTimeout: 30_000,
-        headersTimeout: options.timeoutMs,
-        bodyTimeout: options.timeoutMs,
+        // undici's own header/body timers are coarse (±0.5 s) and could fire before the
+        // deadline; the precise AbortSignal below decides, these only backstop it.
+        headersTimeout: options.timeoutMs + 1000,
+        bodyTimeout: options.timeoutMs + 1000,
         connect: options.policy === 'public-https' ? { lookup: guardedLookup as never, timeout: options.timeoutMs } : { timeout: options.timeoutMs },
       });
       pools.set(url.origin, pool);

@@ -1,6 +1,7 @@
 import type { Deps } from '../deps.js';
 import { fail, ok, type Result } from '../errors.js';
 import type { DeliveryStatus } from './attempt-log.js';
+import { capBody } from './http-client.js';
 import { isUuid } from './subscriptions.js';
 
 /** A delivery log row in REST names (SPEC 2.7; `duration` in milliseconds). */
@@ -46,15 +47,18 @@ export async function listDeliveryLogs(
     if (!c.ok) return c;
     before = c.value;
   }
-  const rows = await sql<(Omit<DeliveryLog, 'cursor' | 'duration' | 'created_at'> & { n: string; duration_ms: number; created_at: Date })[]>`
-    SELECT n::text AS n, id, delivery_id, event_id, event_type, status, status_code, attempt_count, duration_ms, error_message,
-           request_body, response_body, created_at
-      FROM webhook_delivery_logs
-     WHERE app_id = ${appId} AND subscription_id = ${subscriptionId}
-       ${before !== undefined ? sql`AND n < ${before}::bigint` : sql``}
-       ${page.status ? sql`AND status = ${page.status}` : sql``}
-     ORDER BY n DESC
+  const rows = await sql<(Omit<DeliveryLog, 'cursor' | 'duration' | 'created_at' | 'request_body'> & { n: string; duration_ms: number; created_at: Date; request_body: string | null })[]>`
+    SELECT l.n::text AS n, l.id, l.delivery_id, l.event_id, l.event_type, l.status, l.status_code, l.attempt_count, l.duration_ms,
+           l.error_message, COALESCE(l.request_body, d.body) AS request_body, l.response_body, l.created_at
+      FROM webhook_delivery_logs l
+      LEFT JOIN webhook_deliveries d ON d.id = l.delivery_id AND d.app_id = l.app_id
+     WHERE l.app_id = ${appId} AND l.subscription_id = ${subscriptionId}
+       ${before !== undefined ? sql`AND l.n < ${before}::bigint` : sql``}
+       ${page.status ? sql`AND l.status = ${page.status}` : sql``}
+     ORDER BY l.n DESC
      LIMIT ${page.limit + 1}`;
-  const logs = rows.slice(0, page.limit).map(({ n, duration_ms, created_at, ...r }) => ({ ...r, duration: duration_ms, created_at: created_at.toISOString(), cursor: encode(n) }));
+  const logs = rows
+    .slice(0, page.limit)
+    .map(({ n, duration_ms, created_at, request_body, ...r }) => ({ ...r, request_body: capBody(request_body ?? ''), duration: duration_ms, created_at: created_at.toISOString(), cursor: encode(n) }));
   return ok({ logs, hasMore: rows.length > page.limit });
 }

@@ -5,7 +5,7 @@ import { decodeCursor } from '../ledger/cursor.js';
 import { compileEventTypePatterns } from '../ledger/event-type-match.js';
 import { encodeCursor } from '../ledger/cursor.js';
 import { loadBodyEvents } from './body.js';
-import { enqueueDeliveries } from './delivery-queue.js';
+import { enqueueDeliveryRuns } from './delivery-queue.js';
 import { createDeliveries, deliveryIdOf } from './fan-out.js';
 import { isUuid, loadSubscriptionForSend } from './subscriptions.js';
 
@@ -85,7 +85,7 @@ export async function replaySubscription(deps: Deps, appId: string, subscription
       UPDATE webhook_deliveries SET status = 'pending', run = run + 1, updated_at = now()
        WHERE app_id = ${appId} AND subscription_id = ${sub.id} AND id = ANY(${ids}::uuid[]) AND status IN ('delivered', 'failed')
        RETURNING id, app_id, run`;
-    await enqueueDeliveries(deps, rerun);
+    await enqueueDeliveryRuns(deps, rerun);
     const existing = await sql<{ id: string }[]>`SELECT id FROM webhook_deliveries WHERE app_id = ${appId} AND id = ANY(${ids}::uuid[])`;
     const have = new Set(existing.map((r) => r.id));
     const fresh = chunk.filter((e) => !have.has(deliveryIdOf(sub.id, e.id)));
@@ -116,6 +116,6 @@ export async function retryDelivery(deps: Deps, appId: string, deliveryId: strin
      WHERE app_id = ${appId} AND id = ${deliveryId} AND status = 'failed'
      RETURNING id, app_id, run`;
   if (!updated) return fail('CONFLICT', `Only a failed delivery can be retried; this one is ${row.status}`);
-  await enqueueDeliveries(deps, [updated]);
+  await enqueueDeliveryRuns(deps, [updated]);
   return ok({ id: updated.id, status: 'pending', run: updated.run });
 }

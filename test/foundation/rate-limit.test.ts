@@ -73,6 +73,20 @@ describe('rate limit', () => {
     expect(r.headers.get('ratelimit-remaining')).toBe(String(LIMIT - 1));
   });
 
+  it('exempts the event stream once the budget is spent', async () => {
+    const a = await s.createApp();
+    for (let i = 0; i < LIMIT; i++) expect((await get(ports[i % 2], a)).status).toBe(200);
+    expect((await get(ports[0], a)).status).toBe(429);
+    for (const port of ports) {
+      const abort = new AbortController();
+      const r = await fetch(`http://127.0.0.1:${port}/events/stream`, { headers: a.headers, signal: abort.signal });
+      expect(r.status).toBe(200);
+      expect(r.headers.get('content-type')).toMatch(/^text\/event-stream/);
+      abort.abort();
+      await r.body?.cancel().catch(() => {});
+    }
+  });
+
   it('exempts the inbound platform webhook routes', async () => {
     // An unknown connection is refused by the receiver itself (its own 401 body), never by the API budget.
     for (let i = 0; i < LIMIT * 2; i++) {

@@ -6,6 +6,7 @@ import { createApplication } from '../../src/apps/applications.js';
 import { createApiKey } from '../../src/auth/api-keys.js';
 import { SCOPES, type Scope } from '../../src/auth/scopes.js';
 import { parseConfig, type Config, type QueueName } from '../../src/config.js';
+import { redisReady } from '../../src/availability.js';
 import { closeDeps, createDeps, type Deps } from '../../src/deps.js';
 import { createLogger } from '../../src/logger.js';
 import { projectRoot } from '../../src/project-root.js';
@@ -76,6 +77,8 @@ export interface TestResponse {
 export async function startTestStack(options: { env?: Record<string, string>; workers?: boolean | QueueName[] } = {}): Promise<TestStack> {
   const t = await createTestEnv(options.env);
   const deps = createDeps(t.config, { logger: createLogger(t.config.LOG_LEVEL) });
+  // As src/web.ts does through its start-up check: the fail-fast request connection is up first.
+  await redisReady(deps.redis, 5_000);
   const workers = options.workers === false ? undefined : startWorkers(deps, Array.isArray(options.workers) ? options.workers : t.config.WORKER_QUEUES);
   const web = await startWeb(deps, 0);
   const base = `http://127.0.0.1:${web.port}`;

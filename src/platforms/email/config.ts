@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { secret } from '../config-fields.js';
 import { emailAddress } from '../recipients.js';
 
 export const emailConfig = z.strictObject({
@@ -9,6 +10,11 @@ export const emailConfig = z.strictObject({
     .string({ error: 'from is required' })
     .refine((f) => emailAddress(f.match(/<([^>]+)>\s*$/)?.[1] ?? f) === undefined, 'from must be an e-mail address, optionally as Name <address>'),
   /**
+   * Keys the HMAC that inbound e-mail relays sign their POSTs with (src/platforms/email/inbound.ts);
+   * without it the connection refuses inbound mail.
+   */
+  inbound_secret: secret('inbound_secret').min(16, 'inbound_secret must be at least 16 characters').optional(),
+  /**
    * Overrides the SMTP server of smtp_url (scheme, host, port), keeping its credentials; the
    * same per-connection override every platform has.
    */
@@ -16,4 +22,4 @@ export const emailConfig = z.strictObject({
 });
 export type EmailConfig = z.infer<typeof emailConfig>;
 
-export const EMAIL_SECRETS = ['smtp_url'] as const;
+export const EMAIL_SECRETS = ['smtp_url', 'inbound_secret'] as const;

@@ -11,6 +11,8 @@ export const whatsappConfig = z.strictObject({
   verify_token: secret('verify_token'),
   /** Graph API version in the path. @default "v21.0" */
   api_version: z.string().regex(/^v\d+\.\d+$/, 'api_version must look like v21.0').optional(),
+  /** The number's public phone number (public): lets link codes come with a wa.me/<number> deep link. */
+  display_phone_number: z.string().regex(/^\+?[\d ()-]{6,20}$/, 'display_phone_number must be a phone number').optional(),
   api_base_url: apiBaseUrl,
 });
 export type WhatsappConfig = z.infer<typeof whatsappConfig>;

@@ -1,0 +1,40 @@
+import { GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import type { Config } from '../config.js';
+
+/** Where file bytes go when they do not live in Postgres. */
+export interface BlobStore {
+  readonly kind: 's3';
+  put(key: string, data: Buffer, contentType: string): Promise<void>;
+  get(key: string): Promise<Buffer>;
+}
+
+/** An S3-compatible bucket through the official AWS SDK. */
+export function createS3Store(config: Pick<Config, 'S3_BUCKET' | 'S3_REGION' | 'S3_ENDPOINT' | 'S3_ACCESS_KEY_ID' | 'S3_SECRET_ACCESS_KEY' | 'S3_FORCE_PATH_STYLE'>): BlobStore {
+  const client = new S3Client({
+    region: config.S3_REGION,
+    ...(config.S3_ENDPOINT ? { endpoint: config.S3_ENDPOINT } : {}),
+    forcePathStyle: config.S3_FORCE_PATH_STYLE ?? Boolean(config.S3_ENDPOINT),
+    ...(config.S3_ACCESS_KEY_ID && config.S3_SECRET_ACCESS_KEY ? { credentials: { accessKeyId: config.S3_ACCESS_KEY_ID, secretAccessKey: config.S3_SECRET_ACCESS_KEY } } : {}),
+  });
+  const Bucket = config.S3_BUCKET!;
+  return {
+    kind: 's3',
+    async put(key, data, contentType) {
+      await client.send(new PutObjectCommand({ Bucket, Key: key, Body: data, ContentType: contentType, ContentLength: data.length }));
+    },
+    async get(key) {
+      const out = await client.send(new GetObjectCommand({ Bucket, Key: key }));
+      return Buffer.from(await out.Body!.transformToByteArray());
+    },
+  };
+}
+
+const stores = new WeakMap<Config, BlobStore>();
+
+/** The configured store for file bytes: undefined means Postgres. One client per configuration. */
+export function fileStore(config: Config): BlobStore | undefined {
+  if (config.FILE_STORAGE !== 's3') return undefined;
+  let store = stores.get(config);
+  if (!store) stores.set(config, (store = createS3Store(config)));
+  return store;
+}

@@ -1,0 +1,73 @@
+import type { NextFunction, Request, Response } from 'express';
+import type { Principal } from '../auth/api-keys.js';
+import type { Deps } from '../deps.js';
+import { AppError } from '../errors.js';
+import type { WakeHub } from '../ledger/wake-hub.js';
+import { createStreamSlots, type StreamSlot, type StreamSlots } from './slots.js';
+import { createTailRegistry, type TailRegistry } from './tail.js';
+
+/** A web process's realtime machinery, shared by the SSE endpoint and the GraphQL subscription. */
+export interface StreamService {
+  tails: TailRegistry;
+  slots: StreamSlots;
+  /** Registers an open stream so that shutdown can end it; returns the unregister function. */
+  track(end: () => void): () => void;
+  /** Open streams in this process. */
+  open(): number;
+  /**
+   * Ends every open stream cleanly (graceful shutdown), so clients reconnect elsewhere with
+   * their last cursor, and stops the tails.
+   */
+  close(): Promise<void>;
+}
+
+export function createStreamService(deps: Deps, wakes: WakeHub): StreamService {
+  const { config } = deps;
+  const tails = createTailRegistry(deps.sql, wakes, deps.logger, { recheckMs: config.STREAM_RECHECK_MS });
+  const slots = createStreamSlots(deps.redis, config.REDIS_PREFIX, deps.logger, {
+    max: config.STREAM_MAX_PER_APP,
+    leaseMs: config.STREAM_SLOT_LEASE_MS,
+  });
+  const open = new Set<() => void>();
+  return {
+    tails,
+    slots,
+    track(end) {
+      open.add(end);
+      deps.metrics.streamClients.inc();
+      return () => {
+        if (open.delete(end)) deps.metrics.streamClients.dec();
+      };
+    },
+    open: () => open.size,
+    async close() {
+      for (const end of [...open]) end();
+      tails.close();
+      await slots.close();
+    },
+  };
+}
+
+/** Takes one of the application's stream slots or throws the 429; the slot is released when `res` closes. */
+export async function holdStreamSlot(streams: StreamService, appId: string, res: Response): Promise<StreamSlot> {
+  const slot = await streams.slots.acquire(appId);
+  if (!slot) {
+    throw new AppError('TOO_MANY_STREAMS', `This application already has its maximum of concurrent streams open; close one or retry later`, undefined, {
+      headers: { 'Retry-After': '5' },
+    });
+  }
+  res.once('close', () => slot.release());
+  return slot;
+}
+
+/**
+ * Express middleware for the GraphQL-over-SSE face: a subscription connection is a stream and
+ * counts against the same per-application cap, answered with a plain 429 before any stream starts.
+ */
+export function streamSlotGuard(streams: StreamService) {
+  return async (_req: Request, res: Response, next: NextFunction) => {
+    const principal = res.locals.principal as Principal;
+    await holdStreamSlot(streams, principal.appId, res);
+    next();
+  };
+}

@@ -1,0 +1,149 @@
+import type { Response } from 'express';
+import { unwrap } from '../errors.js';
+import { decodeCursor } from '../ledger/cursor.js';
+import type { Api } from '../http/api.js';
+import type { RouteContext } from '../http/routes.js';
+import type { Logger } from '../logger.js';
+import { streamQuerySchema, type StreamFilter } from './filter.js';
+import { startReader, type Reader, type StreamSink, type StreamStart } from './reader.js';
+import { holdStreamSlot, type StreamService } from './service.js';
+import type { Sql } from '../db.js';
+
+export interface SseLimits {
+  /** Interval of `: keep-alive` comments (ms). */
+  keepAliveMs: number;
+  /** A stream ends cleanly after this long; the client resumes by cursor (ms). */
+  maxMs: number;
+  /** Bytes queued for a client before it is disconnected. */
+  bufferBytes: number;
+}
+
+const KEEP_ALIVE = ': keep-alive\n\n';
+
+/** GET /events/stream (SPEC 4.4): auth and validation answer as JSON; only then does a stream start. */
+export function registerStreamRoutes(api: Api, { deps, web, onShutdown }: RouteContext): void {
+  const { config } = deps;
+  const limits: SseLimits = { keepAliveMs: config.STREAM_KEEPALIVE_MS, maxMs: config.STREAM_MAX_MS, bufferBytes: config.STREAM_BUFFER_BYTES };
+  // Ends every open stream, GraphQL subscriptions included, so clients reconnect elsewhere.
+  onShutdown.push(() => web.streams.close());
+
+  api.route({
+    method: 'get',
+    path: '/events/stream',
+    summary: 'Server-Sent Events stream of the ledger, resumable with Last-Event-ID (or ?lastEventId=)',
+    scope: 'events:read',
+    appIdRequired: false,
+    rateLimited: false,
+    query: streamQuerySchema,
+    responses: {
+      200: { description: 'text/event-stream: frames `id: <cursor>` / `data: <event JSON>`, and `: keep-alive` comments' },
+    },
+    errors: ['INVALID_CURSOR', 'TOO_MANY_STREAMS', 'UNAVAILABLE'],
+    async handler({ req, res, principal, query }) {
+      const cursor = req.get('last-event-id') || query.lastEventId;
+      const start: StreamStart = cursor ? { afterSeq: unwrap(decodeCursor(cursor)).seq } : { backfill: config.STREAM_BACKFILL };
+      await holdStreamSlot(web.streams, principal.appId, res);
+      const log = (req as { log?: Logger }).log ?? deps.logger;
+      serveSse(res, deps.sql, web.streams, log, limits, principal.appId, query.filter, start);
+      return undefined;
+    },
+  });
+}
+
+/**
+ * Writes one stream. Catch-up writes wait for the socket to drain; live events are written
+ * at once, and a client whose unsent bytes pass `bufferBytes` is disconnected rather than
+ * holding the tail back or growing memory — it reconnects with its last cursor.
+ */
+export function serveSse(
+  res: Response,
+  sql: Sql,
+  streams: StreamService,
+  logger: Logger,
+  limits: SseLimits,
+  appId: string,
+  filter: StreamFilter,
+  start: StreamStart,
+): void {
+  res.writeHead(200, {
+    'Content-Type': 'text/event-stream; charset=utf-8',
+    'Cache-Control': 'no-cache, no-transform',
+    // The socket closes with the stream, so a stream ended on shutdown frees its connection.
+    Connection: 'close',
+    'X-Accel-Buffering': 'no',
+  });
+  res.flushHeaders();
+
+  let closed = false;
+  let lastBatch = -1;
+  let reader: Reader | undefined;
+  const cleanup = () => {
+    closed = true;
+    clearInterval(keepAlive);
+    clearTimeout(maxTimer);
+    reader?.close();
+    untrack();
+  };
+  const end = () => {
+    if (closed) return;
+    cleanup();
+    res.end();
+  };
+  const drop = () => {
+    if (closed) return;
+    cleanup();
+    res.destroy();
+  };
+  res.once('close', cleanup);
+  res.on('error', () => undefined);
+
+  const overfull = () => res.writableLength > limits.bufferBytes;
+  const sink: StreamSink = {
+    get closed() {
+      return closed;
+    },
+    async send(event) {
+      if (closed) return;
+      // Catch-up goes at the client's pace: wait for the socket to drain, holding one page at most.
+      if (res.write(event.frame)) return;
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          res.off('drain', done);
+          res.off('close', done);
+          resolve();
+        };
+        res.on('drain', done);
+        res.on('close', done);
+      });
+    },
+    push(event) {
+      if (closed) return;
+      // The backlog is judged once per tail batch, before writing it: what the client has not
+      // taken since the previous batch. A batch itself may be large; it is bounded by the page size.
+      if (event.batch !== lastBatch) {
+        lastBatch = event.batch;
+        if (overfull()) return drop();
+      }
+      res.write(event.frame);
+    },
+  };
+
+  const keepAlive = setInterval(() => {
+    if (closed) return;
+    res.write(KEEP_ALIVE);
+    if (overfull()) drop();
+  }, limits.keepAliveMs);
+  const maxTimer = setTimeout(end, limits.maxMs);
+  const untrack = streams.track(end);
+
+  startReader(sql, streams.tails, appId, filter, start, sink).then(
+    (r) => {
+      reader = r;
+      if (closed) r.close();
+    },
+    (err) => {
+      logger.warn({ err }, 'event stream read failed; ending the stream so the client resumes by cursor');
+      end();
+    },
+  );
+}

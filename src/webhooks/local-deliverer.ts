@@ -1,0 +1,15 @@
+import type { Deps } from '../deps.js';
+
+/** What the ledger's fan-out may hand first attempts to when the webhook worker runs in its process. */
+export interface LocalFirstAttempts {
+  /**
+   * Starts the first attempts of these events now, in this process, up to its in-flight
+   * bound; returns the events it took (the rest go through the queue as usual). Never throws.
+   */
+  take(events: { event_id: string; app_id: string }[]): { event_id: string; app_id: string }[];
+}
+
+const local = new WeakMap<Deps, LocalFirstAttempts>();
+
+export const setLocalFirstAttempts = (deps: Deps, l: LocalFirstAttempts) => void local.set(deps, l);
+export const localFirstAttemptsFor = (deps: Deps): LocalFirstAttempts | undefined => local.get(deps);
