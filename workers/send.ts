@@ -1,4 +1,5 @@
 import { DelayedError, type Job } from 'bullmq';
+import { untilAvailable } from '../src/availability.js';
 import { dedicatedWebhookUrl, loadConnection, recordHealth } from '../src/connections/connections.js';
 import {
   hasEarlierPending,
@@ -70,6 +71,12 @@ export const sendProcessor: ProcessorDef<'send'> = {
         return { status: 'failed', error: error.code };
       };
 
+      // `sending` on arrival: an earlier attempt called the platform and died (or could not
+      // record the answer) before settling. The platform may have the message; sending again
+      // could deliver it twice, so the message fails as uncertain and the client decides.
+      if (msg.status === 'sending') {
+        return finalFailure(storedError({ code: 'DELIVERY_UNCERTAIN', message: 'Sending was interrupted while the platform call was in flight; the platform may or may not have delivered it, so it was not sent again' }));
+      }
       if (conn.status !== 'ACTIVE') return finalFailure(storedError({ code: 'CONNECTION_DISABLED', message: `Platform connection ${conn.id} was disabled before the message went out` }));
 
       if (await hasEarlierPending(deps, msg)) {
@@ -107,7 +114,8 @@ export const sendProcessor: ProcessorDef<'send'> = {
       if (!(await markSending(deps, msg))) return { skipped: 'settled elsewhere' };
       const outcome = await getAdapter(conn.platform).send(conn.config, outbound, { timeoutMs: PLATFORM_TIMEOUT_MS, webhookUrl: dedicatedWebhookUrl(deps, conn) });
       if (outcome.ok) {
-        await markSent(deps, msg, outcome.externalMessageId);
+        // The platform has it now: this write must outlast a database blip, or a retry would send it twice.
+        await untilAvailable(() => markSent(deps, msg, outcome.externalMessageId));
         await recordHealth(deps, conn.id, { ok: true });
         await recordSent(deps, msg, conn, outcome.externalMessageId);
         await promoteSuccessor(deps, msg);
@@ -122,7 +130,7 @@ export const sendProcessor: ProcessorDef<'send'> = {
       const stored = storedError(error);
       const attempts = msg.attempts + 1;
       if (!error.retryable || attempts >= (job.opts.attempts ?? 1)) return finalFailure(stored);
-      await markRetrying(deps, msg, stored);
+      await untilAvailable(() => markRetrying(deps, msg, stored));
       if (error.retryAfterMs !== undefined) {
         // The platform named its own wait: honour it for this job and for the whole connection,
         // without spending a BullMQ attempt (attempts are still bounded by the message's count).
