@@ -1,6 +1,7 @@
 import { UnrecoverableError, type Job } from 'bullmq';
 import { loadConnectionById } from '../src/connections/connections.js';
 import { recordMessage, recordReaction, recordStatus, recordWatermark, type RecordContext } from '../src/inbound/records.js';
+import { withoutNul } from '../src/nul.js';
 import { getInbound } from '../src/platforms/registry.js';
 import type { NormalisedRecord } from '../src/platforms/types.js';
 import type { JobData } from '../src/queues.js';
@@ -20,7 +21,8 @@ export const inboundProcessor: ProcessorDef<'inbound'> = {
       if (!conn) return { skipped: 'connection deleted' };
       let records: NormalisedRecord[];
       try {
-        records = getInbound(conn.platform).normalise({ rawBody: Buffer.from(d.body, 'base64'), headers: d.headers, receivedAt: d.received_at });
+        // A platform may deliver U+0000 in a text; it is already acknowledged, so it is replaced rather than refused.
+        records = withoutNul(getInbound(conn.platform).normalise({ rawBody: Buffer.from(d.body, 'base64'), headers: d.headers, receivedAt: d.received_at }));
       } catch (err) {
         throw new UnrecoverableError(`malformed ${conn.platform} payload: ${(err as Error).message}`);
       }
