@@ -3,6 +3,7 @@ import { loadConnectionById, type Connection } from '../src/connections/connecti
 import type { PlatformUserRef } from '../src/identity/platform-users.js';
 import { lookupCache } from '../src/inbound/lookup-cache.js';
 import { recordMessage, recordReaction, recordStatus, recordWatermark, type RecordContext } from '../src/inbound/records.js';
+import { withoutNul } from '../src/nul.js';
 import { getInbound } from '../src/platforms/registry.js';
 import type { NormalisedRecord } from '../src/platforms/types.js';
 import type { JobData } from '../src/queues.js';
@@ -26,7 +27,8 @@ export const inboundProcessor: ProcessorDef<'inbound'> = {
       if (!conn) return { skipped: 'connection deleted' };
       let records: NormalisedRecord[];
       try {
-        records = getInbound(conn.platform).normalise({ rawBody: Buffer.from(d.body, 'base64'), headers: d.headers, receivedAt: d.received_at });
+        // A platform may deliver U+0000 in a text; it is already acknowledged, so it is replaced rather than refused.
+        records = withoutNul(getInbound(conn.platform).normalise({ rawBody: Buffer.from(d.body, 'base64'), headers: d.headers, receivedAt: d.received_at }));
       } catch (err) {
         throw new UnrecoverableError(`malformed ${conn.platform} payload: ${(err as Error).message}`);
       }
