@@ -40,6 +40,8 @@ export interface TelegramFake {
   answers: Record<string, number>;
   /** Answers every sendMessage with `status` (500, or 429 with retry_after) for `ms`. */
   burst(status: 500 | 429, ms: number): void;
+  /** Called once a send is accepted, before the answer goes out (a test can break something there). */
+  onAccept?: (text: string) => Promise<void> | void;
   stop(): Promise<void>;
 }
 
@@ -72,10 +74,11 @@ export async function startTelegramFake(): Promise<TelegramFake> {
       return reply(400, { ok: false, error_code: 400, description: 'Bad Request: body is not JSON' });
     }
     accepted.set(text, (accepted.get(text) ?? 0) + 1);
+    await fake.onAccept?.(text);
     reply(200, { ok: true, result: { message_id: nextId++, date: Math.floor(Date.now() / 1000), text } });
   });
   const port = await listen(server);
-  return {
+  const fake: TelegramFake = {
     base: `http://127.0.0.1:${port}`,
     accepted,
     answers,
@@ -84,6 +87,7 @@ export async function startTelegramFake(): Promise<TelegramFake> {
     },
     stop: () => close(server),
   };
+  return fake;
 }
 
 // ---------------------------------------------------------------- webhook receivers

@@ -136,6 +136,10 @@ async function runScenario(cluster: Cluster, telegram: TelegramFake, scenario: S
   const inboundDup = inboundRows.length - new Set(inboundRows.map((r) => r.external_message_id)).size;
   const sendKeys = [...sends.acked.keys()];
   const doubled = sendKeys.filter((k) => (telegram.accepted.get(k) ?? 0) > 1);
+  const outcomes = await cluster.sql<{ outcome: string; n: number }[]>`
+    SELECT CASE WHEN status = 'failed' THEN 'failed ' || (error->>'code') ELSE status END AS outcome, count(*)::int AS n
+      FROM outbound_messages WHERE app_id = ${app.appId} GROUP BY 1 ORDER BY 1`;
+  log(`send outcomes: ${outcomes.map((o) => `${o.outcome} ${o.n}`).join(', ')}`);
   if (doubled.length) log(`sends doubled: ${doubled.slice(0, 10).join(', ')}`);
 
   const order = s.ledger.map((r) => r.id);

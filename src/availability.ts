@@ -1,4 +1,4 @@
-import { unavailable } from './errors.js';
+import { isUnavailable, unavailable } from './errors.js';
 
 /**
  * How long a request waits for Redis to become reachable — the first connect after start-up,
@@ -50,4 +50,22 @@ export function withDeadline<T>(promise: PromiseLike<T>, ms: number, service: st
       },
     );
   });
+}
+
+/**
+ * Runs `fn` again while it fails only because PostgreSQL or Redis is unreachable, backing off
+ * up to 2 s between tries, for at most `timeoutMs`. For the one write that must not be lost
+ * after a side effect outside the service has happened (a platform accepted a message): failing
+ * the job there would make its retry repeat the side effect.
+ */
+export async function untilAvailable<T>(fn: () => Promise<T>, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (let pause = 100; ; pause = Math.min(pause * 2, 2_000)) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (!isUnavailable(err) || Date.now() + pause > deadline) throw err;
+      await new Promise((r) => setTimeout(r, pause));
+    }
+  }
 }

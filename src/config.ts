@@ -96,7 +96,7 @@ const schema = z
     WEBHOOK_DISABLE_AFTER: int(50, 1),
     /** After a secret rotation, how long deliveries are also signed with the old secret (ms). */
     WEBHOOK_SECRET_OVERLAP_MS: int(86_400_000, 0),
-    /** Deliveries in flight per worker process (they mostly wait on receivers). */
+    /** Webhook jobs in flight per worker process (an event's first attempts are one job); they mostly wait on receivers. */
     WEBHOOK_CONCURRENCY: int(200, 1),
     /** Most events one replay request scans. */
     WEBHOOK_REPLAY_MAX: int(10_000, 1),

@@ -1,7 +1,6 @@
 import postgres from 'postgres';
 
 export type Sql = postgres.Sql<Record<string, never>>;
-export type TransactionSql = postgres.TransactionSql<Record<string, never>>;
 
 export interface DbOptions {
   /** Pool size. @default 10 */
@@ -24,8 +23,10 @@ export function createSql(url: string, options: DbOptions = {}): Sql {
   }) as unknown as Sql;
 }
 
-/** The connection a transaction runs on. */
+/** The connection a transaction runs on (see `transaction`). */
 export type Tx = postgres.ReservedSql<Record<string, never>>;
+/** What `transaction` hands its function; kept as the name modules already use. */
+export type TransactionSql = Tx;
 
 /**
  * Codes by which postgres.js and PostgreSQL report that the session itself is gone

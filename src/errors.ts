@@ -30,6 +30,8 @@ export const ERROR_STATUS = {
   TOO_MANY_STREAMS: 429,
   INTERNAL: 500,
   PLATFORM_UNAVAILABLE: 502,
+  /** A send interrupted while the platform call was in flight: whether it arrived is unknown, and it is not resent. */
+  DELIVERY_UNCERTAIN: 502,
   UNAVAILABLE: 503,
   INVALID_WEBHOOK_TARGET: 400,
   // Identity (users, link codes). A merged-away user answers 410 with `merged_into` in details.

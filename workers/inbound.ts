@@ -1,6 +1,9 @@
 import { UnrecoverableError, type Job } from 'bullmq';
-import { loadConnectionById } from '../src/connections/connections.js';
+import { loadConnectionById, type Connection } from '../src/connections/connections.js';
+import type { PlatformUserRef } from '../src/identity/platform-users.js';
+import { lookupCache } from '../src/inbound/lookup-cache.js';
 import { recordMessage, recordReaction, recordStatus, recordWatermark, type RecordContext } from '../src/inbound/records.js';
+import { withoutNul } from '../src/nul.js';
 import { getInbound } from '../src/platforms/registry.js';
 import type { NormalisedRecord } from '../src/platforms/types.js';
 import type { JobData } from '../src/queues.js';
@@ -14,17 +17,22 @@ import type { ProcessorDef } from './host.js';
 export const inboundProcessor: ProcessorDef<'inbound'> = {
   queue: 'inbound',
   create(deps) {
+    // Bursts of deliveries hit the same few connections: reuse their lookups briefly (the
+    // receiver does the same, with the same bound on staleness).
+    const connections = lookupCache<Connection | undefined>(deps.config.INBOUND_LOOKUP_CACHE_MS);
+    const systemUsers = lookupCache<PlatformUserRef>(deps.config.INBOUND_LOOKUP_CACHE_MS);
     return async (job: Job) => {
       const d = job.data as JobData<'inbound'>;
-      const conn = await loadConnectionById(deps, d.connection_id);
+      const conn = await connections.get(d.connection_id, () => loadConnectionById(deps, d.connection_id));
       if (!conn) return { skipped: 'connection deleted' };
       let records: NormalisedRecord[];
       try {
-        records = getInbound(conn.platform).normalise({ rawBody: Buffer.from(d.body, 'base64'), headers: d.headers, receivedAt: d.received_at });
+        // A platform may deliver U+0000 in a text; it is already acknowledged, so it is replaced rather than refused.
+        records = withoutNul(getInbound(conn.platform).normalise({ rawBody: Buffer.from(d.body, 'base64'), headers: d.headers, receivedAt: d.received_at }));
       } catch (err) {
         throw new UnrecoverableError(`malformed ${conn.platform} payload: ${(err as Error).message}`);
       }
-      const ctx: RecordContext = { deps, conn, attempt: job.attemptsMade, finalAttempt: job.attemptsMade + 1 >= (job.opts.attempts ?? 1) };
+      const ctx: RecordContext = { deps, conn, attempt: job.attemptsMade, finalAttempt: job.attemptsMade + 1 >= (job.opts.attempts ?? 1), systemUsers };
       for (const r of records) {
         if (r.kind === 'message') await recordMessage(ctx, r);
         else if (r.kind === 'status') await recordStatus(ctx, r);

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DelayedError, type Job } from 'bullmq';
+import { untilAvailable } from '../src/availability.js';
 import { dedicatedWebhookUrl, loadConnection, recordHealth } from '../src/connections/connections.js';
 import {
   hasEarlierPending,
@@ -70,6 +71,12 @@ export const sendProcessor: ProcessorDef<'send'> = {
         return { status: 'failed', error: error.code };
       };
 
+      // `sending` on arrival: an earlier attempt called the platform and died (or could not
+      // record the answer) before settling. The platform may have the message; sending again
+      // could deliver it twice, so the message fails as uncertain and the client decides.
+      if (msg.status === 'sending') {
+        return finalFailure(storedError({ code: 'DELIVERY_UNCERTAIN', message: 'Sending was interrupted while the platform call was in flight; the platform may or may not have delivered it, so it was not sent again' }));
+      }
       if (conn.status !== 'ACTIVE') return finalFailure(storedError({ code: 'CONNECTION_DISABLED', message: `Platform connection ${conn.id} was disabled before the message went out` }));
 
       if (waitsForEarlier) {
@@ -109,9 +116,10 @@ export const sendProcessor: ProcessorDef<'send'> = {
         webhookUrl: dedicatedWebhookUrl(deps, conn),
       });
       if (outcome.ok) {
-        // The row first: a successor may go once it reads `sent`, and a repeat of this job
-        // must find it sent. The rest is independent.
-        await markSent(deps, msg, outcome.externalMessageId);
+        // The row first, and it must outlast a database blip: the platform has the message, so a
+        // repeat of this job must find it sent rather than send it twice. A successor may go once
+        // it reads `sent`; the rest is independent.
+        await untilAvailable(() => markSent(deps, msg, outcome.externalMessageId));
         await Promise.all([recordHealth(deps, conn.id, { ok: true }), recordSent(deps, msg, conn, outcome.externalMessageId), promoteSuccessor(deps, msg)]);
         return { status: 'sent', external_message_id: outcome.externalMessageId };
       }
@@ -124,7 +132,7 @@ export const sendProcessor: ProcessorDef<'send'> = {
       const stored = storedError(error);
       const attempts = msg.attempts + 1;
       if (!error.retryable || attempts >= (job.opts.attempts ?? 1)) return finalFailure(stored);
-      await markRetrying(deps, msg, stored);
+      await untilAvailable(() => markRetrying(deps, msg, stored));
       if (error.retryAfterMs !== undefined) {
         // The platform named its own wait: honour it for this job and for the whole connection,
         // without spending a BullMQ attempt (attempts are still bounded by the message's count).

@@ -9,6 +9,7 @@ import type { RequestGuards } from '../http/guards.js';
 import type { WebServices } from '../http/web-services.js';
 import { createContext, formatGraphqlError, type GqlContext } from './context.js';
 import { depthLimit } from './limits.js';
+import { noNulLiterals } from '../nul.js';
 import { streamSlotGuard } from '../stream/service.js';
 
 const principalOf = (res: Response) => res.locals.principal as Principal;
@@ -32,7 +33,7 @@ export function graphqlRouter(deps: Deps, web: WebServices, guards: RequestGuard
   const http = createHttpHandler<GqlContext>({
     schema,
     context: (req) => createContext(deps, web, principalOf(resOf(req))),
-    validationRules: (_req, _args, specified) => [...specified, depthLimit(10)],
+    validationRules: (_req, _args, specified) => [...specified, depthLimit(10), noNulLiterals],
     onOperation: (_req, _args, result) => mapErrors(result),
   });
   const sse = createSseHandler<GqlContext>({

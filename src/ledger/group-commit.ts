@@ -1,3 +1,5 @@
+import { isUnavailable } from '../errors.js';
+
 /**
  * Gathers items from many concurrent callers into batches: while one flush runs, new items
  * queue up and go together in the next. Under load, batches grow on their own; when idle,
@@ -16,7 +18,19 @@ export function createGroupCommit<T, R>(flush: (items: T[]) => Promise<R>, maxBa
       const result = await flush(batch.map((p) => p.item));
       for (const p of batch) p.resolve(result);
     } catch (err) {
-      for (const p of batch) p.reject(err);
+      // One item the database refuses (bad data) must not fail the callers it happened to
+      // share a batch with: each is flushed on its own, so only the bad one fails. An outage
+      // fails them all at once instead — alone they would only fail again, one by one.
+      if (batch.length === 1 || isUnavailable(err)) for (const p of batch) p.reject(err);
+      else {
+        for (const p of batch) {
+          try {
+            p.resolve(await flush([p.item]));
+          } catch (e) {
+            p.reject(e);
+          }
+        }
+      }
     } finally {
       running = false;
       void drain();

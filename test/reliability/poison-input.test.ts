@@ -1,0 +1,108 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createGroupCommit } from '../../src/ledger/group-commit.js';
+import { findNul, withoutNul } from '../../src/nul.js';
+import { enqueue } from '../../src/queues.js';
+import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
+
+let s: TestStack;
+let a: AppCredentials;
+beforeAll(async () => {
+  s = await startTestStack({ workers: ['ledger'] });
+  a = await s.createApp();
+});
+afterAll(() => s.close());
+
+async function until<T>(f: () => Promise<T | undefined>, what: string, ms = 15_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await f();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe('U+0000, which PostgreSQL cannot store', () => {
+  it('is refused in any JSON body with VALIDATION_ERROR naming where, before anything is written or queued', async () => {
+    const before = await s.deps.queues.ledger.getJobCounts('waiting', 'active', 'completed', 'delayed', 'failed');
+    const r = await s.request('POST', '/v1/events', { auth: a, body: { event_type: 'nul.probe', payload: { note: 'a\u0000b' } } });
+    expect(r.status).toBe(400);
+    expect(r.json.error).toMatchObject({ code: 'VALIDATION_ERROR', details: [{ path: ['payload', 'note'] }] });
+    const key = await s.request('POST', '/v1/events', { auth: a, body: { event_type: 'nul.probe', payload: { 'k\u0000': 1 } } });
+    expect(key.json.error.details[0].path).toEqual(['payload', 'k\u0000']);
+    expect(await s.deps.queues.ledger.getJobCounts('waiting', 'active', 'completed', 'delayed', 'failed')).toEqual(before);
+  });
+
+  it('is refused in GraphQL string literals and variables', async () => {
+    const literal = await s.gql(a, 'mutation { createEvent(eventType: "nul.probe", payload: {note: "a\\u0000b"}) { id } }');
+    expect(literal.json.errors[0].extensions.code).toBe('VALIDATION_ERROR');
+    const variable = await s.gql(a, 'mutation($p: JSON) { createEvent(eventType: "nul.probe", payload: $p) { id } }', { p: { note: 'a\u0000b' } });
+    expect(variable.status).toBe(400);
+    expect(variable.json.error.code).toBe('VALIDATION_ERROR');
+  });
+
+  it('is replaced, not refused, in text the service has already accepted (inbound records, ledger writes)', () => {
+    expect(findNul({ a: [1, { b: 'x\u0000' }] })).toEqual(['a', 1, 'b']);
+    expect(withoutNul({ text: 'a\u0000b', list: ['\u0000'], 'k\u0000': 1 })).toEqual({ text: 'a\uFFFDb', list: ['\uFFFD'], 'k\uFFFD': 1 });
+    const clean = { text: 'fine' };
+    expect(withoutNul(clean)).toBe(clean);
+  });
+
+  it('stored through the ledger worker comes out replaced instead of failing the job', async () => {
+    const id = randomUUID();
+    await enqueue(s.deps.queues, 'ledger', { event: { id, app_id: a.appId, event_type: 'message.inbound', payload: { message: { text: 'hi\u0000there' } }, edges: [], attachments: [] } });
+    const [row] = await until(async () => {
+      const rows = await s.deps.sql<{ payload: { message: { text: string } } }[]>`SELECT payload FROM events WHERE id = ${id}`;
+      return rows.length ? rows : undefined;
+    }, 'the event');
+    expect(row.payload.message.text).toBe('hi\uFFFDthere');
+  });
+});
+
+describe('a poison event in a group-commit batch', () => {
+  it('fails alone: the callers it shared a batch with still commit', async () => {
+    const flushed: string[][] = [];
+    const commit = createGroupCommit(async (items: string[]) => {
+      flushed.push(items);
+      if (items.includes('bad')) throw Object.assign(new Error('invalid input syntax for type uuid'), { code: '22P02' });
+      return items.length;
+    }, 10);
+    const results = await Promise.allSettled(['a', 'bad', 'b', 'c'].map((x) => commit(x)));
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
+    expect(flushed[0]).toEqual(['a', 'bad', 'b', 'c']);
+  });
+
+  it('does not split a batch that failed because the database is unreachable', async () => {
+    let calls = 0;
+    const commit = createGroupCommit(async () => {
+      calls++;
+      throw Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
+    }, 10);
+    const results = await Promise.allSettled(['a', 'b', 'c'].map((x) => commit(x)));
+    expect(results.every((r) => r.status === 'rejected')).toBe(true);
+    expect(calls).toBe(1);
+  });
+
+  it('in the real ledger: events queued beside one the database refuses are committed', async () => {
+    const good = [randomUUID(), randomUUID(), randomUUID()];
+    const bad = randomUUID();
+    const event = (id: string, target: string) => ({
+      id,
+      app_id: a.appId,
+      event_type: 'poison.probe',
+      payload: {},
+      edges: [{ edge_type: 'x', target_node_type: 'file' as const, target_node_id: target }],
+      attachments: [],
+    });
+    // An edge target that is not a uuid passes the job schema but not the column type.
+    await Promise.all([...good.map((id) => enqueue(s.deps.queues, 'ledger', { event: event(id, randomUUID()) })), enqueue(s.deps.queues, 'ledger', { event: event(bad, 'not-a-uuid') })]);
+    const committed = await until(async () => {
+      const rows = await s.deps.sql<{ id: string }[]>`SELECT id FROM events WHERE id = ANY(${[...good, bad]}::uuid[])`;
+      return rows.length >= good.length ? rows : undefined;
+    }, 'the good events');
+    expect(committed.map((r) => r.id).sort()).toEqual([...good].sort());
+    // …on their first attempt: no failure was ever recorded against them.
+    for (const id of good) expect((await s.deps.queues.ledger.getJob(`ev-${id}`))?.stacktrace ?? []).toEqual([]);
+  });
+});
