@@ -16,7 +16,7 @@ export function registerFileRoutes(api: Api): void {
     summary: 'Upload a file (multipart/form-data, field "file", at most 50 MB); its type is sniffed from the content',
     scope: 'events:write',
     responses: { 201: { description: 'The stored file', schema: fileOut } },
-    errors: ['PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE'],
+    errors: ['VALIDATION_ERROR', 'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE'],
     async handler({ deps, principal, req, res }) {
       if (!req.is('multipart/form-data')) throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'Upload files as multipart/form-data with a "file" field');
       await new Promise<void>((resolve, reject) =>
