@@ -6,7 +6,7 @@
  * senders) and receipt → message.inbound committed latency, under full load and paced.
  */
 import { createHmac } from 'node:crypto';
-import { cpus } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { Queue } from 'bullmq';
 import { Pool } from 'undici';
@@ -88,6 +88,8 @@ const bench: Bench = {
   async run({ options, log }) {
     const clients = options.clients ?? 32;
     const durationS = options.durationS ?? 10;
+    // Other work on the machine skews every figure, baseline included: recorded with the run.
+    const loadAtStart = loadavg()[0];
 
     log(`baseline: bare express handler, ${clients} senders, ${durationS} s`);
     const echo = await startEchoServer(200);
@@ -163,6 +165,7 @@ const bench: Bench = {
           'receipt → commit = ledger created_at − when the sender started the request (one clock)',
           `statuses A ${JSON.stringify(ackOnly.statuses)}, B ${JSON.stringify(mixed.statuses)}; baseline ${JSON.stringify(http.statuses)}`,
           'INBOUND_FLOOD_PER_SECOND lifted to 1000000 for the run (the default 200/s per connection would answer 429)',
+          `machine load average (1 min) ${round(loadAtStart, 1)} at the start and ${round(loadavg()[0], 1)} at the end of the run`,
         ],
       };
     } finally {

@@ -8,8 +8,10 @@
  * (a) ≥ 0.9 of the allowed rate with zero 429s.
  */
 import { Pool } from 'undici';
+import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { ratio, round, runLoad, spawnService, startStack, target, until, type Bench, type BenchStack, type ChildService } from './lib.js';
+import { startTelegramProcess } from '../test/fakes/telegram-process.js';
+import { ratio, round, runLoad, spawnService, startStack, target, until, type Bench, type BenchStack } from './lib.js';
 
 const ALLOWED_PER_S = 30;
 const LIMITED_MESSAGES = 2000;
@@ -17,25 +19,9 @@ const LIMITED_CHATS = 200;
 const CONNECTIONS = 100;
 const CLIENTS = 32;
 
-interface FakeProcess {
-  origin: string;
-  stats(): Promise<{ accepted: number; firstAt: number | null; lastAt: number | null; limitHits: number }>;
-  stop(): Promise<void>;
-}
+type FakeProcess = Awaited<ReturnType<typeof startTelegramProcess>>;
 
-async function startFake(limits: boolean): Promise<FakeProcess> {
-  const proc: ChildService = spawnService('bench/support/telegram-fake-server.ts', { FAKE_LIMITS: limits ? '1' : '0' });
-  await proc.waitFor(/fake listening \d+ stats \d+/, 30_000);
-  const [, port, statsPort] = proc.output().match(/fake listening (\d+) stats (\d+)/)!;
-  return {
-    origin: `http://127.0.0.1:${port}`,
-    stats: async () => (await (await fetch(`http://127.0.0.1:${statsPort}/`)).json()) as Awaited<ReturnType<FakeProcess['stats']>>,
-    async stop() {
-      proc.kill('SIGTERM');
-      await proc.exited;
-    },
-  };
-}
+const startFake = (limits: boolean): Promise<FakeProcess> => startTelegramProcess({ limits, keep: false });
 
 async function createConnection(stack: BenchStack, headers: Record<string, string>, token: string, apiBase: string): Promise<string> {
   const r = await fetch(`${stack.base}/v1/platform-connections`, {
@@ -53,7 +39,7 @@ async function limitedRun(log: (m: string) => void, notes: string[]) {
   const stack = await startStack({ workerQueues: 'ledger,send', env: { SEND_WAIT_MS: '0' } });
   try {
     const app = await stack.createApp(['admin', 'events:write', 'events:read']);
-    const conn = await createConnection(stack, app.headers, '900001:bench-limited-token', fake.origin);
+    const conn = await createConnection(stack, app.headers, '900001:bench-limited-token', fake.url);
     log(`(a) submitting ${LIMITED_MESSAGES} messages to ${LIMITED_CHATS} chats through one connection`);
     const pool = new Pool(stack.base, { connections: 16 });
     const statuses: Record<string, number> = {};
@@ -101,7 +87,7 @@ async function openRun(durationS: number, clients: number, log: (m: string) => v
   try {
     const app = await stack.createApp(['admin', 'events:write', 'events:read']);
     const conns: string[] = [];
-    for (let k = 0; k < CONNECTIONS; k++) conns.push(await createConnection(stack, app.headers, `${910000 + k}:bench-open-token`, fake.origin));
+    for (let k = 0; k < CONNECTIONS; k++) conns.push(await createConnection(stack, app.headers, `${910000 + k}:bench-open-token`, fake.url));
     log(`(b) ${clients} closed-loop clients over ${CONNECTIONS} connections for ${durationS} s`);
     const load = await runLoad(stack.base, {
       clients,
@@ -116,9 +102,9 @@ async function openRun(durationS: number, clients: number, log: (m: string) => v
     });
     notes.push(`(b) ${CONNECTIONS} connections, ${clients} closed-loop clients, ${durationS} s measured after 2 s warm-up; statuses ${JSON.stringify(load.statuses)} (201 = sent and its message.outbound recorded)`);
 
-    const count = Math.max(2000, Math.round(load.okPerS * durationS));
+    const count = Math.max(10_000, Math.round(load.okPerS * durationS));
     log(`(b) floor: ${count} bare sendMessage calls, ${clients} concurrent`);
-    const bare = spawnService('bench/support/bare-send-loop.ts', { BARE_TARGET: fake.origin, BARE_COUNT: String(count), BARE_CONCURRENCY: String(clients) });
+    const bare = spawnService('bench/support/bare-send-loop.ts', { BARE_TARGET: fake.url, BARE_COUNT: String(count), BARE_CONCURRENCY: String(clients) });
     await bare.waitFor(/bare done \d+ [\d.]+/, 120_000);
     const [, ok, ms] = bare.output().match(/bare done (\d+) ([\d.]+)/)!;
     const bareRate = round(Number(ok) / (Number(ms) / 1000), 1);
@@ -134,8 +120,12 @@ const bench: Bench = {
   description: 'sending: achieved rate under Telegram limits (one connection, 2,000 messages, 200 chats) and end-to-end sends/s over 100 connections vs a bare undici loop',
   async run({ options, log }) {
     const notes: string[] = ['web and worker are separate Node processes (NODE_ENV=production); the Telegram fake runs in its own process'];
+    const load = () => loadavg()[0].toFixed(1);
+    const loadBefore = load();
     const a = await limitedRun(log, notes);
     const b = await openRun(options.durationS ?? 10, options.clients ?? CLIENTS, log, notes);
+    // Other work on the machine shows in every figure; say how busy it was.
+    notes.push(`machine load average (1 min): ${loadBefore} at the start, ${load()} at the end`);
     return {
       figures: {
         limited_sent_per_s: a.rate,

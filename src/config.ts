@@ -83,6 +83,8 @@ const schema = z
     /** Lease on a stream slot in Redis (ms): renewed while the stream is open, reclaimed this long after its process dies. */
     STREAM_SLOT_LEASE_MS: int(30_000, 300),
     SEND_WAIT_MS: int(10_000, 0),
+    /** Send jobs one worker process runs at once: they mostly wait on platforms (up to 15 s each). */
+    SEND_CONCURRENCY: int(64, 1),
     /** Per-connection flood guard on inbound platform webhooks (deliveries per second). */
     INBOUND_FLOOD_PER_SECOND: int(200, 1),
     /** How long the inbound receiver reuses a connection it looked up (ms); disabling or re-keying a connection takes effect within it. */
@@ -94,7 +96,7 @@ const schema = z
     WEBHOOK_DISABLE_AFTER: int(50, 1),
     /** After a secret rotation, how long deliveries are also signed with the old secret (ms). */
     WEBHOOK_SECRET_OVERLAP_MS: int(86_400_000, 0),
-    /** Deliveries in flight per worker process (they mostly wait on receivers). */
+    /** Webhook jobs in flight per worker process (an event's first attempts are one job); they mostly wait on receivers. */
     WEBHOOK_CONCURRENCY: int(200, 1),
     /** Most events one replay request scans. */
     WEBHOOK_REPLAY_MAX: int(10_000, 1),
@@ -103,6 +105,25 @@ const schema = z
     TRANSCRIPTION_MODEL: z.string().default('whisper-1'),
     /** First retry delay of a failed transcription (ms); doubles on each of the 5 attempts. */
     TRANSCRIPTION_RETRY_BASE_MS: int(2000, 0),
+    /**
+     * Platform API addresses for every connection without its own `api_base_url`, as
+     * `TELEGRAM=http://…,SLACK=http://…` (staging proxies, local fakes).
+     */
+    PLATFORM_API_BASES: z
+      .string()
+      .default('')
+      .transform((s, ctx) => {
+        const out: Record<string, string> = {};
+        for (const part of s.split(',').map((p) => p.trim()).filter(Boolean)) {
+          const m = part.match(/^([A-Z]+)=(https?:\/\/\S+)$/);
+          if (!m) {
+            ctx.addIssue({ code: 'custom', message: `expected PLATFORM=http(s)://… pairs separated by commas, got "${part}"` });
+            return z.NEVER;
+          }
+          out[m[1]] = m[2];
+        }
+        return out;
+      }),
     /** Where file bytes live: Postgres (default) or an S3-compatible bucket. */
     FILE_STORAGE: z.enum(['postgres', 's3']).default('postgres'),
     S3_BUCKET: z.string().min(3).optional(),

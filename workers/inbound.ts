@@ -1,5 +1,7 @@
 import { UnrecoverableError, type Job } from 'bullmq';
-import { loadConnectionById } from '../src/connections/connections.js';
+import { loadConnectionById, type Connection } from '../src/connections/connections.js';
+import type { PlatformUserRef } from '../src/identity/platform-users.js';
+import { lookupCache } from '../src/inbound/lookup-cache.js';
 import { recordMessage, recordReaction, recordStatus, recordWatermark, type RecordContext } from '../src/inbound/records.js';
 import { MalformedPayloadError } from '../src/errors.js';
 import { storableText } from '../src/storable-text.js';
@@ -16,9 +18,13 @@ import type { ProcessorDef } from './host.js';
 export const inboundProcessor: ProcessorDef<'inbound'> = {
   queue: 'inbound',
   create(deps) {
+    // Bursts of deliveries hit the same few connections: reuse their lookups briefly (the
+    // receiver does the same, with the same bound on staleness).
+    const connections = lookupCache<Connection | undefined>(deps.config.INBOUND_LOOKUP_CACHE_MS);
+    const systemUsers = lookupCache<PlatformUserRef>(deps.config.INBOUND_LOOKUP_CACHE_MS);
     return async (job: Job) => {
       const d = job.data as JobData<'inbound'>;
-      const conn = await loadConnectionById(deps, d.connection_id);
+      const conn = await connections.get(d.connection_id, () => loadConnectionById(deps, d.connection_id));
       if (!conn) return { skipped: 'connection deleted' };
       let records: NormalisedRecord[];
       try {
@@ -29,7 +35,7 @@ export const inboundProcessor: ProcessorDef<'inbound'> = {
         if (err instanceof MalformedPayloadError) throw new UnrecoverableError(`malformed ${conn.platform} payload: ${err.message}`);
         throw err;
       }
-      const ctx: RecordContext = { deps, conn, attempt: job.attemptsMade, finalAttempt: job.attemptsMade + 1 >= (job.opts.attempts ?? 1) };
+      const ctx: RecordContext = { deps, conn, attempt: job.attemptsMade, finalAttempt: job.attemptsMade + 1 >= (job.opts.attempts ?? 1), systemUsers };
       for (const r of records) {
         if (r.kind === 'message') await recordMessage(ctx, r);
         else if (r.kind === 'status') await recordStatus(ctx, r);

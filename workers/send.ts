@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { DelayedError, type Job } from 'bullmq';
 import { untilAvailable } from '../src/availability.js';
 import { dedicatedWebhookUrl, loadConnection, recordHealth } from '../src/connections/connections.js';
@@ -15,7 +16,6 @@ import {
   recordSent,
   storedError,
 } from '../src/messages/delivery.js';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { holdConnection, paceSend, reserveSendSlot } from '../src/platforms/rate-budget.js';
 import { getAdapter } from '../src/platforms/registry.js';
 import type { JobData } from '../src/queues.js';
@@ -44,7 +44,7 @@ export const sendProcessor: ProcessorDef<'send'> = {
       const data = job.data as JobData<'send'>;
       const msg = await loadMessage(deps, data.app_id, data.message_id);
       if (!msg) return { skipped: 'unknown message' };
-      const conn = await loadConnection(deps, data.app_id, msg.platform_connection_id);
+      const [conn, waitsForEarlier] = await Promise.all([loadConnection(deps, data.app_id, msg.platform_connection_id), hasEarlierPending(deps, msg)]);
       if (!conn) {
         // Deleting a connection deletes its messages; this only covers the moment in between.
         await markFailed(deps, msg, storedError({ code: 'PLATFORM_CONNECTION_NOT_FOUND', message: 'The platform connection was deleted' }));
@@ -79,7 +79,7 @@ export const sendProcessor: ProcessorDef<'send'> = {
       }
       if (conn.status !== 'ACTIVE') return finalFailure(storedError({ code: 'CONNECTION_DISABLED', message: `Platform connection ${conn.id} was disabled before the message went out` }));
 
-      if (await hasEarlierPending(deps, msg)) {
+      if (waitsForEarlier) {
         await job.moveToDelayed(Date.now() + ORDER_FALLBACK_MS, token);
         // The predecessor may have settled between the check and the move, and found this job
         // still active when it tried to wake it: look once more now that the job is delayed.
@@ -96,29 +96,31 @@ export const sendProcessor: ProcessorDef<'send'> = {
           return delay(wait - WAKE_EARLY_MS);
         }
       }
-      const outbound = {
-        to: msg.to_external_id,
-        text: msg.text,
-        parseMode: msg.options.parse_mode,
-        subject: msg.options.subject,
-        files: await loadFiles(deps, msg),
-        inReplyTo: conn.platform === 'EMAIL' ? await inboundToReplyTo(deps, msg) : undefined,
-      };
+      const [files, inReplyTo] = await Promise.all([loadFiles(deps, msg), conn.platform === 'EMAIL' ? inboundToReplyTo(deps, msg) : undefined]);
+      const outbound = { to: msg.to_external_id, text: msg.text, parseMode: msg.options.parse_mode, subject: msg.options.subject, files, inReplyTo };
       // Paced last, so as little as possible lies between the budget's clock and the platform's.
       for (;;) {
         const wait = await paceSend(deps.redis, deps.config.REDIS_PREFIX, conn.platform, conn.id, msg.to_external_id);
         if (wait === 0) break;
-        if (wait > PACE_SLEEP_MAX_MS) return delay(wait);
+        if (wait > PACE_SLEEP_MAX_MS) {
+          // Behind a platform's hold: the slot reserved for this attempt still stands, so keep it.
+          if (data.reserved_attempt !== msg.attempts) await job.updateData({ ...data, reserved_attempt: msg.attempts });
+          return delay(wait);
+        }
         await sleep(wait);
       }
       if (!(await markSending(deps, msg))) return { skipped: 'settled elsewhere' };
-      const outcome = await getAdapter(conn.platform).send(conn.config, outbound, { timeoutMs: PLATFORM_TIMEOUT_MS, webhookUrl: dedicatedWebhookUrl(deps, conn) });
+      const outcome = await getAdapter(conn.platform).send(conn.config, outbound, {
+        timeoutMs: PLATFORM_TIMEOUT_MS,
+        defaultBaseUrl: deps.config.PLATFORM_API_BASES[conn.platform],
+        webhookUrl: dedicatedWebhookUrl(deps, conn),
+      });
       if (outcome.ok) {
-        // The platform has it now: this write must outlast a database blip, or a retry would send it twice.
+        // The row first, and it must outlast a database blip: the platform has the message, so a
+        // repeat of this job must find it sent rather than send it twice. A successor may go once
+        // it reads `sent`; the rest is independent.
         await untilAvailable(() => markSent(deps, msg, outcome.externalMessageId));
-        await recordHealth(deps, conn.id, { ok: true });
-        await recordSent(deps, msg, conn, outcome.externalMessageId);
-        await promoteSuccessor(deps, msg);
+        await Promise.all([recordHealth(deps, conn.id, { ok: true }), recordSent(deps, msg, conn, outcome.externalMessageId), promoteSuccessor(deps, msg)]);
         return { status: 'sent', external_message_id: outcome.externalMessageId };
       }
 
@@ -141,4 +143,5 @@ export const sendProcessor: ProcessorDef<'send'> = {
       throw new Error(`${error.code}: ${error.message}`);
     };
   },
+  options: (deps) => ({ concurrency: deps.config.SEND_CONCURRENCY }),
 };

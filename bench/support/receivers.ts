@@ -8,6 +8,7 @@ export interface Receipt {
   /** When the delivery body was built (its `timestamp`): splits latency into before/after. */
   builtAt: number;
   deliveryId: string;
+  eventId: string;
 }
 
 /**
@@ -27,12 +28,12 @@ export async function startReceivers(n: number): Promise<{ urls: string[]; recei
         res.writeHead(200, { 'content-type': 'text/plain', 'content-length': '2' });
         res.end('ok');
         // Both kinds are parsed: the floor does the same receiver work as the real deliveries.
-        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { id: string; created_at: string; timestamp: string };
+        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { id: string; event_id: string; created_at: string; timestamp: string };
         if (req.url === '/bare') {
           bare++;
           return;
         }
-        receipts.push({ at, createdAt: Date.parse(body.created_at), builtAt: Date.parse(body.timestamp), deliveryId: body.id });
+        receipts.push({ at, createdAt: Date.parse(body.created_at), builtAt: Date.parse(body.timestamp), deliveryId: body.id, eventId: body.event_id });
       });
     });
     server.keepAliveTimeout = 65_000;

@@ -23,6 +23,18 @@ export interface WebApp {
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,100}$/;
 
+/**
+ * A request URL fit for the log: no query string, and no path segment that is a credential —
+ * an inbound webhook URL's secret, a link code being activated (still valid when the attempt
+ * was throttled).
+ */
+export function loggableUrl(url: string): string {
+  return url
+    .split('?')[0]
+    .replace(/^(\/webhooks\/[^/]+\/)[^/]+/, '$1[redacted]')
+    .replace(/^(\/v1\/link-codes\/)[^/]+/, '$1[redacted]');
+}
+
 /** The express application: thin faces over the domain modules. */
 export function createApp(deps: Deps): WebApp {
   const app = express();
@@ -43,7 +55,7 @@ export function createApp(deps: Deps): WebApp {
       customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'info' : 'debug'),
       // Inbound platform bodies and API bodies can carry secrets or personal data: not logged.
       // Inbound webhook URLs carry their secret as the last segment: never logged.
-      serializers: { req: (req) => ({ id: req.id, method: req.method, url: String(req.url).split('?')[0].replace(/^(\/webhooks\/[^/]+\/)[^/]+/, '$1[redacted]') }) },
+      serializers: { req: (req) => ({ id: req.id, method: req.method, url: loggableUrl(String(req.url)) }) },
     }),
   );
 

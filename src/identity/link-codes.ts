@@ -1,6 +1,6 @@
 import { createHash, randomInt } from 'node:crypto';
 import { z } from 'zod';
-import type { Sql, TransactionSql } from '../db.js';
+import type { Sql, Tx } from '../db.js';
 import type { Deps } from '../deps.js';
 import { fail, ok, type Failure, type Result } from '../errors.js';
 import { derivedId } from '../ids.js';
@@ -203,7 +203,7 @@ function activationEvent(appId: string, a: Activation, via: 'api' | 'inbound'): 
   };
 }
 
-async function useCode(tx: TransactionSql, appId: string, code: string, puId: string, via: 'api' | 'inbound'): Promise<Result<Outcome>> {
+async function useCode(tx: Tx, appId: string, code: string, puId: string, via: 'api' | 'inbound'): Promise<Result<Outcome>> {
   const [row] = await tx<CodeRow[]>`
     SELECT id, user_id, expires_at <= now() AS expired, used_at, used_by_platform_user_id, result_user_id, merged_user_id
       FROM link_codes WHERE app_id = ${appId} AND code_hash = ${hashCode(appId, code)}
@@ -234,17 +234,17 @@ async function useCode(tx: TransactionSql, appId: string, code: string, puId: st
   throw Object.assign(new Error('link activation kept racing concurrent merges'), { code: '40001' });
 }
 
-async function resolve(tx: TransactionSql, appId: string, id: string): Promise<string | null> {
+async function resolve(tx: Tx, appId: string, id: string): Promise<string | null> {
   const [r] = await tx<{ id: string | null }[]>`SELECT resolve_user_id(${appId}, ${id}) AS id`;
   return r?.id ?? null;
 }
 
-async function userOf(tx: TransactionSql, appId: string, puId: string): Promise<string> {
+async function userOf(tx: Tx, appId: string, puId: string): Promise<string> {
   const [r] = await tx<{ user_id: string }[]>`SELECT user_id FROM platform_users WHERE app_id = ${appId} AND id = ${puId}`;
   return r.user_id;
 }
 
-async function markUsed(tx: TransactionSql, codeId: string, owner: string, puId: string, mergedUserId: string | null, via: 'api' | 'inbound'): Promise<Activation> {
+async function markUsed(tx: Tx, codeId: string, owner: string, puId: string, mergedUserId: string | null, via: 'api' | 'inbound'): Promise<Activation> {
   await tx`
     UPDATE link_codes SET used_at = now(), used_by_platform_user_id = ${puId}, result_user_id = ${owner},
            merged_user_id = ${mergedUserId}, via = ${via}
@@ -252,7 +252,7 @@ async function markUsed(tx: TransactionSql, codeId: string, owner: string, puId:
   return { link_code_id: codeId, user_id: owner, platform_user_id: puId, merged_user_id: mergedUserId, replayed: false };
 }
 
-async function recordedMerge(sql: Sql | TransactionSql, appId: string, sourceUserId: string): Promise<MergeRecord | null> {
+async function recordedMerge(sql: Sql | Tx, appId: string, sourceUserId: string): Promise<MergeRecord | null> {
   const [m] = await sql<{ target_user_id: string; platform_user_ids: string[]; event_id: string; link_code_id: string | null }[]>`
     SELECT target_user_id, platform_user_ids, event_id, link_code_id FROM user_merges WHERE app_id = ${appId} AND source_user_id = ${sourceUserId}`;
   return m

@@ -1,4 +1,4 @@
-import { transaction, type Sql, type TransactionSql } from '../db.js';
+import { transaction, type Sql, type Tx } from '../db.js';
 import type { Deps } from '../deps.js';
 import { fail, ok, type Result } from '../errors.js';
 import { derivedId } from '../ids.js';
@@ -22,7 +22,7 @@ export interface MergeRecord {
 const RETRYABLE = new Set(['40001', '40P01']);
 
 /** Runs `fn` in a transaction, again on a serialization failure or deadlock (a few times). */
-export async function inRetriedTransaction<T>(sql: Sql, fn: (tx: TransactionSql) => Promise<T>): Promise<T> {
+export async function inRetriedTransaction<T>(sql: Sql, fn: (tx: Tx) => Promise<T>): Promise<T> {
   for (let attempt = 0; ; attempt++) {
     try {
       return await transaction(sql, fn);
@@ -46,7 +46,7 @@ interface LockedUser {
  * queue behind each other instead of deadlocking. FOR UPDATE returns the latest committed
  * version of each row, so what a merge checks after locking is what it acts on.
  */
-export async function lockUsers(tx: TransactionSql, appId: string, ids: string[]): Promise<Map<string, LockedUser>> {
+export async function lockUsers(tx: Tx, appId: string, ids: string[]): Promise<Map<string, LockedUser>> {
   const rows = await tx<LockedUser[]>`
     SELECT id, merged_into, is_system FROM users
      WHERE app_id = ${appId} AND id = ANY(${[...new Set(ids)]}::uuid[])
@@ -67,7 +67,7 @@ export async function lockUsers(tx: TransactionSql, appId: string, ids: string[]
  * very target answers the recorded merge (`replayed`).
  */
 export async function mergeInTransaction(
-  tx: TransactionSql,
+  tx: Tx,
   appId: string,
   p: { targetUserId: string; sourceUserId: string; linkCodeId?: string | null },
 ): Promise<Result<MergeRecord>> {

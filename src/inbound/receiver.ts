@@ -142,9 +142,12 @@ export function inboundRouter(deps: Deps): Router {
       if (!(await floodGuard(conn.id, res))) return;
       // Each connection gets only its own entries, so one payload never leaks across applications.
       const own = new Set(routingIdsOf(platform, conn.config));
-      const entries = (Array.isArray(body.entry) ? body.entry : []).filter((e) => (adapter.routingIds?.({ ...body, entry: [e] }) ?? []).some((id) => own.has(id)));
+      const all = Array.isArray(body.entry) ? body.entry : [];
+      const entries = all.filter((e) => (adapter.routingIds?.({ ...body, entry: [e] }) ?? []).some((id) => own.has(id)));
       if (entries.length === 0) continue;
-      if (!(await accept(conn, inbound, Buffer.from(JSON.stringify({ ...body, entry: entries }))))) return void notADelivery(platform, res);
+      // The usual case, a payload for one connection only, is queued as the platform sent it.
+      const ownBody = entries.length === all.length ? inbound.rawBody : Buffer.from(JSON.stringify({ ...body, entry: entries }));
+      if (!(await accept(conn, inbound, ownBody))) return void notADelivery(platform, res);
     }
     ack(platform, inbound, res);
   }

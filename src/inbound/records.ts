@@ -9,6 +9,7 @@ import { downloadMedia } from '../platforms/media.js';
 import { systemExternalId } from '../platforms/registry.js';
 import type { NormalisedRecord } from '../platforms/types.js';
 import { enqueue, type LedgerEvent } from '../queues.js';
+import type { LookupCache } from './lookup-cache.js';
 
 type Rec<K extends NormalisedRecord['kind']> = Extract<NormalisedRecord, { kind: K }>;
 
@@ -19,6 +20,8 @@ export interface RecordContext {
   /** 0 on the first attempt. */
   attempt: number;
   finalAttempt: boolean;
+  /** The worker's short-lived memo of system users (one per connection, looked up by every message). */
+  systemUsers?: LookupCache<PlatformUserRef>;
 }
 
 /** A status for a message we have not stored yet may be racing our own send: retry this many attempts first. */
@@ -49,15 +52,11 @@ function upsertParty(deps: Deps, conn: Connection, party: { externalId: string; 
 }
 
 /** The connected account itself (bot, page, number): `sent_to` of every inbound message. */
-function systemUser(deps: Deps, conn: Connection): Promise<PlatformUserRef> {
-  return upsertPlatformUser(deps.sql, {
-    appId: conn.appId,
-    connectionId: conn.id,
-    platform: conn.platform,
-    externalId: systemExternalId(conn.platform, conn.config),
-    name: conn.name,
-    isSystem: true,
-  });
+function systemUser(ctx: RecordContext): Promise<PlatformUserRef> {
+  const { deps, conn } = ctx;
+  const externalId = systemExternalId(conn.platform, conn.config);
+  const load = () => upsertPlatformUser(deps.sql, { appId: conn.appId, connectionId: conn.id, platform: conn.platform, externalId, name: conn.name, isSystem: true });
+  return ctx.systemUsers ? ctx.systemUsers.get(`${conn.id}\u0000${externalId}\u0000${conn.name}`, load) : load();
 }
 
 /**
@@ -72,7 +71,7 @@ export async function recordMessage(ctx: RecordContext, r: Rec<'message'>): Prom
 
   const sender = await upsertParty(deps, conn, r.sender);
   await activateFromInbound(deps, { appId: conn.appId, platformUserId: sender.id, text: r.message.text, platform: conn.platform });
-  const system = await systemUser(deps, conn);
+  const system = await systemUser(ctx);
   const conversationId = await upsertConversation(deps.sql, {
     appId: conn.appId,
     connectionId: conn.id,

@@ -21,10 +21,16 @@ export function createCommitWaiter(sql: Sql, wakes: WakeHub, check: OutcomeCheck
   const pending = new Map<string, Map<string, Set<(found: boolean) => void>>>();
   const unsubs = new Map<string, () => void>();
   const checking = new Set<string>();
+  /** Apps woken while their check ran: that check may have missed the commit, so run again at once. */
+  const wokenDuringCheck = new Set<string>();
 
   const recheck = async (appId: string) => {
     const ids = pending.get(appId);
-    if (!ids || ids.size === 0 || checking.has(appId)) return;
+    if (!ids || ids.size === 0) return;
+    if (checking.has(appId)) {
+      wokenDuringCheck.add(appId);
+      return;
+    }
     checking.add(appId);
     try {
       for (const id of await check(sql, appId, [...ids.keys()])) settle(appId, id, true);
@@ -33,6 +39,7 @@ export function createCommitWaiter(sql: Sql, wakes: WakeHub, check: OutcomeCheck
     } finally {
       checking.delete(appId);
     }
+    if (wokenDuringCheck.delete(appId)) void recheck(appId);
   };
 
   const settle = (appId: string, id: string, found: boolean) => {

@@ -105,17 +105,21 @@ export async function inboundToReplyTo(deps: Deps, msg: MessageRow): Promise<str
   return row?.external_message_id ?? undefined;
 }
 
+/** The recipient, the connection's own system user and the conversation: independent lookups, made together. */
 async function parties(deps: Deps, msg: MessageRow, conn: Connection) {
-  const recipient = await upsertPlatformUser(deps.sql, { appId: msg.app_id, connectionId: conn.id, platform: conn.platform, externalId: msg.to_external_id });
-  const system = await upsertPlatformUser(deps.sql, {
-    appId: msg.app_id,
-    connectionId: conn.id,
-    platform: conn.platform,
-    externalId: systemExternalId(conn.platform, conn.config),
-    name: conn.name,
-    isSystem: true,
-  });
-  return { recipient, system, conversationId: await conversationOf(deps, msg, conn) };
+  const [recipient, system, conversationId] = await Promise.all([
+    upsertPlatformUser(deps.sql, { appId: msg.app_id, connectionId: conn.id, platform: conn.platform, externalId: msg.to_external_id }),
+    upsertPlatformUser(deps.sql, {
+      appId: msg.app_id,
+      connectionId: conn.id,
+      platform: conn.platform,
+      externalId: systemExternalId(conn.platform, conn.config),
+      name: conn.name,
+      isSystem: true,
+    }),
+    conversationOf(deps, msg, conn),
+  ]);
+  return { recipient, system, conversationId };
 }
 
 /** The recipient's conversation: found by one index probe on every send but the first (no row lock, no write). */

@@ -1,6 +1,5 @@
 import { z } from 'zod';
 import { loadConnection } from '../connections/connections.js';
-import { transaction } from '../db.js';
 import type { Deps } from '../deps.js';
 import { fail, ok, type ErrorCode, type Result } from '../errors.js';
 import { claimIdempotencyKey } from '../idempotency.js';
@@ -85,18 +84,21 @@ export async function submitMessage(deps: Deps, sends: CommitWaiter, appId: stri
   if (!claim.ok) return claim;
   const id = claim.value.resourceId;
   if (!claim.value.replay) {
-    await transaction(deps.sql, async (tx) => {
-      const [counter] = await tx<{ seq: number }[]>`
+    // One statement (one round trip, atomic by itself): the recipient's next sequence number
+    // and the message that takes it. The counter row stays locked until it commits, so
+    // sequence order is commit order for each recipient; a gap (an id that already existed)
+    // is harmless, only the order matters.
+    await deps.sql`
+      WITH counter AS (
         INSERT INTO recipient_counters (platform_connection_id, to_external_id, seq) VALUES (${conn.id}, ${input.to_external_id}, 1)
         ON CONFLICT (platform_connection_id, to_external_id) DO UPDATE SET seq = recipient_counters.seq + 1
-        RETURNING seq`;
-      await tx`
-        INSERT INTO outbound_messages (id, app_id, platform_connection_id, to_external_id, recipient_seq, text, options, file_ids)
-        VALUES (${id}, ${appId}, ${conn.id}, ${input.to_external_id}, ${counter.seq}, ${input.message},
-                ${tx.json({ ...(input.parse_mode ? { parse_mode: input.parse_mode } : {}), ...(input.subject ? { subject: input.subject } : {}) })},
-                ${input.file_ids ?? []})
-        ON CONFLICT (id) DO NOTHING`;
-    });
+        RETURNING seq)
+      INSERT INTO outbound_messages (id, app_id, platform_connection_id, to_external_id, recipient_seq, text, options, file_ids)
+      SELECT ${id}, ${appId}, ${conn.id}, ${input.to_external_id}, counter.seq, ${input.message},
+             ${deps.sql.json({ ...(input.parse_mode ? { parse_mode: input.parse_mode } : {}), ...(input.subject ? { subject: input.subject } : {}) })},
+             ${input.file_ids ?? []}
+        FROM counter
+      ON CONFLICT (id) DO NOTHING`;
   }
   const settled = sends.wait(appId, id, deps.config.SEND_WAIT_MS);
   // Re-driving the job for a replayed key is harmless: the job id is the message id, and the

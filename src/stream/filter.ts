@@ -64,7 +64,9 @@ export function sqlPrefilter(f: StreamFilter): EventFilters {
   const out: EventFilters = {};
   if (f.conversationId) out.conversationId = f.conversationId;
   if (f.userId) out.userId = f.userId;
-  if (f.eventTypes) {
+  // With a user filter, user.merged events must reach the user scope whatever the type filter
+  // (it learns merges from them), and the user narrowing is selective on its own.
+  if (f.eventTypes && !f.userId) {
     const prefixes = f.eventTypes.map((p) => p.split(/[*?[]/, 1)[0]);
     let common = prefixes[0];
     for (const p of prefixes) while (!p.startsWith(common)) common = common.slice(0, -1);

@@ -13,6 +13,8 @@ export interface StreamSink {
   send(event: TailEvent): Promise<void>;
   /** Live delivery from the tail; synchronous, and a sink that falls too far behind disconnects itself. */
   push(event: TailEvent): void;
+  /** End of a tail batch: write out what `push` took. */
+  flush?(): void;
   readonly closed: boolean;
 }
 
@@ -42,7 +44,7 @@ export async function startReader(
   sink: StreamSink,
 ): Promise<Reader> {
   const matches = compileStreamFilter(filter, filter.userId !== undefined ? await UserScope.resolve(sql, appId, filter.userId) : undefined);
-  const member: TailMember = { pos: 0, live: false, matches, push: (e) => sink.push(e) };
+  const member: TailMember = { pos: 0, live: false, matches, push: (e) => sink.push(e), flush: sink.flush && (() => sink.flush!()) };
   const { tail, leave } = tails.join(appId, member);
   const reader: Reader = { close: leave };
   try {

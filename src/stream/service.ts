@@ -68,6 +68,9 @@ export function streamSlotGuard(streams: StreamService) {
   return async (_req: Request, res: Response, next: NextFunction) => {
     const principal = res.locals.principal as Principal;
     await holdStreamSlot(streams, principal.appId, res);
+    // Like the SSE endpoint: the connection ends with the stream, so a stream ended on
+    // shutdown does not leave a kept-alive socket holding the server open.
+    res.shouldKeepAlive = false;
     next();
   };
 }

@@ -11,6 +11,7 @@ import type { Logger } from '../logger.js';
 export class TailEvent {
   private nodeMemo?: EventNode;
   private frameMemo?: string;
+  private bytesMemo?: Buffer;
   /**
    * @param batch the tail read that produced the event (0 for catch-up reads). Sinks judge a
    * client's backlog once per batch, so a burst of events read together never counts against it.
@@ -28,6 +29,11 @@ export class TailEvent {
   get frame(): string {
     return (this.frameMemo ??= `id: ${this.record.cursor}\ndata: ${JSON.stringify(this.node)}\n\n`);
   }
+
+  /** The frame encoded once, so writing it to many sockets copies bytes instead of re-encoding text. */
+  get bytes(): Buffer {
+    return (this.bytesMemo ??= Buffer.from(this.frame, 'utf8'));
+  }
 }
 
 /** One connection as its application's tail sees it. */
@@ -39,6 +45,8 @@ export interface TailMember {
   matches(event: EventRecord): boolean;
   /** Takes a matching event synchronously; a member that cannot keep up disconnects itself. */
   push(event: TailEvent): void;
+  /** Called after each batch the tail dispatched, so a member can write what it took in one go. */
+  flush?(): void;
 }
 
 export interface AppTail {
@@ -98,6 +106,7 @@ export function createTailRegistry(sql: Sql, wakes: WakeHub, logger: Logger, opt
         }
         pos = row.seq;
       }
+      for (const m of members) m.flush?.();
     };
 
     const read = async () => {

@@ -118,6 +118,8 @@ async function writeAttempts(deps: Deps, records: AttemptRecord[]): Promise<void
         consecutive_failures = CASE WHEN r.reset THEN r.n ELSE s.consecutive_failures + r.n END
         FROM jsonb_to_recordset(${tx.json(healthRows as never)}::jsonb) AS r(id uuid, app_id uuid, reset boolean, n int)
        WHERE s.id = r.id AND s.app_id = r.app_id AND NOT (r.reset AND s.consecutive_failures = r.n)`;
+    // Only a failure can push a subscription over the limit.
+    if (!healthRows.some((h) => h.n > 0)) return [] as Disabled[];
     return tx<Disabled[]>`
       UPDATE webhook_subscriptions SET status = 'DISABLED', disabled_at = now(), updated_at = now()
        WHERE id = ANY(${healthRows.map((h) => h.id)}::uuid[]) AND status = 'ACTIVE' AND consecutive_failures >= ${deps.config.WEBHOOK_DISABLE_AFTER}

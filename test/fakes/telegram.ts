@@ -1,9 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { FakeServer, RateLimit, type FakeReply, type RecordedRequest } from './fake-server.js';
 
-/** PLATFORMS.md: ~30 msg/s per bot overall, ~1 msg/s per chat with bursts allowed. */
+/**
+ * PLATFORMS.md: ~30 msg/s per bot overall, ~1 msg/s per chat with bursts allowed. Modelled as
+ * GCRA: a sender that keeps above 30/s (or 1/s to one chat) is refused within a few hundred
+ * milliseconds, while arrivals bunched by scheduling jitter (up to ~10 messages' worth, a
+ * third of a second, per bot) are not mistaken for a faster sender.
+ */
 export const TELEGRAM_LIMITS = {
-  perBot: { rate: 30, perMs: 1000, burst: 3 },
+  perBot: { rate: 30, perMs: 1000, burst: 10 },
   perChat: { rate: 1, perMs: 1000, burst: 3 },
 };
 

@@ -161,8 +161,15 @@ describe('POST /v1/messages (Telegram)', () => {
       tg.revokedTokens.clear();
     }
     expect((await send({ to_external_id: '8000', message: 'y' })).status).toBe(201);
-    const c = await s.request('GET', `/v1/platform-connections/${conn.id}`, { auth: a });
-    expect(c.json.health).toMatchObject({ status: 'green', consecutive_failures: 0 });
+    // Health is written beside the settled message, not before it: it may trail the 201 briefly.
+    const deadline = Date.now() + 5_000;
+    let health: unknown;
+    do {
+      health = (await s.request('GET', `/v1/platform-connections/${conn.id}`, { auth: a })).json.health;
+      if ((health as { status?: string }).status === 'green') break;
+      await new Promise((r) => setTimeout(r, 50));
+    } while (Date.now() < deadline);
+    expect(health).toMatchObject({ status: 'green', consecutive_failures: 0 });
   });
 
   it('refuses sends on a disabled connection', async () => {

@@ -62,6 +62,22 @@ describe('U+0000 and unpaired surrogates, which PostgreSQL cannot store', () => 
   });
 });
 
+describe('unpaired UTF-16 surrogates, which jsonb refuses as JSON escapes', () => {
+  it('are refused in JSON bodies with VALIDATION_ERROR naming where (found by the fuzz sweep as a 500)', async () => {
+    const schema = await s.request('POST', '/v1/event-schemas', { auth: a, body: { name: 'lone', json_schema: { '': { '\ud800': null } } } });
+    expect(schema.status).toBe(400);
+    expect(schema.json.error).toMatchObject({ code: 'VALIDATION_ERROR', details: [{ path: ['json_schema', '', '\ud800'] }] });
+    const ev = await s.request('POST', '/v1/events', { auth: a, body: { event_type: 'lone.probe', payload: { note: 'x\udc00' } } });
+    expect(ev.json.error).toMatchObject({ code: 'VALIDATION_ERROR', details: [{ path: ['payload', 'note'] }] });
+    // A properly paired surrogate (an emoji) is ordinary text.
+    expect((await s.request('POST', '/v1/events', { auth: a, body: { event_type: 'lone.probe', payload: { note: '\ud83d\ude00' } } })).status).toBe(201);
+  });
+
+  it('are replaced in text the service has already accepted', () => {
+    expect(storableText({ text: 'a\ud800b', 'k\udfff': 1, ok: '\ud83d\ude00' })).toEqual({ text: 'a\uFFFDb', 'k\uFFFD': 1, ok: '\ud83d\ude00' });
+  });
+});
+
 describe('a poison event in a group-commit batch', () => {
   it('fails alone: the callers it shared a batch with still commit', async () => {
     const flushed: string[][] = [];

@@ -1,6 +1,6 @@
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { take } from '../helpers/sse.js';
+import { openSse, take } from '../helpers/sse.js';
 import { startTestStack, type TestStack } from '../helpers/stack.js';
 import { commit, parse, stream, until } from './helpers.js';
 
@@ -108,9 +108,20 @@ describe('stream limits', () => {
       const [id] = await commit(s.deps, app.appId, [{}]);
       const c = await stream(s.base, app);
       expect(parse((await take(c, 1))[0]).id).toBe(id);
+      const sub = await openSse(`${s.base}/`, {
+        method: 'POST',
+        headers: { ...app.headers, 'Content-Type': 'application/json' },
+        body: JSON.stringify({ query: 'subscription { eventStream { id } }' }),
+      });
+      expect(sub.status).toBe(200);
+      await until(async () => (await openStreams(s)) === 2, 5000, 'both streams to open');
       const t0 = Date.now();
-      await s.web.close();
+      const closing = s.web.close();
       expect(await c.ended).toBe('end');
+      await closing;
+      // The subscription is completed (graphql-sse `complete`), not cut.
+      expect((await sub.next())?.event).toBe('complete');
+      expect(await sub.ended).toBe('end');
       expect(Date.now() - t0).toBeLessThan(s.config.SHUTDOWN_TIMEOUT_MS);
     } finally {
       await s.close();

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApplication } from '../../src/apps/applications.js';
 import { closeDeps, createDeps, type Deps } from '../../src/deps.js';
+import { mergedEvent, mergeUsers } from '../../src/identity/merge.js';
 import { createWakeHub, type WakeHub } from '../../src/ledger/wake-hub.js';
 import { startReader } from '../../src/stream/reader.js';
 import { createTailRegistry, type TailEvent, type TailRegistry } from '../../src/stream/tail.js';
@@ -77,6 +78,46 @@ describe('the per-application tail', () => {
     await until(() => tails.stats.wakes - stale.wakes === 5, 5000, 'stale wakes');
     expect(tails.stats.queries).toBe(stale.queries);
     expect(tails.stats.skippedWakes - stale.skippedWakes).toBe(5);
+    reader.close();
+  });
+
+  it('a user filter learns of a merge during catch-up even when a type filter excludes the user.merged event', async () => {
+    const app = await createApplication(deps.sql, 'merge-in-catch-up', ['events:read']);
+    const [ua, ub] = await deps.sql<{ id: string }[]>`INSERT INTO users (app_id, name) VALUES (${app.appId}, 'A'), (${app.appId}, 'B') RETURNING id`;
+    const [a1] = await deps.sql<{ id: string }[]>`INSERT INTO platform_users (app_id, user_id, platform, external_id) VALUES (${app.appId}, ${ua.id}, 'TELEGRAM', 'a1') RETURNING id`;
+    const [b1] = await deps.sql<{ id: string }[]>`INSERT INTO platform_users (app_id, user_id, platform, external_id) VALUES (${app.appId}, ${ub.id}, 'TELEGRAM', 'b1') RETURNING id`;
+    const edge = (id: string) => [{ edge_type: 'sent_by', target_node_type: 'platform_user' as const, target_node_id: id }];
+    const [marker] = await commit(deps, app.appId, [{ event_type: 'marker' }]);
+    const [{ seq }] = await deps.sql<{ seq: number }[]>`SELECT seq FROM events WHERE id = ${marker}`;
+    const [e1, e2] = await commit(deps, app.appId, [{ event_type: 'order.a', edges: edge(a1.id) }, { event_type: 'order.a', edges: edge(a1.id) }]);
+
+    // Catch-up is held at its first event while A is merged into B.
+    const got: string[] = [];
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let held!: () => void;
+    const holding = new Promise<void>((r) => (held = r));
+    const sink = {
+      closed: false,
+      async send(e: TailEvent) {
+        got.push(e.record.id);
+        if (got.length === 1) {
+          held();
+          await gate;
+        }
+      },
+      push: (e: TailEvent) => void got.push(e.record.id),
+    };
+    const reading = startReader(deps.sql, tails, app.appId, { userId: ua.id, eventTypes: ['order.*'] }, { afterSeq: seq }, sink);
+    await holding;
+    const merged = await mergeUsers(deps, app.appId, { targetUserId: ub.id, sourceUserId: ua.id });
+    if (!merged.ok) throw new Error(merged.error.message);
+    await commit(deps, app.appId, [mergedEvent(merged.value)]);
+    const [e3] = await commit(deps, app.appId, [{ event_type: 'order.b', edges: edge(b1.id) }]);
+    release();
+    const reader = await reading;
+    await until(() => got.length === 3, 5000, 'B\'s event after the merge');
+    expect(got).toEqual([e1, e2, e3]);
     reader.close();
   });
 });
