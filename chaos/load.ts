@@ -246,3 +246,85 @@ export function startCursorReader(o: { name: string; app: AppCredentials; webBas
     },
   };
 }
+
+// ---------------------------------------------------------------- SSE readers
+
+/**
+ * A stream client as SPEC 6.6 describes one: reads GET /events/stream, and when the stream
+ * ends or its web process dies, reconnects to the next live web process with
+ * `Last-Event-ID: <last cursor seen>`. It must see every event of its application once,
+ * in order, across every reconnect.
+ */
+export function startSseReader(o: { name: string; app: AppCredentials; webBases: () => string[]; first: number }) {
+  const log: ReaderLog & { reconnects: number } = { name: o.name, ids: [], tally: tally(), reconnects: 0 };
+  let cursor: string | undefined;
+  let stopping = false;
+  let current: AbortController | undefined;
+  let connected!: () => void;
+  const ready = new Promise<void>((r) => (connected = r));
+  let turn = o.first;
+
+  const readOnce = async (base: string) => {
+    const ctl = new AbortController();
+    current = ctl;
+    const res = await fetch(`${base}/events/stream`, {
+      headers: { Authorization: o.app.headers.Authorization, Accept: 'text/event-stream', ...(cursor ? { 'Last-Event-ID': cursor } : {}) },
+      signal: ctl.signal,
+    });
+    log.tally.count(String(res.status));
+    if (res.status !== 200 || !res.body) {
+      await res.body?.cancel();
+      return;
+    }
+    connected();
+    const decoder = new TextDecoder();
+    let buffer = '';
+    let frameId: string | undefined;
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      buffer += decoder.decode(chunk, { stream: true });
+      let nl: number;
+      while ((nl = buffer.indexOf('\n')) >= 0) {
+        const line = buffer.slice(0, nl).replace(/\r$/, '');
+        buffer = buffer.slice(nl + 1);
+        if (line.startsWith('id:')) frameId = line.slice(3).trim();
+        else if (line.startsWith('data:')) {
+          const event = JSON.parse(line.slice(5).trim()) as { id: string };
+          log.ids.push(event.id);
+          if (frameId) cursor = frameId;
+          frameId = undefined;
+        }
+      }
+    }
+  };
+
+  const loop = (async () => {
+    while (!stopping) {
+      const live = o.webBases();
+      const base = live[turn++ % Math.max(1, live.length)];
+      try {
+        if (base) await readOnce(base);
+      } catch (err) {
+        if (stopping) return;
+        log.tally.count((err as Error).name === 'AbortError' ? 'aborted' : 'dropped');
+      }
+      if (stopping) return;
+      log.reconnects++;
+      await sleep(100);
+    }
+  })();
+
+  return {
+    log,
+    /** Resolves once the first stream is open (events from then on are this reader's to see). */
+    ready,
+    /** Waits (bounded) until the reader has `count` events, then closes it. */
+    async finish(count: number, timeoutMs: number): Promise<ReaderLog & { reconnects: number }> {
+      const deadline = Date.now() + timeoutMs;
+      while (new Set(log.ids).size < count && Date.now() < deadline) await sleep(100);
+      stopping = true;
+      current?.abort();
+      await loop;
+      return log;
+    },
+  };
+}

@@ -11,7 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { startCluster, type AppCredentials, type Cluster } from './cluster.js';
 import { startTelegramFake, startWebhookReceiver, type TelegramFake, type WebhookReceiver } from './fakes.js';
-import { call, eventWrites, inboundWrites, sendWrites, startCursorReader, startWriters, type Tally, type Writes } from './load.js';
+import { call, eventWrites, inboundWrites, sendWrites, startCursorReader, startSseReader, startWriters, type Tally, type Writes } from './load.js';
 import { failed, formatTable, reconcileStream, reconcileWrites, total, type Row } from './reconcile.js';
 import { SCENARIOS, type Scenario, type Timing } from './scenarios.js';
 
@@ -30,8 +30,8 @@ if (unknown.length) {
 const timing: Timing = short ? { warmupMs: 1_500, downMs: 2_000, settleMs: 2_000 } : { warmupMs: 4_000, downMs: 5_000, settleMs: 5_000 };
 /** Clients per kind of load and their pause between writes (ms). */
 const load = short
-  ? { events: 3, sends: 2, inbound: 2, pauseMs: 30, readers: 2 }
-  : { events: 5, sends: 3, inbound: 3, pauseMs: 10, readers: 3 };
+  ? { events: 3, sends: 2, inbound: 2, pauseMs: 30, readers: 2, streams: 2 }
+  : { events: 5, sends: 3, inbound: 3, pauseMs: 10, readers: 3, streams: 4 };
 /** After the writers stop: how long in-flight writes may keep retrying, and how long everything may take to settle. */
 const GRACE_MS = 30_000;
 const DRAIN_MS = 60_000;
@@ -102,6 +102,9 @@ async function runScenario(cluster: Cluster, telegram: TelegramFake, scenario: S
   const wiring = await wire(cluster, app, telegram);
   const bases = cluster.liveWebBases;
   const tag = `${scenario.name}-${randomBytes(3).toString('hex')}`;
+  // Streams open before any event exists, spread over the web processes, so each must see them all.
+  const streams = Array.from({ length: load.streams }, (_, i) => startSseReader({ name: `sse-${i}`, app, webBases: bases, first: i }));
+  await Promise.race([Promise.all(streams.map((r) => r.ready)), sleep(10_000)]);
   const writers = {
     events: startWriters(eventWrites(app, bases, load.events, load.pauseMs, `${tag}-ev`)),
     sends: startWriters(sendWrites(app, wiring.connectionId, bases, load.sends, load.pauseMs * 3, `${tag}-send`)),
@@ -128,6 +131,9 @@ async function runScenario(cluster: Cluster, telegram: TelegramFake, scenario: S
   if (!s.done) log(`drain incomplete after ${DRAIN_MS / 1000} s: ${JSON.stringify({ ...s, ledger: s.ledger.length })}`);
   const logs = await Promise.all(readers.map((r) => r.finish()));
   s = await observe(cluster, app, w, wiring.receiver);
+  const sseLogs = await Promise.all(streams.map((r) => r.finish(s.ledger.length, 20_000)));
+  log(`streams: ${sseLogs.map((l) => `${l.name} ${new Set(l.ids).size}/${s.ledger.length} events, ${l.reconnects} reconnects`).join('; ')}`);
+  logs.push(...sseLogs);
   await wiring.receiver.stop();
 
   const ticks = reconcileWrites(events.acked, s.ledger.filter((r) => r.event_type === 'chaos.tick').map((r) => ({ id: r.id, key: r.key ?? undefined })));

@@ -60,6 +60,15 @@ export const SCENARIOS: Scenario[] = [
     },
   },
   {
+    name: 'web-kill',
+    description: 'kill -9 a web process holding open event streams and requests in flight: clients resume on the other by cursor',
+    async fault({ cluster, timing }) {
+      await cluster.kill('web', 0);
+      await sleep(timing.downMs);
+      await cluster.restart('web', 0);
+    },
+  },
+  {
     name: 'redis-restart',
     description: 'Redis crashes (SIGKILL) under load and comes back from its append-only file',
     async fault({ cluster, timing, log }) {

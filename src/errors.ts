@@ -99,6 +99,18 @@ export function unwrap<T>(result: Result<T>): T {
   return result.value;
 }
 
+/**
+ * A platform delivery that is not the platform's shape (not JSON, a required id missing):
+ * the only error a normaliser may throw. The inbound worker drops such a delivery for good;
+ * anything else a normaliser throws is a bug and is retried and logged like one.
+ */
+export class MalformedPayloadError extends Error {
+  constructor(readonly platform: string, message: string) {
+    super(message);
+    this.name = 'MalformedPayloadError';
+  }
+}
+
 /** Connection-level failure codes of Node sockets, postgres.js and PostgreSQL (SQLSTATE class 08, 57P0x, 53300). */
 const UNAVAILABLE_CODES = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN',

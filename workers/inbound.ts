@@ -3,7 +3,8 @@ import { loadConnectionById, type Connection } from '../src/connections/connecti
 import type { PlatformUserRef } from '../src/identity/platform-users.js';
 import { lookupCache } from '../src/inbound/lookup-cache.js';
 import { recordMessage, recordReaction, recordStatus, recordWatermark, type RecordContext } from '../src/inbound/records.js';
-import { withoutNul } from '../src/nul.js';
+import { MalformedPayloadError } from '../src/errors.js';
+import { storableText } from '../src/storable-text.js';
 import { getInbound } from '../src/platforms/registry.js';
 import type { NormalisedRecord } from '../src/platforms/types.js';
 import type { JobData } from '../src/queues.js';
@@ -28,9 +29,11 @@ export const inboundProcessor: ProcessorDef<'inbound'> = {
       let records: NormalisedRecord[];
       try {
         // A platform may deliver U+0000 in a text; it is already acknowledged, so it is replaced rather than refused.
-        records = withoutNul(getInbound(conn.platform).normalise({ rawBody: Buffer.from(d.body, 'base64'), headers: d.headers, receivedAt: d.received_at }));
+        records = storableText(getInbound(conn.platform).normalise({ rawBody: Buffer.from(d.body, 'base64'), headers: d.headers, receivedAt: d.received_at }));
       } catch (err) {
-        throw new UnrecoverableError(`malformed ${conn.platform} payload: ${(err as Error).message}`);
+        // Only a delivery that is not the platform's shape is dropped; any other throw is a bug, retried and visible.
+        if (err instanceof MalformedPayloadError) throw new UnrecoverableError(`malformed ${conn.platform} payload: ${err.message}`);
+        throw err;
       }
       const ctx: RecordContext = { deps, conn, attempt: job.attemptsMade, finalAttempt: job.attemptsMade + 1 >= (job.opts.attempts ?? 1), systemUsers };
       for (const r of records) {

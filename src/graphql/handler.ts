@@ -9,7 +9,7 @@ import type { RequestGuards } from '../http/guards.js';
 import type { WebServices } from '../http/web-services.js';
 import { createContext, formatGraphqlError, type GqlContext } from './context.js';
 import { depthLimit } from './limits.js';
-import { noNulLiterals } from '../nul.js';
+import { storableLiterals } from '../storable-text.js';
 import { streamSlotGuard } from '../stream/service.js';
 
 const principalOf = (res: Response) => res.locals.principal as Principal;
@@ -33,8 +33,10 @@ export function graphqlRouter(deps: Deps, web: WebServices, guards: RequestGuard
   const http = createHttpHandler<GqlContext>({
     schema,
     context: (req) => createContext(deps, web, principalOf(resOf(req))),
-    validationRules: (_req, _args, specified) => [...specified, depthLimit(10), noNulLiterals],
+    validationRules: (_req, _args, specified) => [...specified, depthLimit(10), storableLiterals],
     onOperation: (_req, _args, result) => mapErrors(result),
+    // Errors found before execution (syntax, validation, variables) get their code the same way.
+    formatError: (err) => formatGraphqlError(err),
   });
   const sse = createSseHandler<GqlContext>({
     schema,

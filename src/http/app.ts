@@ -5,7 +5,7 @@ import type { Deps } from '../deps.js';
 import { graphqlRouter } from '../graphql/handler.js';
 import { createSchema } from '../graphql/schema.js';
 import { Api } from './api.js';
-import { rejectNulInBody } from '../nul.js';
+import { rejectUnstorableBody } from '../storable-text.js';
 import { errorHandler, notFound } from './errors.js';
 import { createGuards } from './guards.js';
 import { adminRouter, opsRouter } from './ops.js';
@@ -83,7 +83,7 @@ export function createApp(deps: Deps): WebApp {
       },
     }),
   );
-  app.use(rejectNulInBody);
+  app.use(rejectUnstorableBody);
 
   const web = createWebServices(deps);
   onShutdown.push(() => web.wakes.close());

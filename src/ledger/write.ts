@@ -1,5 +1,5 @@
 import { transaction, type Sql } from '../db.js';
-import { withoutNul } from '../nul.js';
+import { storableText } from '../storable-text.js';
 import type { LedgerEvent } from '../queues.js';
 
 /** What a commit reports per event: enough for wakes, cursors and the webhook fan-out. */
@@ -47,8 +47,8 @@ export async function writeEvents(sql: Sql, events: LedgerEvent[]): Promise<Comm
         id: e.id,
         event_type: e.event_type,
         // U+0000 cannot be stored in jsonb; producers refuse or replace it, this is the last guard.
-        payload: withoutNul(e.payload),
-        attachments: withoutNul(e.attachments ?? []),
+        payload: storableText(e.payload),
+        attachments: storableText(e.attachments ?? []),
         origin_event_id: e.origin_event_id ?? null,
         conversation_id: e.conversation_id ?? null,
         platform_connection_id: e.platform_connection_id ?? null,

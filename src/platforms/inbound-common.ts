@@ -1,3 +1,4 @@
+import { MalformedPayloadError } from '../errors.js';
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import type { InboundRequest, NormalisedRecord, VerifyOutcome } from './types.js';
 
@@ -40,7 +41,7 @@ export function isObject(v: unknown): v is Record<string, unknown> {
 /** The JSON object of a raw body; throws (the worker turns it into an unrecoverable job) when it is not one. */
 export function jsonObject(raw: Buffer, platform: string): Record<string, unknown> {
   const body = parseJson(raw);
-  if (!isObject(body)) throw new Error(`${platform} delivery is not a JSON object`);
+  if (!isObject(body)) throw new MalformedPayloadError(platform, `${platform} delivery is not a JSON object`);
   return body;
 }
 
@@ -60,7 +61,16 @@ export const bodyHash = (raw: Buffer) => `b${createHash('sha256').update(raw).di
 /** Unix seconds (number or numeric string, as platforms send them) as ISO 8601; `fallback` when absent. */
 export function unixToIso(seconds: unknown, fallback = new Date(0).toISOString()): string {
   const n = typeof seconds === 'string' ? Number(seconds) : seconds;
-  return typeof n === 'number' && Number.isFinite(n) ? new Date(n * 1000).toISOString() : fallback;
+  return typeof n === 'number' ? msToIsoOr(n * 1000, fallback) : fallback;
+}
+
+/**
+ * Milliseconds since the epoch as ISO 8601, or `fallback` when there is no such date: a
+ * sender's timestamp can be anything, and `toISOString` throws beyond ±8.64e15 ms.
+ */
+export function msToIsoOr(ms: number, fallback = new Date(0).toISOString()): string {
+  const d = new Date(ms);
+  return Number.isNaN(d.getTime()) ? fallback : d.toISOString();
 }
 
 /** Message type from a mime type, for platforms that only give the file's type. */

@@ -1,4 +1,4 @@
-import { bodyHash, dedupeOf, isObject, jsonObject, parseJson, str, type MessageType } from './inbound-common.js';
+import { bodyHash, dedupeOf, isObject, jsonObject, parseJson, str, type MessageType, msToIsoOr } from './inbound-common.js';
 import { entryIds, hubChallenge, verifyHubSignature } from './meta-inbound.js';
 import type { InboundHalf, InboundMedia, NormalisedRecord, PlatformName } from './types.js';
 
@@ -9,7 +9,7 @@ const arr = (v: unknown): Obj[] => (Array.isArray(v) ? v.filter(isObject) : []);
 /** Messenger timestamps and watermarks are Unix milliseconds. */
 const msToIso = (v: unknown) => {
   const n = typeof v === 'string' ? Number(v) : v;
-  return typeof n === 'number' && Number.isFinite(n) ? new Date(n).toISOString() : new Date(0).toISOString();
+  return typeof n === 'number' ? msToIsoOr(n) : new Date(0).toISOString();
 };
 
 const ATTACHMENT_TYPES: Record<string, MessageType> = { image: 'image', video: 'video', audio: 'audio', file: 'document' };

@@ -111,7 +111,9 @@ async function check(route: Route, path: string, body: string | undefined, heade
   expect(r.status, context).toBeLessThan(500);
   if (r.status >= 400) {
     expectErrorBody(r.status, r.json, context);
-    if (!PARSER_CODES.has(r.json.error.code)) expect([...route.documented], `${context}: status not in the route's documented responses`).toContain(r.status);
+    // The JSON parser and the storable-text check run before any route, whatever its documentation.
+    const beforeRoutes = PARSER_CODES.has(r.json.error.code) || /must not contain the NUL character/.test(r.json.error.message);
+    if (!beforeRoutes) expect([...route.documented], `${context}: status not in the route's documented responses`).toContain(r.status);
     expect(await rowCounts(s.deps.sql), `${context}: a refused request wrote something`).toEqual(before);
   }
 }
@@ -122,7 +124,7 @@ describe('REST bad-input sweep', () => {
     for (const p of ['/v1/events', '/v1/messages', '/v1/platform-connections', '/v1/webhook-subscriptions']) expect(paths).toContain(p);
   });
 
-  it('answers arbitrary JSON bodies with a documented code, never 500, writing nothing when it refuses', async () => {
+  it('answers arbitrary JSON bodies with a documented code, never 500, writing nothing when it refuses', { timeout: 600_000 }, async () => {
     for (const route of routes.filter((r) => r.method !== 'GET')) {
       await fc.assert(
         fc.asyncProperty(pathValue, nastyJson, async (id, body) => check(route, fill(route.path, id), JSON.stringify(body))),
@@ -131,7 +133,7 @@ describe('REST bad-input sweep', () => {
     }
   });
 
-  it('answers bodies with the route’s own fields holding arbitrary values the same way', async () => {
+  it('answers bodies with the route’s own fields holding arbitrary values the same way', { timeout: 600_000 }, async () => {
     for (const route of routes.filter((r) => r.bodyFields.length)) {
       const body = fc.dictionary(fc.constantFrom(...route.bodyFields), nastyJson, { minKeys: 1, maxKeys: route.bodyFields.length });
       await fc.assert(
@@ -141,7 +143,7 @@ describe('REST bad-input sweep', () => {
     }
   });
 
-  it('answers bodies that mostly fit the route’s schema, with real ids mixed in, the same way', { timeout: 300_000 }, async () => {
+  it('answers bodies that mostly fit the route’s schema, with real ids mixed in, the same way', { timeout: 600_000 }, async () => {
     for (const route of routes.filter((r) => r.bodySchema)) {
       await fc.assert(
         fc.asyncProperty(fc.oneof(fc.constantFrom(...ids), pathValue), fromSchema(route.bodySchema, ids), async (id, b) => check(route, fill(route.path, id), JSON.stringify(b))),
@@ -150,7 +152,7 @@ describe('REST bad-input sweep', () => {
     }
   });
 
-  it('answers malformed JSON and odd content types with INVALID_JSON or UNSUPPORTED_MEDIA_TYPE-style 4xx', async () => {
+  it('answers malformed JSON and odd content types with INVALID_JSON or UNSUPPORTED_MEDIA_TYPE-style 4xx', { timeout: 600_000 }, async () => {
     const raw = fc.oneof(fc.string({ maxLength: 50 }), fc.constantFrom('{', '{"a":', '[1,2', 'nul', '{"a":1}}', '\u0000', '{"__proto__":{"x":1}}'));
     for (const route of routes.filter((r) => r.method !== 'GET')) {
       await fc.assert(fc.asyncProperty(raw, async (text) => check(route, fill(route.path, '00000000-0000-0000-0000-000000000000'), text)), { numRuns: 15 });
@@ -158,7 +160,7 @@ describe('REST bad-input sweep', () => {
     }
   });
 
-  it('answers hostile path and query parameters of every read with a documented code', async () => {
+  it('answers hostile path and query parameters of every read with a documented code', { timeout: 600_000 }, async () => {
     for (const route of routes.filter((r) => r.method === 'GET')) {
       const query = fc.dictionary(fc.oneof(fc.constantFrom(...(route.queryParams.length ? route.queryParams : ['x'])), nastyString), nastyString, { maxKeys: 4 });
       await fc.assert(

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGroupCommit } from '../../src/ledger/group-commit.js';
-import { findNul, withoutNul } from '../../src/nul.js';
+import { findUnstorable, storableText } from '../../src/storable-text.js';
 import { enqueue } from '../../src/queues.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
 
@@ -23,7 +23,7 @@ async function until<T>(f: () => Promise<T | undefined>, what: string, ms = 15_0
   }
 }
 
-describe('U+0000, which PostgreSQL cannot store', () => {
+describe('U+0000 and unpaired surrogates, which PostgreSQL cannot store', () => {
   it('is refused in any JSON body with VALIDATION_ERROR naming where, before anything is written or queued', async () => {
     const before = await s.deps.queues.ledger.getJobCounts('waiting', 'active', 'completed', 'delayed', 'failed');
     const r = await s.request('POST', '/v1/events', { auth: a, body: { event_type: 'nul.probe', payload: { note: 'a\u0000b' } } });
@@ -31,6 +31,8 @@ describe('U+0000, which PostgreSQL cannot store', () => {
     expect(r.json.error).toMatchObject({ code: 'VALIDATION_ERROR', details: [{ path: ['payload', 'note'] }] });
     const key = await s.request('POST', '/v1/events', { auth: a, body: { event_type: 'nul.probe', payload: { 'k\u0000': 1 } } });
     expect(key.json.error.details[0].path).toEqual(['payload', 'k\u0000']);
+    const surrogate = await s.request('POST', '/v1/events', { auth: a, body: { event_type: 'nul.probe', payload: { list: ['ok', 'x\ud800'] } } });
+    expect(surrogate.json.error).toMatchObject({ code: 'VALIDATION_ERROR', details: [{ path: ['payload', 'list', 1] }] });
     expect(await s.deps.queues.ledger.getJobCounts('waiting', 'active', 'completed', 'delayed', 'failed')).toEqual(before);
   });
 
@@ -43,10 +45,10 @@ describe('U+0000, which PostgreSQL cannot store', () => {
   });
 
   it('is replaced, not refused, in text the service has already accepted (inbound records, ledger writes)', () => {
-    expect(findNul({ a: [1, { b: 'x\u0000' }] })).toEqual(['a', 1, 'b']);
-    expect(withoutNul({ text: 'a\u0000b', list: ['\u0000'], 'k\u0000': 1 })).toEqual({ text: 'a\uFFFDb', list: ['\uFFFD'], 'k\uFFFD': 1 });
+    expect(findUnstorable({ a: [1, { b: 'x\u0000' }] })).toEqual(['a', 1, 'b']);
+    expect(storableText({ text: 'a\u0000b', list: ['\u0000', 'x\udc00', '😀'], 'k\u0000': 1 })).toEqual({ text: 'a\uFFFDb', list: ['\uFFFD', 'x\uFFFD', '😀'], 'k\uFFFD': 1 });
     const clean = { text: 'fine' };
-    expect(withoutNul(clean)).toBe(clean);
+    expect(storableText(clean)).toBe(clean);
   });
 
   it('stored through the ledger worker comes out replaced instead of failing the job', async () => {
@@ -72,7 +74,7 @@ describe('unpaired UTF-16 surrogates, which jsonb refuses as JSON escapes', () =
   });
 
   it('are replaced in text the service has already accepted', () => {
-    expect(withoutNul({ text: 'a\ud800b', 'k\udfff': 1, ok: '\ud83d\ude00' })).toEqual({ text: 'a\uFFFDb', 'k\uFFFD': 1, ok: '\ud83d\ude00' });
+    expect(storableText({ text: 'a\ud800b', 'k\udfff': 1, ok: '\ud83d\ude00' })).toEqual({ text: 'a\uFFFDb', 'k\uFFFD': 1, ok: '\ud83d\ude00' });
   });
 });
 

@@ -1,3 +1,4 @@
+import { MalformedPayloadError } from '../../errors.js';
 import { z } from 'zod';
 import { configString, dedupeOf, header, hmacHex, ok, parseJson, refuse, safeEqual, typeOfMime } from '../inbound-common.js';
 import type { InboundHalf, InboundMedia, NormalisedRecord } from '../types.js';
@@ -80,7 +81,7 @@ export const emailInbound: InboundHalf = {
   },
   normalise({ rawBody, receivedAt }) {
     const r = inboundEmailSchema.safeParse(parseJson(rawBody));
-    if (!r.success) throw new Error(`EMAIL delivery does not match the inbound e-mail format: ${r.error.issues[0]?.message}`);
+    if (!r.success) throw new MalformedPayloadError('EMAIL', `EMAIL delivery does not match the inbound e-mail format: ${r.error.issues[0]?.message}`);
     const mail = r.data;
     const from = addr(mail.from);
     const to = (mail.to ?? []).map(addr);

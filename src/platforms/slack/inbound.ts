@@ -1,4 +1,4 @@
-import { configString, dedupeOf, header, hmacHex, isObject, jsonObject, ok, parseJson, refuse, safeEqual, str, typeOfMime, type MessageType } from '../inbound-common.js';
+import { configString, dedupeOf, msToIsoOr, header, hmacHex, isObject, jsonObject, ok, parseJson, refuse, safeEqual, str, typeOfMime, type MessageType } from '../inbound-common.js';
 import type { InboundHalf, InboundMedia, NormalisedRecord } from '../types.js';
 
 type Obj = Record<string, unknown>;
@@ -11,7 +11,7 @@ export const SLACK_TOLERANCE_S = 300;
 export const slackMessageId = (channel: string, ts: string) => `${channel}:${ts}`;
 
 /** Slack `ts` ("1700000000.000100") is Unix seconds with a sequence suffix. */
-const tsToIso = (ts: string | undefined) => (ts && Number.isFinite(Number(ts)) ? new Date(Math.floor(Number(ts) * 1000)).toISOString() : new Date(0).toISOString());
+const tsToIso = (ts: string | undefined) => (ts ? msToIsoOr(Math.floor(Number(ts) * 1000)) : new Date(0).toISOString());
 
 /** Message subtypes that are a person saying something; the rest (joins, topic changes, bots) are not messages to record. */
 const SPOKEN = new Set([undefined, 'file_share', 'thread_broadcast', 'me_message']);

@@ -1,3 +1,4 @@
+import { MalformedPayloadError } from '../../errors.js';
 import { createHmac } from 'node:crypto';
 import { configString, dedupeOf, header, ok, refuse, safeEqual, typeOfMime } from '../inbound-common.js';
 import type { InboundHalf, InboundMedia, NormalisedRecord } from '../types.js';
@@ -12,6 +13,8 @@ export function twilioSignature(url: string, params: [string, string][], authTok
   const data = url + sorted.map(([k, v]) => k + v).join('');
   return createHmac('sha1', authToken).update(data, 'utf8').digest('base64');
 }
+
+const MAX_MEDIA = 10;
 
 const formOf = (raw: Buffer) => new URLSearchParams(raw.toString('utf8'));
 
@@ -31,7 +34,8 @@ function messageRecord(f: URLSearchParams, sid: string, occurredAt: string): Nor
   if (!from) return undefined;
   const body = f.get('Body') ?? '';
   const to = f.get('To') ?? undefined;
-  const count = Number(f.get('NumMedia') ?? '0') || 0;
+  // Twilio attaches at most 10 media; the bound also keeps a hostile NumMedia from looping forever.
+  const count = Math.min(Math.trunc(Number(f.get('NumMedia') ?? '0')) || 0, MAX_MEDIA);
   const media: InboundMedia[] = [];
   for (let i = 0; i < count; i++) {
     const url = f.get(`MediaUrl${i}`);
@@ -85,7 +89,7 @@ export const smsInbound: InboundHalf = {
     const occurredAt = receivedAt ?? new Date(0).toISOString();
     const f = formOf(rawBody);
     const sid = sidOf(f);
-    if (!sid) throw new Error('SMS delivery has no MessageSid');
+    if (!sid) throw new MalformedPayloadError('SMS', 'SMS delivery has no MessageSid');
     const status = callbackStatus(f);
     if (status) {
       const mapped = STATUS[status];

@@ -1,0 +1,64 @@
+import { GraphQLError, type ASTVisitor, type ValidationContext } from 'graphql';
+import { AppError } from './errors.js';
+
+/**
+ * PostgreSQL cannot store U+0000 nor an unpaired UTF-16 surrogate (`"\ud800"` in JSON) in
+ * `text` or `jsonb` (SQLSTATE 22P05 / 22021). A string carrying one would fail its insert — a
+ * 500 in a request, and in a worker a job that fails on every attempt. So client input that
+ * holds one is refused at the door, and text the service must accept anyway (a platform's
+ * delivery, already acknowledged) has it replaced by U+FFFD before it is stored.
+ */
+const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+const UNSTORABLE_ALL = new RegExp(UNSTORABLE.source, 'g');
+const storable = (s: string) => !UNSTORABLE.test(s);
+const repaired = (s: string) => s.replace(UNSTORABLE_ALL, '\uFFFD');
+
+/** The path of the first string or key PostgreSQL cannot store, or undefined. */
+export function findUnstorable(value: unknown, path: (string | number)[] = []): (string | number)[] | undefined {
+  if (typeof value === 'string') return storable(value) ? undefined : path;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const p = findUnstorable(value[i], [...path, i]);
+      if (p) return p;
+    }
+    return undefined;
+  }
+  if (value && typeof value === 'object') {
+    for (const [k, v] of Object.entries(value)) {
+      if (!storable(k)) return [...path, k];
+      const p = findUnstorable(v, [...path, k]);
+      if (p) return p;
+    }
+  }
+  return undefined;
+}
+
+/** `value` with every U+0000 and unpaired surrogate in its strings and keys replaced by U+FFFD. */
+export function storableText<T>(value: T): T {
+  if (findUnstorable(value) === undefined) return value;
+  const clean = (v: unknown): unknown => {
+    if (typeof v === 'string') return repaired(v);
+    if (Array.isArray(v)) return v.map(clean);
+    if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [repaired(k), clean(x)]));
+    return v;
+  };
+  return clean(value) as T;
+}
+
+const MESSAGE = 'Strings must not contain the NUL character (U+0000) or unpaired surrogates';
+
+/** Express middleware after the JSON parser: such a body is a VALIDATION_ERROR naming where. */
+export function rejectUnstorableBody(req: { body?: unknown }, _res: unknown, next: (err?: unknown) => void): void {
+  const path = findUnstorable(req.body);
+  if (path === undefined) return next();
+  next(new AppError('VALIDATION_ERROR', MESSAGE, [{ path, message: 'not storable text' }]));
+}
+
+/** GraphQL validation rule: such a string literal (`"\u0000"` in the document) is refused. */
+export function storableLiterals(context: ValidationContext): ASTVisitor {
+  return {
+    StringValue(node) {
+      if (!storable(node.value)) context.reportError(new GraphQLError(MESSAGE, { nodes: [node], extensions: { code: 'VALIDATION_ERROR' } }));
+    },
+  };
+}
