@@ -47,9 +47,12 @@ export function storableText<T>(value: T): T {
 
 const MESSAGE = 'Strings must not contain the NUL character (U+0000) or unpaired surrogates';
 
-/** Express middleware after the JSON parser: such a body is a VALIDATION_ERROR naming where. */
-export function rejectUnstorableBody(req: { body?: unknown }, _res: unknown, next: (err?: unknown) => void): void {
-  const path = findUnstorable(req.body);
+/**
+ * Express middleware after the JSON parser: such a body or query parameter is a
+ * VALIDATION_ERROR naming where (query values reach SQL filters as body fields reach rows).
+ */
+export function rejectUnstorableBody(req: { body?: unknown; query?: unknown }, _res: unknown, next: (err?: unknown) => void): void {
+  const path = findUnstorable(req.body) ?? findUnstorable(req.query);
   if (path === undefined) return next();
   next(new AppError('VALIDATION_ERROR', MESSAGE, [{ path, message: 'not storable text' }]));
 }

@@ -73,6 +73,12 @@ describe('unpaired UTF-16 surrogates, which jsonb refuses as JSON escapes', () =
     expect((await s.request('POST', '/v1/events', { auth: a, body: { event_type: 'lone.probe', payload: { note: '\ud83d\ude00' } } })).status).toBe(201);
   });
 
+  it('are refused in query parameters too (found by the fuzz sweep as a 500 on a name filter)', async () => {
+    const r = await s.request('GET', `/v1/users?name_contains=${encodeURIComponent('\u0000abc')}`, { auth: a });
+    expect(r.status).toBe(400);
+    expect(r.json.error).toMatchObject({ code: 'VALIDATION_ERROR', details: [{ path: ['name_contains'] }] });
+  });
+
   it('are replaced in text the service has already accepted', () => {
     expect(storableText({ text: 'a\ud800b', 'k\udfff': 1, ok: '\ud83d\ude00' })).toEqual({ text: 'a\uFFFDb', 'k\uFFFD': 1, ok: '\ud83d\ude00' });
   });
