@@ -8,6 +8,7 @@ import {
   SHARED_WEBHOOK_PLATFORMS,
   type Connection,
 } from '../connections/connections.js';
+import { watchConnectionChanges } from '../connections/changes.js';
 import type { Deps } from '../deps.js';
 import { getInbound } from '../platforms/registry.js';
 import { PLATFORM_NAMES, type InboundRequest, type PlatformName } from '../platforms/types.js';
@@ -55,6 +56,13 @@ export function inboundRouter(deps: Deps): Router {
   const connections = lookupCache<Connection | undefined>(ttl);
   const sharedUrls = lookupCache<{ platform: PlatformName; secret: string } | undefined>(ttl);
   const routed = lookupCache<Connection[]>(ttl);
+  // Any connection's change clears everything: changes are rare, and a routing cache entry
+  // may hold connections under keys that do not name them.
+  void watchConnectionChanges(deps, () => {
+    connections.clear();
+    sharedUrls.clear();
+    routed.clear();
+  });
 
   const floodGuard = async (key: string, res: Response): Promise<boolean> => {
     try {
