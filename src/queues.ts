@@ -106,17 +106,37 @@ export function createQueues(connection: Redis, redisPrefix: string): Queues {
   return Object.fromEntries(entries) as Queues;
 }
 
-/**
- * Validates a payload against the catalog and enqueues it under its deterministic id. While
- * Redis is unreachable it throws the UNAVAILABLE AppError within REDIS_READY_WAIT_MS instead of
- * waiting for Redis (BullMQ would wait forever for a first connection that never comes).
- */
-export async function enqueue<Q extends QueueName>(queues: Queues, name: Q, data: JobData<Q>, options: JobsOptions = {}) {
+/** A job of the catalog, validated and under its deterministic id, ready for `add` or `addBulk`. */
+export function catalogJob<Q extends QueueName>(name: Q, data: JobData<Q>, options: JobsOptions = {}) {
   const entry = JOBS[name];
   const parsed = entry.schema.parse(data) as JobData<Q>;
-  const client = await withDeadline(queues[name].client, REDIS_READY_WAIT_MS, 'Redis');
+  return { name, data: parsed, opts: { jobId: (entry.jobId as (d: JobData<Q>) => string)(parsed), ...options } };
+}
+
+/**
+ * While Redis is unreachable this throws the UNAVAILABLE AppError within REDIS_READY_WAIT_MS
+ * instead of waiting for Redis (BullMQ would wait forever for a first connection that never comes).
+ */
+async function queueReady(queue: Queue): Promise<void> {
+  const client = await withDeadline(queue.client, REDIS_READY_WAIT_MS, 'Redis');
   await redisReady(client as unknown as Parameters<typeof redisReady>[0]);
-  return queues[name].add(name, parsed, { jobId: (entry.jobId as (d: JobData<Q>) => string)(parsed), ...options });
+}
+
+/** Validates a payload against the catalog and enqueues it under its deterministic id. */
+export async function enqueue<Q extends QueueName>(queues: Queues, name: Q, data: JobData<Q>, options: JobsOptions = {}) {
+  const job = catalogJob(name, data, options);
+  await queueReady(queues[name]);
+  return queues[name].add(name, job.data, job.opts);
+}
+
+/**
+ * Several catalog jobs of one queue in one Redis round trip (a pipeline). Resolves once Redis
+ * answered for every one of them; rejects if any was not stored (those that were are kept,
+ * and a retried `add` of them is a no-op under their deterministic ids).
+ */
+export async function enqueueBulk<Q extends QueueName>(queues: Queues, name: Q, jobs: ReturnType<typeof catalogJob<Q>>[]) {
+  await queueReady(queues[name]);
+  return queues[name].addBulk(jobs);
 }
 
 export async function closeQueues(queues: Queues): Promise<void> {

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import express, { type Express, type Request } from 'express';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import express, { type Express, type Request, type RequestHandler } from 'express';
 import { pinoHttp } from 'pino-http';
 import type { Deps } from '../deps.js';
 import { graphqlRouter } from '../graphql/handler.js';
@@ -35,6 +36,36 @@ export function loggableUrl(url: string): string {
     .replace(/^(\/v1\/link-codes\/)[^/]+/, '$1[redacted]');
 }
 
+/** The caller's X-Request-Id when it is a sane token, a new one otherwise; echoed on the response. */
+function requestId(req: IncomingMessage, res: ServerResponse): string {
+  const given = req.headers['x-request-id'];
+  const id = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+  res.setHeader('X-Request-Id', id);
+  return id;
+}
+
+const levelOf = (status: number) => (status >= 500 ? 'error' : status >= 400 ? 'info' : 'debug');
+
+/**
+ * The request log of platform deliveries: the same request id, line and redaction as the API's,
+ * without pino-http's child logger per request, which cost the receiver as much as verifying and
+ * queueing the delivery. A logger for the request is made only if something logs through it.
+ */
+function deliveryLog(logger: Deps['logger']): RequestHandler {
+  return (req, res, next) => {
+    const started = Date.now();
+    const id = requestId(req, res);
+    const reqLine = () => ({ id, method: req.method, url: loggableUrl(req.originalUrl) });
+    let log: Deps['logger'] | undefined;
+    Object.defineProperty(req, 'log', { configurable: true, get: () => (log ??= logger.child({ req: reqLine() })) });
+    res.once('finish', () => {
+      const level = levelOf(res.statusCode);
+      if (logger.isLevelEnabled(level)) logger[level]({ req: reqLine(), res: { statusCode: res.statusCode }, responseTime: Date.now() - started }, 'request completed');
+    });
+    next();
+  };
+}
+
 /** The express application: thin faces over the domain modules. */
 export function createApp(deps: Deps): WebApp {
   const app = express();
@@ -42,22 +73,6 @@ export function createApp(deps: Deps): WebApp {
   app.set('trust proxy', true);
   app.set('query parser', 'simple');
   const onShutdown: WebApp['onShutdown'] = [];
-
-  app.use(
-    pinoHttp({
-      logger: deps.logger,
-      genReqId: (req, res) => {
-        const given = req.headers['x-request-id'];
-        const id = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
-        res.setHeader('X-Request-Id', id);
-        return id;
-      },
-      customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'info' : 'debug'),
-      // Inbound platform bodies and API bodies can carry secrets or personal data: not logged.
-      // Inbound webhook URLs carry their secret as the last segment: never logged.
-      serializers: { req: (req) => ({ id: req.id, method: req.method, url: loggableUrl(String(req.url)) }) },
-    }),
-  );
 
   app.use((req, res, next) => {
     const end = deps.metrics.httpDuration.startTimer();
@@ -68,10 +83,23 @@ export function createApp(deps: Deps): WebApp {
     next();
   });
 
+  // Platform webhooks come first: they read their raw bytes (signatures), skip API auth and the
+  // API rate limit, and log through deliveryLog.
+  app.use(inboundRouter(deps, deliveryLog(deps.logger)));
+
+  app.use(
+    pinoHttp({
+      logger: deps.logger,
+      genReqId: requestId,
+      customLogLevel: (_req, res, err) => (err ? 'error' : levelOf(res.statusCode)),
+      // Inbound platform bodies and API bodies can carry secrets or personal data: not logged.
+      // Inbound webhook URLs carry their secret as the last segment: never logged.
+      serializers: { req: (req) => ({ id: req.id, method: req.method, url: loggableUrl(String(req.url)) }) },
+    }),
+  );
+
   app.use(opsRouter(deps));
   app.use(adminRouter(deps));
-  // Platform webhooks read their raw bytes (signatures) and skip API auth and the API rate limit.
-  app.use(inboundRouter(deps));
 
   // Raw bytes kept beside the parsed body: signatures (platform webhooks, idempotency hashes) are over them.
   app.use(
