@@ -86,7 +86,7 @@ export function createApp(deps: Deps): WebApp {
   app.use(rejectUnstorableBody);
 
   const web = createWebServices(deps);
-  onShutdown.push(() => web.wakes.close());
+  onShutdown.push(() => web.wakes.close(), () => web.ledger.close());
   const guards = createGuards(deps);
   const api = new Api(deps, guards);
   for (const register of ROUTES) register(api, { deps, web, onShutdown });
