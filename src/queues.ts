@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { Queue, type JobsOptions } from 'bullmq';
 import { z } from 'zod';
 import { QUEUE_NAMES, type QueueName } from './config.js';
@@ -37,9 +38,16 @@ export type LedgerEvent = z.infer<typeof ledgerEventSchema>;
  */
 export const JOBS = {
   ledger: {
-    schema: z.object({ event: ledgerEventSchema }),
-    // The event id is the job id: a producer that retries its `add` never queues twice.
-    jobId: (d: { event: { id: string } }) => `ev-${d.event.id}`,
+    // One event, or the events a web process received at about the same moment (one job for
+    // them all); `reply_to` names the web process that waits for their commit report.
+    schema: z.union([
+      z.object({ event: ledgerEventSchema }),
+      z.object({ events: z.array(ledgerEventSchema).min(1).max(1000), reply_to: z.string().regex(/^[A-Za-z0-9-]{1,64}$/).optional() }),
+    ]),
+    // The event id is the job id (for a batch, a digest of its event ids): a producer that
+    // retries its `add` never queues twice.
+    jobId: (d: { event: { id: string } } | { events: { id: string }[] }) =>
+      'event' in d ? `ev-${d.event.id}` : `evb-${createHash('sha256').update(d.events.map((e) => e.id).join(',')).digest('base64url')}`,
     options: { attempts: 10, backoff: { type: 'exponential', delay: 200 } },
   },
   webhook: {

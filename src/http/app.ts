@@ -1,13 +1,11 @@
-import { randomUUID } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import express, { type Express, type Request, type RequestHandler } from 'express';
-import { pinoHttp } from 'pino-http';
+import express, { type Express, type Request } from 'express';
 import type { Deps } from '../deps.js';
 import { graphqlRouter } from '../graphql/handler.js';
 import { createSchema } from '../graphql/schema.js';
 import { Api } from './api.js';
 import { rejectUnstorableBody } from '../storable-text.js';
 import { errorHandler, notFound } from './errors.js';
+import { loggableUrl, requestLog } from './request-log.js';
 import { createGuards } from './guards.js';
 import { adminRouter, opsRouter } from './ops.js';
 import { ROUTES } from './routes.js';
@@ -22,49 +20,7 @@ export interface WebApp {
   onShutdown: (() => Promise<void> | void)[];
 }
 
-const REQUEST_ID = /^[A-Za-z0-9._-]{1,100}$/;
-
-/**
- * A request URL fit for the log: no query string, and no path segment that is a credential —
- * an inbound webhook URL's secret, a link code being activated (still valid when the attempt
- * was throttled).
- */
-export function loggableUrl(url: string): string {
-  return url
-    .split('?')[0]
-    .replace(/^(\/webhooks\/[^/]+\/)[^/]+/, '$1[redacted]')
-    .replace(/^(\/v1\/link-codes\/)[^/]+/, '$1[redacted]');
-}
-
-/** The caller's X-Request-Id when it is a sane token, a new one otherwise; echoed on the response. */
-function requestId(req: IncomingMessage, res: ServerResponse): string {
-  const given = req.headers['x-request-id'];
-  const id = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
-  res.setHeader('X-Request-Id', id);
-  return id;
-}
-
-const levelOf = (status: number) => (status >= 500 ? 'error' : status >= 400 ? 'info' : 'debug');
-
-/**
- * The request log of platform deliveries: the same request id, line and redaction as the API's,
- * without pino-http's child logger per request, which cost the receiver as much as verifying and
- * queueing the delivery. A logger for the request is made only if something logs through it.
- */
-function deliveryLog(logger: Deps['logger']): RequestHandler {
-  return (req, res, next) => {
-    const started = Date.now();
-    const id = requestId(req, res);
-    const reqLine = () => ({ id, method: req.method, url: loggableUrl(req.originalUrl) });
-    let log: Deps['logger'] | undefined;
-    Object.defineProperty(req, 'log', { configurable: true, get: () => (log ??= logger.child({ req: reqLine() })) });
-    res.once('finish', () => {
-      const level = levelOf(res.statusCode);
-      if (logger.isLevelEnabled(level)) logger[level]({ req: reqLine(), res: { statusCode: res.statusCode }, responseTime: Date.now() - started }, 'request completed');
-    });
-    next();
-  };
-}
+export { loggableUrl };
 
 /** The express application: thin faces over the domain modules. */
 export function createApp(deps: Deps): WebApp {
@@ -74,29 +30,11 @@ export function createApp(deps: Deps): WebApp {
   app.set('query parser', 'simple');
   const onShutdown: WebApp['onShutdown'] = [];
 
-  app.use((req, res, next) => {
-    const end = deps.metrics.httpDuration.startTimer();
-    res.on('finish', () => {
-      const route = req.route ? `${req.baseUrl}${(req.route as { path: string }).path}` : 'unmatched';
-      end({ method: req.method, route, status: String(res.statusCode) });
-    });
-    next();
-  });
+  app.use(requestLog(deps));
 
-  // Platform webhooks come first: they read their raw bytes (signatures), skip API auth and the
-  // API rate limit, and log through deliveryLog.
-  app.use(inboundRouter(deps, deliveryLog(deps.logger)));
-
-  app.use(
-    pinoHttp({
-      logger: deps.logger,
-      genReqId: requestId,
-      customLogLevel: (_req, res, err) => (err ? 'error' : levelOf(res.statusCode)),
-      // Inbound platform bodies and API bodies can carry secrets or personal data: not logged.
-      // Inbound webhook URLs carry their secret as the last segment: never logged.
-      serializers: { req: (req) => ({ id: req.id, method: req.method, url: loggableUrl(String(req.url)) }) },
-    }),
-  );
+  // Platform webhooks come first: they read their raw bytes (signatures) and skip API auth and
+  // the API rate limit.
+  app.use(inboundRouter(deps));
 
   app.use(opsRouter(deps));
   app.use(adminRouter(deps));
@@ -114,7 +52,7 @@ export function createApp(deps: Deps): WebApp {
   app.use(rejectUnstorableBody);
 
   const web = createWebServices(deps);
-  onShutdown.push(() => web.wakes.close());
+  onShutdown.push(() => web.wakes.close(), () => web.ledger.close());
   const guards = createGuards(deps);
   const api = new Api(deps, guards);
   for (const register of ROUTES) register(api, { deps, web, onShutdown });

@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import express, { type Request, type RequestHandler, type Response, type Router } from 'express';
+import express, { type Request, type Response, type Router } from 'express';
 import {
   connectionsByRoutingIds,
   loadConnectionById,
@@ -46,9 +46,8 @@ const ok = (res: Response) => res.writeHead(200, { 'Content-Type': 'application/
  * Inbound platform webhooks (SPEC 4.8): verify (URL secret, then the platform's own
  * signature), answer handshakes, and enqueue the raw delivery under the platform's dedupe key
  * so retries collapse into one job. Nothing else happens here: the answer must be fast.
- * `requestLog` is the request log its routes use (src/http/app.ts).
  */
-export function inboundRouter(deps: Deps, requestLog: RequestHandler): Router {
+export function inboundRouter(deps: Deps): Router {
   const router = express.Router();
   const flood = createFloodGuard(deps.redis, `${deps.config.REDIS_PREFIX}:flood`, deps.config.INBOUND_FLOOD_PER_SECOND);
   const enqueueInbound = batchedEnqueue(deps.queues);
@@ -98,7 +97,7 @@ export function inboundRouter(deps: Deps, requestLog: RequestHandler): Router {
     else ok(res);
   };
 
-  router.all('/webhooks/:webhookId/:webhookSecret', requestLog, raw, async (req, res) => {
+  router.all('/webhooks/:webhookId/:webhookSecret', raw, async (req, res) => {
     if (req.method !== 'GET' && req.method !== 'POST') return void res.status(405).json({ error: 'method not allowed' });
     const { webhookId, webhookSecret } = req.params as { webhookId: string; webhookSecret: string };
     const inbound = toInbound(req, deps);
@@ -168,7 +167,7 @@ export function inboundRouter(deps: Deps, requestLog: RequestHandler): Router {
     res.status(403).type('text/plain').send('forbidden');
   }
 
-  router.get('/webhooks/:platform', requestLog, async (req, res) => {
+  router.get('/webhooks/:platform', async (req, res) => {
     const platform = String(req.params.platform).toUpperCase() as PlatformName;
     if (!SHARED_WEBHOOK_PLATFORMS.includes(platform)) return void res.status(404).json({ error: 'unknown platform' });
     await answerHubChallenge(platform, toInbound(req, deps), res);

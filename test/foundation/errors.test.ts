@@ -66,7 +66,7 @@ async function call(method: string, path: string, init: { headers?: Record<strin
   const text = await r.text();
   return { status: r.status, headers: r.headers, text, json: JSON.parse(text) };
 }
-/** pino-http binds the request (with its id) to every line logged through req.log. */
+/** The request log binds the request (with its id) to every line logged through req.log. */
 const requestIdOf = (l: Record<string, unknown>) => (l.req as { id?: string } | undefined)?.id ?? l.reqId;
 const jsonHeaders = () => ({ ...auth, 'Content-Type': 'application/json' });
 
