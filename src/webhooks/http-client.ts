@@ -63,7 +63,7 @@ export function createWebhookHttpClient(options: HttpClientOptions): WebhookHttp
         connections: options.connectionsPerOrigin ?? 32,
         keepAliveTimeout: 30_000,
         // undici's own header/body timers are coarse (±0.5 s) and could fire before the
-        // deadline; the precise timer in post() decides, these only backstop it.
+        // deadline; the precise per-attempt timer (Attempt) decides, these only backstop it.
         headersTimeout: timeoutMs + 1000,
         bodyTimeout: timeoutMs + 1000,
         connect: options.policy === 'public-https' ? { lookup: guardedLookup as never, timeout: timeoutMs } : { timeout: timeoutMs },
@@ -103,50 +103,8 @@ export function createWebhookHttpClient(options: HttpClientOptions): WebhookHttp
       const target = targetOf(rawUrl);
       if ('refused' in target) return Promise.resolve(done({ headers: {}, responseBody: '', error: target.refused }));
       return new Promise<PostResult>((resolve) => {
-        let settled = false;
-        let controller: DispatchController | undefined;
-        let statusCode = 0;
-        let resHeaders: PostResult['headers'] = {};
-        const kept: Buffer[] = [];
-        let size = 0;
-        const settle = (r: Omit<PostResult, 'durationMs'>) => {
-          if (settled) return;
-          settled = true;
-          clearTimeout(timer);
-          resolve(done(r));
-        };
-        const timedOut = `no complete answer within ${timeoutMs} ms`;
-        const timer = setTimeout(() => {
-          settle({ headers: {}, responseBody: '', error: timedOut });
-          controller?.abort(new Error(timedOut));
-        }, timeoutMs);
-        target.pool.dispatch(
-          { method: 'POST', path: target.path, headers: { 'content-type': 'application/json', 'user-agent': 'messaging-gateway-webhooks/1', ...headers }, body },
-          {
-            onRequestStart(c) {
-              controller = c;
-              // Timed out while waiting for a socket: never sent.
-              if (settled) c.abort(new Error(timedOut));
-            },
-            onResponseStart(_c, code, h) {
-              statusCode = code;
-              resHeaders = h;
-            },
-            // The whole body is read (so the socket can be reused) but only the first LOG_BODY_LIMIT bytes kept.
-            onResponseData(_c, chunk) {
-              if (size < LOG_BODY_LIMIT) kept.push(size + chunk.length <= LOG_BODY_LIMIT ? chunk : chunk.subarray(0, LOG_BODY_LIMIT - size));
-              size += chunk.length;
-            },
-            onResponseEnd() {
-              const ok = statusCode >= 200 && statusCode < 300;
-              const responseBody = kept.length === 1 ? kept[0].toString('utf8') : Buffer.concat(kept).toString('utf8');
-              settle({ statusCode, headers: resHeaders, responseBody, ...(ok ? {} : { error: `receiver answered ${statusCode}` }) });
-            },
-            onResponseError(_c, err) {
-              settle({ headers: {}, responseBody: '', error: describe(err, timeoutMs) });
-            },
-          },
-        );
+        const attempt = new Attempt(timeoutMs, (r) => resolve(done(r)));
+        target.pool.dispatch({ method: 'POST', path: target.path, headers: { ...BASE_HEADERS, ...headers }, body }, attempt);
       });
     },
     async close() {
@@ -155,6 +113,74 @@ export function createWebhookHttpClient(options: HttpClientOptions): WebhookHttp
       targets.clear();
     },
   };
+}
+
+const BASE_HEADERS = { 'content-type': 'application/json', 'user-agent': 'messaging-gateway-webhooks/1' };
+
+/**
+ * One attempt's dispatch handler: collects the answer from the parser's callbacks and settles
+ * once — with the answer, the error, or the deadline, whichever comes first. (A class, so the
+ * hot path allocates one object per attempt rather than a set of closures.)
+ */
+class Attempt implements Dispatcher.DispatchHandler {
+  private settled = false;
+  private controller: DispatchController | undefined;
+  private statusCode = 0;
+  private headers: PostResult['headers'] = {};
+  private readonly kept: Buffer[] = [];
+  private size = 0;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(
+    private readonly timeoutMs: number,
+    private readonly resolve: (r: Omit<PostResult, 'durationMs'>) => void,
+  ) {
+    this.timer = setTimeout(() => this.onDeadline(), timeoutMs);
+  }
+
+  private settle(r: Omit<PostResult, 'durationMs'>): void {
+    if (this.settled) return;
+    this.settled = true;
+    clearTimeout(this.timer);
+    this.resolve(r);
+  }
+
+  private timedOut(): string {
+    return `no complete answer within ${this.timeoutMs} ms`;
+  }
+
+  private onDeadline(): void {
+    this.settle({ headers: {}, responseBody: '', error: this.timedOut() });
+    this.controller?.abort(new Error(this.timedOut()));
+  }
+
+  onRequestStart(controller: DispatchController): void {
+    this.controller = controller;
+    // Timed out while waiting for a socket: never sent.
+    if (this.settled) controller.abort(new Error(this.timedOut()));
+  }
+
+  onResponseStart(_c: DispatchController, statusCode: number, headers: PostResult['headers']): void {
+    this.statusCode = statusCode;
+    this.headers = headers;
+  }
+
+  // The whole body is read (so the socket can be reused) but only the first LOG_BODY_LIMIT bytes kept.
+  onResponseData(_c: DispatchController, chunk: Buffer): void {
+    if (this.size < LOG_BODY_LIMIT) this.kept.push(this.size + chunk.length <= LOG_BODY_LIMIT ? chunk : chunk.subarray(0, LOG_BODY_LIMIT - this.size));
+    this.size += chunk.length;
+  }
+
+  onResponseEnd(): void {
+    const { statusCode, kept } = this;
+    const ok = statusCode >= 200 && statusCode < 300;
+    const responseBody = kept.length === 1 ? kept[0].toString('utf8') : Buffer.concat(kept).toString('utf8');
+    this.settle({ statusCode, headers: this.headers, responseBody, ...(ok ? {} : { error: `receiver answered ${statusCode}` }) });
+  }
+
+  onResponseError(_c: DispatchController, err: Error): void {
+    this.settle({ headers: {}, responseBody: '', error: describe(err, this.timeoutMs) });
+  }
 }
 
 function describe(err: unknown, timeoutMs: number): string {

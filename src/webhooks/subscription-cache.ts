@@ -135,7 +135,12 @@ export function createSubscriptionCache(deps: Deps): SubscriptionCache {
   return {
     forApps,
     async get(appId, subscriptionId) {
-      const find = async () => (await forApps([appId])).get(appId)?.find((s) => s.id === subscriptionId);
+      const find = async () => {
+        // The hot path (every delivery asks): a fresh entry is read without building a result map.
+        const e = entries.get(appId);
+        const subs = e && Date.now() - e.at < CACHE_TTL_MS ? e.subs : (await forApps([appId])).get(appId);
+        return subs?.find((s) => s.id === subscriptionId);
+      };
       const hit = await find();
       if (hit) return hit;
       // Created after this process cached the application: look again once.
