@@ -187,6 +187,17 @@ export async function runLoad(
   };
 }
 
+/** Cumulative CPU seconds (user + system) of a process, from /proc; 0 once it is gone. */
+export function cpuSeconds(pid: number): number {
+  try {
+    // utime and stime are fields 14 and 15 of stat (11 and 12 after the command name), in clock ticks.
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return 0;
+  }
+}
+
 /** Polls `fn` until it returns true or `timeoutMs` passes; returns whether it did. */
 export async function until(fn: () => Promise<boolean>, timeoutMs: number, everyMs = 100): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { Queue, type JobsOptions } from 'bullmq';
 import { z } from 'zod';
 import { QUEUE_NAMES, type QueueName } from './config.js';
+import { derivedId } from './ids.js';
 import { redisReady, REDIS_READY_WAIT_MS, withDeadline } from './availability.js';
 import type { Redis } from './redis.js';
 
@@ -51,17 +52,25 @@ export const JOBS = {
     options: { attempts: 10, backoff: { type: 'exponential', delay: 200 } },
   },
   webhook: {
-    // Three kinds of job: the first attempts of every delivery of one event (one job per
-    // event, so a repeat of the ledger job is dropped by its id); a further run of one
-    // delivery (its retries, a manual retry, a replay), `attempt_base` attempts into its
-    // schedule; and the repeatable log-retention task.
+    // Four kinds of job: the first attempts of every delivery of one event (one job per
+    // event, so a repeat of the ledger job is dropped by its id); the safety net of a commit
+    // batch whose first attempts started in the ledger's process (one delayed job per batch);
+    // a further run of one delivery (its retries, a manual retry, a replay), `attempt_base`
+    // attempts into its schedule; and the repeatable log-retention task.
     schema: z.union([
       z.object({ event_id: uuid, app_id: uuid }),
+      z.object({ events: z.array(z.object({ event_id: uuid, app_id: uuid })).min(1) }),
       z.object({ delivery_id: uuid, app_id: uuid, run: z.number().int().min(0).default(0), attempt_base: z.number().int().min(0).default(0) }),
       z.object({ task: z.literal('log-retention') }),
     ]),
-    jobId: (d: { event_id: string } | { delivery_id: string; run?: number } | { task: string }) =>
-      'task' in d ? `wh-${d.task}` : 'event_id' in d ? `we-${d.event_id}` : `wd-${d.delivery_id}-${d.run ?? 0}`,
+    jobId: (d: { event_id: string } | { events: { event_id: string }[] } | { delivery_id: string; run?: number } | { task: string }) =>
+      'task' in d
+        ? `wh-${d.task}`
+        : 'event_id' in d
+          ? `we-${d.event_id}`
+          : 'events' in d
+            ? `wb-${derivedId('webhook-first-attempts', ...d.events.map((e) => e.event_id).sort())}`
+            : `wd-${d.delivery_id}-${d.run ?? 0}`,
     // Attempts are set per job from WEBHOOK_RETRY_DELAYS_MS; delays come from the worker's custom strategy.
     options: { attempts: 5, backoff: { type: 'webhook' } },
   },
