@@ -88,7 +88,9 @@ interface RunFigures {
  */
 async function startWeb(env: Record<string, string>): Promise<{ proc: ChildProcess; base: string; stop(): Promise<void> }> {
   const port = await freePort();
-  const proc = spawn(process.execPath, [join(projectRoot(), 'dist/src/web.js')], {
+  // BENCH_WEB_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof") profiles the web process.
+  const nodeArgs = process.env.BENCH_WEB_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+  const proc = spawn(process.execPath, [...nodeArgs, join(projectRoot(), 'dist/src/web.js')], {
     cwd: projectRoot(),
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env, PORT: String(port) },
     stdio: ['ignore', 'pipe', 'pipe'],
