@@ -35,8 +35,16 @@ const schema = z
     PUBLIC_BASE_URL: z.url().optional(),
     DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'expected a postgres:// URL').default('postgres://postgres@127.0.0.1:5432/gateway'),
     REDIS_URL: z.string().regex(/^rediss?:\/\//, 'expected a redis:// URL').default('redis://127.0.0.1:6379/0'),
-    /** Prefix for every Redis key and channel (BullMQ queues, rate limits, stream slots, wakes). */
-    REDIS_PREFIX: z.string().regex(/^[A-Za-z0-9_:-]+$/).default('gw'),
+    /**
+     * Prefix for every Redis key and channel (BullMQ queues, rate limits, stream slots, wakes).
+     * It may hold one Redis Cluster hash tag, e.g. `{gw}`: every key then lives in one slot,
+     * which BullMQ's multi-key scripts need on a cluster (docs/SCALING.md).
+     */
+    REDIS_PREFIX: z
+      .string()
+      .regex(/^[A-Za-z0-9_:-]*(\{[A-Za-z0-9_:-]+\}[A-Za-z0-9_:-]*)?$/, 'letters, digits, _ : - and at most one non-empty {hash tag}')
+      .min(1)
+      .default('gw'),
     /** Comma-separated queue names this worker process serves, or `all`. */
     WORKER_QUEUES: z
       .string()
