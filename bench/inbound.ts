@@ -166,7 +166,7 @@ const bench: Bench = {
         targets: { ack_p99_ms: target(ackOnly.p99Ms, '<', 10) },
         notes: [
           `${clients} closed-loop senders, ${durationS} s per phase after 2 s warm-up, alternating Telegram updates (secret-token header) and WhatsApp payloads (X-Hub-Signature-256) from ${USERS} users; 1 web + 1 worker process (inbound, ledger; NODE_ENV=production), load generator in the bench process, all on this ${cpus().length}-CPU machine with PostgreSQL and Redis`,
-          'web_cpu_us_per_ack: CPU time (user + system, /proc) of the web process during phase A (warm-up included) / requests sent in it; the baseline is the same for the bare express process. Unlike the latencies, it hardly moves with the load of the machine',
+          'web_cpu_us_per_ack: CPU time (user + system, /proc) of the web process during phase A (warm-up included) / requests sent in it; the baseline is the same for the bare express process. Contention inflates both (a quiet machine spends far less per request), but their ratio moves much less with the machine\'s load than the latencies do',
           `A (ack_*, acknowledged_per_s): inbound queue paused while measuring, then resumed: worker_committed_per_s = ${drainA.committed} deliveries / time from resume to the last commit`,
           `B (mixed_*): workers running during the load; receipt → commit includes the backlog they build (${commitB.committed} of ${sentB.size} committed, the last ${round(commitB.waitedS, 1)} s after the load)`,
           `C (paced_*): ${PACED_PER_S} deliveries/s open loop; ${commitC.committed} of ${paced.sentAt.size} committed`,
