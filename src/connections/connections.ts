@@ -5,7 +5,7 @@ import { fail, ok, type ErrorDetail, type Result } from '../errors.js';
 import { zodDetails } from '../http/zod-details.js';
 import { getAdapter } from '../platforms/registry.js';
 import { PLATFORM_NAMES, type PlatformName } from '../platforms/types.js';
-import { announceConnectionChange } from './changes.js';
+import { announceChange } from '../change-feed.js';
 
 /** Meta-family platforms share one inbound URL, routed by the ids in the payload (SPEC 4.8). */
 export const SHARED_WEBHOOK_PLATFORMS: readonly PlatformName[] = ['WHATSAPP', 'MESSENGER', 'INSTAGRAM'];
@@ -216,7 +216,7 @@ export async function updateConnection(deps: Deps, appId: string, id: string, pa
     WHERE app_id = ${appId} AND id = ${id}
     RETURNING *`;
   if (!updated) return notFound(id);
-  await announceConnectionChange(deps, id);
+  await announceChange(deps, 'connections', id);
   return ok(await toPublicConnection(deps, updated));
 }
 
@@ -224,7 +224,7 @@ export async function deleteConnection(deps: Deps, appId: string, id: string): P
   if (!UUID.test(id)) return notFound(id);
   const rows = await deps.sql`DELETE FROM platform_connections WHERE app_id = ${appId} AND id = ${id} RETURNING id`;
   if (!rows.length) return notFound(id);
-  await announceConnectionChange(deps, id);
+  await announceChange(deps, 'connections', id);
   return ok(true);
 }
 

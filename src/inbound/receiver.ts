@@ -7,7 +7,7 @@ import {
   SHARED_WEBHOOK_PLATFORMS,
   type Connection,
 } from '../connections/connections.js';
-import { watchConnectionChanges } from '../connections/changes.js';
+import { watchChanges } from '../change-feed.js';
 import type { Deps } from '../deps.js';
 import { getInbound } from '../platforms/registry.js';
 import { PLATFORM_NAMES, type InboundRequest, type PlatformName } from '../platforms/types.js';
@@ -58,7 +58,7 @@ export function inboundRouter(deps: Deps): Router {
   const routed = lookupCache<Connection[]>(ttl);
   // Any connection's change clears everything: changes are rare, and a routing cache entry
   // may hold connections under keys that do not name them.
-  void watchConnectionChanges(deps, () => {
+  watchChanges(deps, 'connections', () => {
     connections.clear();
     sharedUrls.clear();
     routed.clear();

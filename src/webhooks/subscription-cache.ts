@@ -1,6 +1,6 @@
 import type { Deps } from '../deps.js';
 import { compileEventTypePatterns, type EventTypeMatcher } from '../ledger/event-type-match.js';
-import { createRedis, type Redis } from '../redis.js';
+import { announceChange, watchChanges } from '../change-feed.js';
 import { createSigner, type Signer } from './signing.js';
 
 export type SubscriptionStatus = 'ACTIVE' | 'PAUSED' | 'DISABLED';
@@ -27,18 +27,8 @@ export function signerFor(sub: CachedSubscription, now = Date.now()): Signer {
   return sub.rotationSigner && (sub.previousExpiresAt ?? 0) > now ? sub.rotationSigner : sub.signer;
 }
 
-/** Channel that carries "application X's subscriptions changed" to every process. */
-export const subscriptionsChannel = (redisPrefix: string) => `${redisPrefix}:webhook-subs`;
-
 /** Tells every process's cache to reload an application's subscriptions. */
-export async function publishSubscriptionsChanged(deps: Deps, appId: string): Promise<void> {
-  try {
-    await deps.redis.publish(subscriptionsChannel(deps.config.REDIS_PREFIX), appId);
-  } catch (err) {
-    // The change is committed; caches converge within CACHE_TTL_MS without the message.
-    deps.logger.warn({ err, appId }, 'could not publish webhook subscription change');
-  }
-}
+export const publishSubscriptionsChanged = (deps: Deps, appId: string): Promise<void> => announceChange(deps, 'webhook-subscriptions', appId);
 
 /** Upper bound on staleness should an invalidation be lost (it is only a safety net). */
 const CACHE_TTL_MS = 30_000;
@@ -83,15 +73,11 @@ export function createSubscriptionCache(deps: Deps): SubscriptionCache {
     generations.set(appId, (generations.get(appId) ?? 0) + 1);
   };
 
-  const sub: Redis = createRedis(deps.config.REDIS_URL, 'blocking');
-  sub.on('message', (_channel: string, appId: string) => invalidate(appId));
-  sub.on('ready', () => {
+  const watch = watchChanges(deps, 'webhook-subscriptions', (appId) => {
+    if (appId) return invalidate(appId);
     epoch++;
     entries.clear();
   });
-  sub.on('error', (err) => deps.logger.warn({ err: err.message }, 'webhook cache subscriber error'));
-  const ready = sub.subscribe(subscriptionsChannel(deps.config.REDIS_PREFIX)).then(() => undefined);
-  ready.catch((err) => deps.logger.warn({ err }, 'webhook cache subscribe failed'));
 
   // Secrets are opened and their signing keys prepared once per load, not per delivery.
   const toCached = (r: Row): CachedSubscription => {
@@ -148,10 +134,10 @@ export function createSubscriptionCache(deps: Deps): SubscriptionCache {
       return find();
     },
     invalidate,
-    ready,
+    ready: watch.ready,
     async close() {
       entries.clear();
-      await sub.quit().catch(() => sub.disconnect());
+      await watch.close();
     },
   };
 }

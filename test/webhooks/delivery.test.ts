@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeEvents } from '../../src/ledger/write.js';
 import { enqueue, JOBS } from '../../src/queues.js';
 import { enqueueFirstAttemptsSafetyNet } from '../../src/webhooks/delivery-queue.js';
+import { publishSubscriptionsChanged } from '../../src/webhooks/subscription-cache.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
 import { eventually, startReceiver, type Received, type Receiver } from './receiver.js';
 
@@ -382,7 +383,7 @@ describe('secret rotation', () => {
 
     // Once the window is over only the new secret signs.
     await s.deps.sql`UPDATE webhook_subscriptions SET previous_expires_at = now() - interval '1 second' WHERE id = ${sub.id}`;
-    await s.deps.redis.publish(`${s.config.REDIS_PREFIX}:webhook-subs`, a.appId);
+    await publishSubscriptionsChanged(s.deps, a.appId);
     await eventually(async () => {
       await emit(a, 'rotate.two');
       const last = rx.received.at(-1)!;
