@@ -95,7 +95,7 @@ const schema = z
     SEND_CONCURRENCY: int(64, 1),
     /** Per-connection flood guard on inbound platform webhooks (deliveries per second). */
     INBOUND_FLOOD_PER_SECOND: int(200, 1),
-    /** How long the inbound receiver reuses a connection it looked up (ms); disabling or re-keying a connection takes effect within it. */
+    /** How long the inbound receiver and worker reuse a connection they looked up (ms). Changes are announced to every process at once; this bounds staleness when an announcement is lost. */
     INBOUND_LOOKUP_CACHE_MS: int(2000, 0),
     WEBHOOK_TARGET_POLICY: z.enum(['public-https', 'any']).optional(),
     WEBHOOK_TIMEOUT_MS: int(30_000, 1),

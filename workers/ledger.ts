@@ -1,6 +1,7 @@
 import type { Deps } from '../src/deps.js';
+import { addCommitReports } from '../src/ledger/commit-reports.js';
 import { createGroupCommit } from '../src/ledger/group-commit.js';
-import { publishWakes } from '../src/ledger/wake.js';
+import { addWakes } from '../src/ledger/wake.js';
 import { writeEvents, type CommittedEvent } from '../src/ledger/write.js';
 import type { JobData, LedgerEvent } from '../src/queues.js';
 import type { ProcessorDef } from './host.js';
@@ -11,26 +12,41 @@ import { recordParticipants } from '../src/conversations/participants.js';
 export type AfterCommit = (deps: Deps, committed: CommittedEvent[]) => Promise<void>;
 export const AFTER_COMMIT: AfterCommit[] = [fanOutCommitted, recordParticipants];
 
+/** One event to commit, and the web process waiting for its commit report, if any. */
+interface Pending {
+  event: LedgerEvent;
+  replyTo?: string;
+}
+
 /**
- * The ledger queue: many jobs share one transaction (group commit). Each job resolves only
- * after its batch has committed, the wakes are published and the after-commit hooks ran; a
- * failure anywhere fails every job of the batch, and their retries write nothing twice.
+ * The ledger queue: many jobs share one transaction (group commit); a job may itself carry
+ * many events (a web process's batch). Each job resolves only after all its events have
+ * committed, the wakes and commit reports are published and the after-commit hooks ran; a
+ * failure anywhere fails every job of the batch, and their retries write nothing twice. When
+ * the database refuses one event, the group commit retries the others alone, so they commit
+ * (and are reported) while only the job holding the bad one fails.
  */
 export const ledgerProcessor: ProcessorDef<'ledger'> = {
   queue: 'ledger',
   create(deps) {
-    const commit = createGroupCommit<LedgerEvent, CommittedEvent[]>(async (events) => {
-      const committed = await writeEvents(deps.sql, events);
-      deps.metrics.ledgerBatchSize.observe(events.length);
-      // Independent round trips: wakes and the after-commit hooks go out together.
-      await Promise.all([publishWakes(deps.redis, deps.config.REDIS_PREFIX, committed), ...AFTER_COMMIT.map((hook) => hook(deps, committed))]);
+    const commit = createGroupCommit<Pending, CommittedEvent[]>(async (items) => {
+      const committed = await writeEvents(deps.sql, items.map((p) => p.event));
+      deps.metrics.ledgerBatchSize.observe(items.length);
+      const replyTo = new Map<string, string>();
+      for (const p of items) if (p.replyTo) replyTo.set(p.event.id, p.replyTo);
+      const pipeline = deps.redis.pipeline();
+      addWakes(pipeline, deps.config.REDIS_PREFIX, committed);
+      addCommitReports(pipeline, deps.config.REDIS_PREFIX, committed, replyTo);
+      // Independent round trips: wakes, reports and the after-commit hooks go out together.
+      await Promise.all([committed.length ? pipeline.exec() : undefined, ...AFTER_COMMIT.map((hook) => hook(deps, committed))]);
       return committed;
     }, deps.config.LEDGER_BATCH_MAX);
     return async (job) => {
-      const { event } = job.data as JobData<'ledger'>;
-      const committed = await commit(event);
-      const mine = committed.find((c) => c.id === event.id);
-      return { seq: mine?.seq };
+      const data = job.data as JobData<'ledger'>;
+      const items: Pending[] = 'event' in data ? [{ event: data.event }] : data.events.map((event) => ({ event, replyTo: data.reply_to }));
+      const results = await Promise.all(items.map((p) => commit(p)));
+      const seqs = items.map((p, i) => results[i].find((c) => c.id === p.event.id)?.seq);
+      return 'event' in data ? { seq: seqs[0] } : { seqs };
     };
   },
   // Group commit needs many jobs in flight at once; they are cheap (each awaits one shared flush).

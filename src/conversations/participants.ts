@@ -8,12 +8,13 @@ import type { CommittedEvent } from '../ledger/write.js';
  * workers' batches never deadlock on the same participants.
  */
 export async function recordParticipants(deps: Deps, committed: CommittedEvent[]): Promise<void> {
-  if (committed.length === 0) return;
+  const inConversations = committed.filter((c) => c.conversation_id !== null).map((c) => c.id);
+  if (inConversations.length === 0) return;
   await deps.sql`
     INSERT INTO conversation_participants (conversation_id, platform_user_id, app_id, first_seen_at, last_seen_at)
     SELECT e.conversation_id, x.target_node_id, e.app_id, min(e.created_at), max(e.created_at)
       FROM events e JOIN event_edges x ON x.event_id = e.id
-     WHERE e.id = ANY(${committed.map((c) => c.id)}::uuid[])
+     WHERE e.id = ANY(${inConversations}::uuid[])
        AND e.conversation_id IS NOT NULL AND x.target_node_type = 'platform_user'
      GROUP BY e.conversation_id, x.target_node_id, e.app_id
      ORDER BY e.conversation_id, x.target_node_id

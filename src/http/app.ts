@@ -1,12 +1,11 @@
-import { randomUUID } from 'node:crypto';
 import express, { type Express, type Request } from 'express';
-import { pinoHttp } from 'pino-http';
 import type { Deps } from '../deps.js';
 import { graphqlRouter } from '../graphql/handler.js';
 import { createSchema } from '../graphql/schema.js';
 import { Api } from './api.js';
 import { rejectUnstorableBody } from '../storable-text.js';
 import { errorHandler, notFound } from './errors.js';
+import { loggableUrl, requestLog } from './request-log.js';
 import { createGuards } from './guards.js';
 import { adminRouter, opsRouter } from './ops.js';
 import { ROUTES } from './routes.js';
@@ -21,19 +20,7 @@ export interface WebApp {
   onShutdown: (() => Promise<void> | void)[];
 }
 
-const REQUEST_ID = /^[A-Za-z0-9._-]{1,100}$/;
-
-/**
- * A request URL fit for the log: no query string, and no path segment that is a credential —
- * an inbound webhook URL's secret, a link code being activated (still valid when the attempt
- * was throttled).
- */
-export function loggableUrl(url: string): string {
-  return url
-    .split('?')[0]
-    .replace(/^(\/webhooks\/[^/]+\/)[^/]+/, '$1[redacted]')
-    .replace(/^(\/v1\/link-codes\/)[^/]+/, '$1[redacted]');
-}
+export { loggableUrl };
 
 /** The express application: thin faces over the domain modules. */
 export function createApp(deps: Deps): WebApp {
@@ -43,35 +30,14 @@ export function createApp(deps: Deps): WebApp {
   app.set('query parser', 'simple');
   const onShutdown: WebApp['onShutdown'] = [];
 
-  app.use(
-    pinoHttp({
-      logger: deps.logger,
-      genReqId: (req, res) => {
-        const given = req.headers['x-request-id'];
-        const id = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
-        res.setHeader('X-Request-Id', id);
-        return id;
-      },
-      customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'info' : 'debug'),
-      // Inbound platform bodies and API bodies can carry secrets or personal data: not logged.
-      // Inbound webhook URLs carry their secret as the last segment: never logged.
-      serializers: { req: (req) => ({ id: req.id, method: req.method, url: loggableUrl(String(req.url)) }) },
-    }),
-  );
+  app.use(requestLog(deps));
 
-  app.use((req, res, next) => {
-    const end = deps.metrics.httpDuration.startTimer();
-    res.on('finish', () => {
-      const route = req.route ? `${req.baseUrl}${(req.route as { path: string }).path}` : 'unmatched';
-      end({ method: req.method, route, status: String(res.statusCode) });
-    });
-    next();
-  });
+  // Platform webhooks come first: they read their raw bytes (signatures) and skip API auth and
+  // the API rate limit.
+  app.use(inboundRouter(deps));
 
   app.use(opsRouter(deps));
   app.use(adminRouter(deps));
-  // Platform webhooks read their raw bytes (signatures) and skip API auth and the API rate limit.
-  app.use(inboundRouter(deps));
 
   // Raw bytes kept beside the parsed body: signatures (platform webhooks, idempotency hashes) are over them.
   app.use(
@@ -86,7 +52,7 @@ export function createApp(deps: Deps): WebApp {
   app.use(rejectUnstorableBody);
 
   const web = createWebServices(deps);
-  onShutdown.push(() => web.wakes.close());
+  onShutdown.push(() => web.wakes.close(), () => web.ledger.close());
   const guards = createGuards(deps);
   const api = new Api(deps, guards);
   for (const register of ROUTES) register(api, { deps, web, onShutdown });

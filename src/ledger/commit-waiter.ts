@@ -1,24 +1,42 @@
 import type { Sql } from '../db.js';
 import type { WakeHub } from './wake-hub.js';
 
-export interface CommitWaiter {
-  /** Resolves true once the outcome exists (e.g. the event is in the ledger), false after `timeoutMs`. */
-  wait(appId: string, id: string, timeoutMs: number): Promise<boolean>;
+export interface CommitWaiter<T = true> {
+  /** Resolves with the outcome once it exists (e.g. the event is in the ledger), undefined after `timeoutMs`. */
+  wait(appId: string, id: string, timeoutMs: number): Promise<T | undefined>;
+  /**
+   * Resolves the waits on `id` now: with the outcome a worker reported after recording it,
+   * or undefined when the caller gave up (its enqueue failed).
+   */
+  settle(appId: string, id: string, outcome: T | undefined): void;
 }
 
-/** Which of `ids` have their outcome recorded — the truth the waiter trusts. */
-export type OutcomeCheck = (sql: Sql, appId: string, ids: string[]) => Promise<string[]>;
+/** Which of `ids` have their outcome recorded, and what it is — the truth the waiter trusts. */
+export type OutcomeCheck<T = true> = (sql: Sql, appId: string, ids: string[]) => Promise<Iterable<[string, T]>>;
 
-export const eventCommitted: OutcomeCheck = async (sql, appId, ids) =>
-  (await sql<{ id: string }[]>`SELECT id FROM events WHERE app_id = ${appId} AND id = ANY(${ids}::uuid[])`).map((r) => r.id);
+/** Where an event landed in its application's ledger. */
+export interface CommittedPosition {
+  seq: number;
+  /** ISO 8601 with microseconds, as readers see it. */
+  created_at: string;
+}
+
+export const eventCommitted: OutcomeCheck<CommittedPosition> = async (sql, appId, ids) =>
+  (
+    await sql<({ id: string } & CommittedPosition)[]>`
+      SELECT id, seq, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at
+        FROM events WHERE app_id = ${appId} AND id = ANY(${ids}::uuid[])`
+  ).map((r) => [r.id, { seq: r.seq, created_at: r.created_at }]);
 
 /**
  * Waits on an outcome itself — the ledger row — not on a queue signal: each wake of the
  * application triggers one query for all its pending ids, and a periodic check covers a lost
- * wake, so a missed signal can only make an answer late, never wrong.
+ * wake, so a missed signal can only make an answer late, never wrong. Without `wakes`, only the
+ * periodic check runs: the waits are settled by reports (`settle`) from whoever recorded the
+ * outcome, and the check only covers a report that got lost.
  */
-export function createCommitWaiter(sql: Sql, wakes: WakeHub, check: OutcomeCheck = eventCommitted, recheckMs = 250): CommitWaiter {
-  const pending = new Map<string, Map<string, Set<(found: boolean) => void>>>();
+export function createCommitWaiter<T = true>(sql: Sql, wakes: WakeHub | undefined, check: OutcomeCheck<T>, recheckMs = 250): CommitWaiter<T> {
+  const pending = new Map<string, Map<string, Set<(outcome: T | undefined) => void>>>();
   const unsubs = new Map<string, () => void>();
   const checking = new Set<string>();
   /** Apps woken while their check ran: that check may have missed the commit, so run again at once. */
@@ -33,7 +51,7 @@ export function createCommitWaiter(sql: Sql, wakes: WakeHub, check: OutcomeCheck
     }
     checking.add(appId);
     try {
-      for (const id of await check(sql, appId, [...ids.keys()])) settle(appId, id, true);
+      for (const [id, outcome] of await check(sql, appId, [...ids.keys()])) settle(appId, id, outcome);
     } catch {
       // The periodic check tries again.
     } finally {
@@ -42,12 +60,12 @@ export function createCommitWaiter(sql: Sql, wakes: WakeHub, check: OutcomeCheck
     if (wokenDuringCheck.delete(appId)) void recheck(appId);
   };
 
-  const settle = (appId: string, id: string, found: boolean) => {
+  const settle = (appId: string, id: string, outcome: T | undefined) => {
     const ids = pending.get(appId);
     const resolvers = ids?.get(id);
     if (!ids || !resolvers) return;
     ids.delete(id);
-    for (const r of resolvers) r(found);
+    for (const r of resolvers) r(outcome);
     if (ids.size === 0) {
       pending.delete(appId);
       unsubs.get(appId)?.();
@@ -61,23 +79,24 @@ export function createCommitWaiter(sql: Sql, wakes: WakeHub, check: OutcomeCheck
   timer.unref();
 
   return {
+    settle,
     wait(appId, eventId, timeoutMs) {
-      return new Promise<boolean>((resolve) => {
+      return new Promise<T | undefined>((resolve) => {
         let ids = pending.get(appId);
         if (!ids) {
           pending.set(appId, (ids = new Map()));
-          unsubs.set(appId, wakes.on(appId, () => void recheck(appId)));
+          if (wakes) unsubs.set(appId, wakes.on(appId, () => void recheck(appId)));
         }
         let resolvers = ids.get(eventId);
         if (!resolvers) ids.set(eventId, (resolvers = new Set()));
         const t = setTimeout(() => {
           resolvers!.delete(done);
-          if (resolvers!.size === 0) settle(appId, eventId, false);
-          resolve(false);
+          if (resolvers!.size === 0) settle(appId, eventId, undefined);
+          resolve(undefined);
         }, timeoutMs);
-        const done = (found: boolean) => {
+        const done = (outcome: T | undefined) => {
           clearTimeout(t);
-          resolve(found);
+          resolve(outcome);
         };
         resolvers.add(done);
       });

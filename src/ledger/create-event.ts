@@ -2,10 +2,12 @@ import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import { fail, ok, type ErrorDetail, type Result } from '../errors.js';
 import { claimIdempotencyKey } from '../idempotency.js';
-import { enqueue, type LedgerEvent } from '../queues.js';
-import type { CommitWaiter } from './commit-waiter.js';
+import { storableText } from '../storable-text.js';
+import type { LedgerEvent } from '../queues.js';
+import { encodeCursor } from './cursor.js';
 import { checkPayload, EVENT_TYPE_RE } from './event-schemas.js';
-import { getEvent, type EventRecord } from './read.js';
+import { getEvent, type EdgeRecord, type EventRecord } from './read.js';
+import type { LedgerSubmitter } from './submit.js';
 
 export const RESERVED_PREFIXES = ['message.', 'user.', 'system.', 'link_code.'] as const;
 
@@ -36,7 +38,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  */
 export async function createCustomEvent(
   deps: Deps,
-  commits: CommitWaiter,
+  ledger: LedgerSubmitter,
   appId: string,
   input: CreateEventInput,
   idempotencyKey?: string,
@@ -55,10 +57,14 @@ export async function createCustomEvent(
     else wanted[e.target_node_type].push(e.target_node_id);
   });
   const [users, files] = await Promise.all([
-    wanted.platform_user.length ? sql<{ id: string }[]>`SELECT id FROM platform_users WHERE app_id = ${appId} AND id = ANY(${wanted.platform_user}::uuid[])` : [],
+    wanted.platform_user.length
+      ? sql<NonNullable<EdgeRecord['platform_user']>[]>`
+          SELECT id, external_id, name, is_system_user, user_id FROM platform_users WHERE app_id = ${appId} AND id = ANY(${wanted.platform_user}::uuid[])`
+      : [],
     wanted.file.length ? sql<{ id: string }[]>`SELECT id FROM files WHERE app_id = ${appId} AND id = ANY(${wanted.file}::uuid[])` : [],
   ]);
   const found = new Set([...users, ...files].map((r) => r.id));
+  const userById = new Map(users.map((u) => [u.id, u]));
   input.edges.forEach((e, i) => {
     if (UUID.test(e.target_node_id) && !found.has(e.target_node_id)) {
       bad.push({ path: ['edges', i, 'target_node_id'], message: `${e.target_node_type} ${e.target_node_id} not found` });
@@ -89,15 +95,37 @@ export async function createCustomEvent(
     id,
     app_id: appId,
     event_type: input.event_type,
-    payload: checked.payload,
+    // As the ledger will store it, so the answer built from this copy is the stored event.
+    payload: storableText(checked.payload),
     edges: input.edges,
     attachments: [],
     origin_event_id: input.origin_event_id ?? null,
     validation_errors: checked.errors,
   };
-  const waiting = commits.wait(appId, id, deps.config.EVENT_WAIT_MS);
-  await enqueue(deps.queues, 'ledger', { event });
-  if (!(await waiting)) return ok({ committed: false, id });
-  const stored = await getEvent(sql, appId, id);
-  return stored ? ok({ committed: true, event: stored }) : ok({ committed: false, id });
+  const position = await ledger.submit(event, deps.config.EVENT_WAIT_MS);
+  if (!position) return ok({ committed: false, id });
+  // A replayed key may have raced its first request, whose copy is the one stored: read it.
+  // Otherwise the id is this request's own, and the stored event is exactly what it enqueued.
+  if (claim.value.replay) {
+    const stored = await getEvent(sql, appId, id);
+    return stored ? ok({ committed: true, event: stored }) : ok({ committed: false, id });
+  }
+  return ok({
+    committed: true,
+    event: {
+      id,
+      app_id: appId,
+      seq: position.seq,
+      created_at: position.created_at,
+      event_type: event.event_type,
+      payload: event.payload,
+      attachments: [],
+      origin_event_id: event.origin_event_id ?? null,
+      conversation_id: null,
+      platform_connection_id: null,
+      validation_errors: event.validation_errors ?? null,
+      edges: input.edges.map((e) => ({ ...e, platform_user: e.target_node_type === 'platform_user' ? (userById.get(e.target_node_id) ?? null) : null })),
+      cursor: encodeCursor({ seq: position.seq, createdAt: position.created_at, id }),
+    },
+  });
 }

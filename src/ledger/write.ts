@@ -7,7 +7,10 @@ export interface CommittedEvent {
   id: string;
   app_id: string;
   seq: number;
+  /** ISO 8601 with microseconds (CREATED_AT_ISO), as readers see it. */
+  created_at: string;
   event_type: string;
+  conversation_id: string | null;
 }
 
 /** created_at as ISO 8601 with microseconds: the ledger's own precision, so cursors stay exact. */
@@ -37,58 +40,78 @@ export async function writeEvents(sql: Sql, events: LedgerEvent[]): Promise<Comm
   for (const e of unique) byApp.set(e.app_id, [...(byApp.get(e.app_id) ?? []), e]);
   const appIds = [...byApp.keys()].sort();
 
-  await transaction(sql, async (tx) => {
-    await tx`INSERT INTO ledger_heads (app_id) SELECT unnest(${appIds}::uuid[]) ORDER BY 1 ON CONFLICT DO NOTHING`;
-    for (const appId of appIds) {
-      const batch = byApp.get(appId)!;
-      const n = batch.length;
-      const rows = batch.map((e, i) => ({
-        ord: i + 1,
-        id: e.id,
-        event_type: e.event_type,
-        // U+0000 cannot be stored in jsonb; producers refuse or replace it, this is the last guard.
-        payload: storableText(e.payload),
-        attachments: storableText(e.attachments ?? []),
-        origin_event_id: e.origin_event_id ?? null,
-        conversation_id: e.conversation_id ?? null,
-        platform_connection_id: e.platform_connection_id ?? null,
-        validation_errors: e.validation_errors ?? null,
-      }));
-      const inserted = await tx<{ id: string; seq: number }[]>`
-        WITH head AS (
-          UPDATE ledger_heads h
-             SET seq = h.seq + ${n},
-                 last_at = GREATEST(clock_timestamp(), h.last_at + interval '1 microsecond') + ${n - 1} * interval '1 microsecond'
-           WHERE h.app_id = ${appId}
-       RETURNING h.seq - ${n} AS base_seq, h.last_at - ${n - 1} * interval '1 microsecond' AS base_at
-        )
-        INSERT INTO events (id, app_id, seq, created_at, event_type, payload, attachments,
-                            origin_event_id, conversation_id, platform_connection_id, validation_errors)
-        SELECT r.id, ${appId}, head.base_seq + r.ord, head.base_at + (r.ord - 1) * interval '1 microsecond',
-               r.event_type, r.payload, r.attachments, r.origin_event_id, r.conversation_id,
-               r.platform_connection_id, r.validation_errors
-          FROM head, jsonb_to_recordset(${tx.json(rows as never)}::jsonb) AS r(
-               ord int, id uuid, event_type text, payload jsonb, attachments jsonb, origin_event_id uuid,
-               conversation_id uuid, platform_connection_id uuid, validation_errors jsonb)
-        ORDER BY r.ord
-        ON CONFLICT (id) DO NOTHING
-        RETURNING id, seq`;
-      const seqOf = new Map(inserted.map((r) => [r.id, r.seq]));
-      const edges = batch.flatMap((e) =>
-        seqOf.has(e.id)
-          ? e.edges.map((edge, ord) => ({ event_id: e.id, event_seq: seqOf.get(e.id), ord, ...edge }))
-          : [],
-      );
-      if (edges.length) {
-        await tx`
-          INSERT INTO event_edges (event_id, app_id, event_seq, edge_type, target_node_type, target_node_id, ord)
-          SELECT r.event_id, ${appId}, r.event_seq, r.edge_type, r.target_node_type, r.target_node_id, r.ord
-            FROM jsonb_to_recordset(${tx.json(edges as never)}::jsonb) AS r(
-                 event_id uuid, event_seq bigint, edge_type text, target_node_type text, target_node_id uuid, ord int)`;
+  const committed = await transaction(sql, async (tx) => {
+    const out: CommittedEvent[] = [];
+    // Sent together (postgres.js pipelines them on the one connection): the head rows must
+    // exist before the first UPDATE, and nothing needs the answer of the INSERT in between.
+    const heads = tx`INSERT INTO ledger_heads (app_id) SELECT unnest(${appIds}::uuid[]) ORDER BY 1 ON CONFLICT DO NOTHING`;
+    heads.catch(() => {});
+    try {
+      for (const appId of appIds) {
+        const batch = byApp.get(appId)!;
+        const n = batch.length;
+        const rows = batch.map((e, i) => ({
+          ord: i + 1,
+          id: e.id,
+          event_type: e.event_type,
+          // U+0000 cannot be stored in jsonb; producers refuse or replace it, this is the last guard.
+          payload: storableText(e.payload),
+          attachments: storableText(e.attachments ?? []),
+          origin_event_id: e.origin_event_id ?? null,
+          conversation_id: e.conversation_id ?? null,
+          platform_connection_id: e.platform_connection_id ?? null,
+          validation_errors: e.validation_errors ?? null,
+        }));
+        const edges = batch.flatMap((e) => e.edges.map((edge, ord) => ({ event_id: e.id, ord, ...edge })));
+        // One statement per application writes its events and their edges; an edge joins the
+        // inserted rows, so an event already written by an earlier attempt adds no edge twice.
+        const inserted = await tx<CommittedEvent[]>`
+          WITH head AS (
+            UPDATE ledger_heads h
+               SET seq = h.seq + ${n},
+                   last_at = GREATEST(clock_timestamp(), h.last_at + interval '1 microsecond') + ${n - 1} * interval '1 microsecond'
+             WHERE h.app_id = ${appId}
+         RETURNING h.seq - ${n} AS base_seq, h.last_at - ${n - 1} * interval '1 microsecond' AS base_at
+          ), ins AS (
+            INSERT INTO events (id, app_id, seq, created_at, event_type, payload, attachments,
+                                origin_event_id, conversation_id, platform_connection_id, validation_errors)
+            SELECT r.id, ${appId}, head.base_seq + r.ord, head.base_at + (r.ord - 1) * interval '1 microsecond',
+                   r.event_type, r.payload, r.attachments, r.origin_event_id, r.conversation_id,
+                   r.platform_connection_id, r.validation_errors
+              FROM head, jsonb_to_recordset(${tx.json(rows as never)}::jsonb) AS r(
+                   ord int, id uuid, event_type text, payload jsonb, attachments jsonb, origin_event_id uuid,
+                   conversation_id uuid, platform_connection_id uuid, validation_errors jsonb)
+            ORDER BY r.ord
+            ON CONFLICT (id) DO NOTHING
+            RETURNING id, app_id, seq, created_at, event_type, conversation_id
+          ), edges AS (
+            INSERT INTO event_edges (event_id, app_id, event_seq, edge_type, target_node_type, target_node_id, ord)
+            SELECT r.event_id, ${appId}, ins.seq, r.edge_type, r.target_node_type, r.target_node_id, r.ord
+              FROM jsonb_to_recordset(${tx.json(edges as never)}::jsonb) AS r(
+                   event_id uuid, edge_type text, target_node_type text, target_node_id uuid, ord int)
+              JOIN ins ON ins.id = r.event_id
+          )
+          SELECT id, app_id, seq, ${tx.unsafe(CREATED_AT_ISO)} AS created_at, event_type, conversation_id FROM ins`;
+        out.push(...inserted);
       }
+    } catch (err) {
+      await heads; // its own failure, if it failed, is the one to report
+      throw err;
     }
+    await heads;
+    return out;
   });
 
-  return sql<CommittedEvent[]>`
-    SELECT id, app_id, seq, event_type FROM events WHERE id = ANY(${unique.map((e) => e.id)}::uuid[]) ORDER BY app_id, seq`;
+  // Events an earlier attempt already wrote are reported as they were committed then.
+  if (committed.length < unique.length) {
+    const got = new Set(committed.map((c) => c.id));
+    const earlier = unique.filter((e) => !got.has(e.id));
+    committed.push(
+      ...(await sql<CommittedEvent[]>`
+        SELECT e.id, e.app_id, e.seq, ${sql.unsafe(CREATED_AT_ISO.replace('created_at', 'e.created_at'))} AS created_at, e.event_type, e.conversation_id
+          FROM events e
+          JOIN unnest(${earlier.map((x) => x.app_id)}::uuid[], ${earlier.map((x) => x.id)}::uuid[]) AS o(app_id, id) ON e.app_id = o.app_id AND e.id = o.id`),
+    );
+  }
+  return committed.sort((a, b) => (a.app_id < b.app_id ? -1 : a.app_id > b.app_id ? 1 : a.seq - b.seq));
 }

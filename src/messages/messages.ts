@@ -49,7 +49,7 @@ export const messageSettled: OutcomeCheck = async (sql, appId, ids) =>
       SELECT m.id FROM outbound_messages m
        WHERE m.app_id = ${appId} AND m.id = ANY(${ids}::uuid[])
          AND (m.status = 'failed' OR (m.status = 'sent' AND EXISTS (SELECT 1 FROM events e WHERE e.app_id = m.app_id AND e.id = m.id)))`
-  ).map((r) => r.id);
+  ).map((r): [string, true] => [r.id, true]);
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 

@@ -34,7 +34,7 @@ describe('commit waiter', () => {
         await firstCheck;
         return [];
       }
-      return committed ? ids : [];
+      return committed ? ids.map((id): [string, true] => [id, true]) : [];
     };
     const waiter = createCommitWaiter(undefined as unknown as Sql, wakes, check, 60_000);
     const started = Date.now();

@@ -54,7 +54,9 @@ describe('the ledger invariant', () => {
       while (Date.now() < until) {
         const batch = Array.from({ length: 10 }, (_, i) => event(apps[(p + i) % 2].appId, produced + i));
         produced += batch.length;
-        await deps.queues.ledger.addBulk(batch.map((e) => ({ name: 'ledger', data: { event: e }, opts: { jobId: JOBS.ledger.jobId({ event: e }) } })));
+        // One producer enqueues as a web process does (its 10 events in one job), the others one job per event.
+        if (p === 2) await deps.queues.ledger.add('ledger', { events: batch }, { jobId: JOBS.ledger.jobId({ events: batch }) });
+        else await deps.queues.ledger.addBulk(batch.map((e) => ({ name: 'ledger', data: { event: e }, opts: { jobId: JOBS.ledger.jobId({ event: e }) } })));
         await new Promise((r) => setTimeout(r, 40));
       }
     });
@@ -95,9 +97,28 @@ describe('the ledger invariant', () => {
     const second = (await run(job)) as { seq: number };
     expect(second.seq).toBe(first.seq);
     const again = await writeEvents(deps.sql, [e, e]);
-    expect(again).toEqual([{ id: e.id, app_id: app.appId, seq: first.seq, event_type: 'load.tick' }]);
+    const [stored] = await listEvents(deps.sql, app.appId, {}, 1);
+    expect(again).toEqual([{ id: e.id, app_id: app.appId, seq: first.seq, created_at: stored.created_at, event_type: 'load.tick', conversation_id: null }]);
     const [{ n }] = await deps.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM events WHERE app_id = ${app.appId}`;
     expect(n).toBe(1);
+  });
+
+  it('a web process\'s batch job retried after its commit writes no event and no edge twice', async () => {
+    const app = await createApplication(deps.sql, 'retry-batch', ['events:read']);
+    const edge = { edge_type: 'about', target_node_type: 'file' as const, target_node_id: randomUUID() };
+    const events = [0, 1, 2].map((i) => ({ ...event(app.appId, i), edges: [edge, { ...edge, edge_type: 'also' }] }));
+    const run = ledgerProcessor.create(deps);
+    const job = { data: { events, reply_to: 'web-1' } } as Parameters<typeof run>[0];
+    const first = (await run(job)) as { seqs: number[] };
+    const second = (await run(job)) as { seqs: number[] };
+    expect(first.seqs).toEqual([1, 2, 3]);
+    expect(second.seqs).toEqual(first.seqs);
+    const [{ n, edges }] = await deps.sql<{ n: number; edges: number }[]>`
+      SELECT (SELECT count(*)::int FROM events WHERE app_id = ${app.appId}) AS n,
+             (SELECT count(*)::int FROM event_edges WHERE app_id = ${app.appId}) AS edges`;
+    expect({ n, edges }).toEqual({ n: 3, edges: 6 });
+    const read = await listEvents(deps.sql, app.appId, {}, 10);
+    expect(read.map((e) => e.edges.map((x) => x.edge_type))).toEqual([['about', 'also'], ['about', 'also'], ['about', 'also']]);
   });
 
   it('keeps created_at strictly increasing with seq inside a batch and across batches', async () => {

@@ -1,0 +1,71 @@
+import type { ChainableCommander } from 'ioredis';
+import type { Logger } from '../logger.js';
+import { createRedis, watchConnection } from '../redis.js';
+import type { CommittedPosition } from './commit-waiter.js';
+import type { CommittedEvent } from './write.js';
+
+/**
+ * After a commit, the ledger worker tells each web process that enqueued events of the batch
+ * where they landed: one message per web process and batch, on that process's own channel.
+ * The report is the worker's word on its own outcome (like a job's result), sent only after
+ * the commit; a lost one only delays an answer, since the waiter also checks the ledger
+ * periodically.
+ */
+export const commitReportChannel = (redisPrefix: string, replyTo: string) => `${redisPrefix}:committed:${replyTo}`;
+
+/** [app_id, id, seq, created_at] per committed event. */
+type ReportEntry = [string, string, number, string];
+
+/** Adds one publish per web process waiting on events of `committed` to `pipeline`. */
+export function addCommitReports(pipeline: ChainableCommander, redisPrefix: string, committed: CommittedEvent[], replyTo: Map<string, string>): void {
+  const byProcess = new Map<string, ReportEntry[]>();
+  for (const e of committed) {
+    const to = replyTo.get(e.id);
+    if (!to) continue;
+    let list = byProcess.get(to);
+    if (!list) byProcess.set(to, (list = []));
+    list.push([e.app_id, e.id, e.seq, e.created_at]);
+  }
+  for (const [to, entries] of byProcess) pipeline.publish(commitReportChannel(redisPrefix, to), JSON.stringify(entries));
+}
+
+export interface CommitReportSubscription {
+  /** Resolves once the subscription is active. */
+  ready: Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Subscribes to this web process's commit reports. */
+export function subscribeCommitReports(
+  redisUrl: string,
+  redisPrefix: string,
+  replyTo: string,
+  logger: Logger,
+  onCommitted: (appId: string, id: string, position: CommittedPosition) => void,
+): CommitReportSubscription {
+  const sub = watchConnection(createRedis(redisUrl, 'blocking'), 'commit reports', logger);
+  const channel = commitReportChannel(redisPrefix, replyTo);
+  sub.on('message', (ch: string, message: string) => {
+    if (ch !== channel) return;
+    let entries: ReportEntry[];
+    try {
+      entries = JSON.parse(message) as ReportEntry[];
+    } catch {
+      return;
+    }
+    if (!Array.isArray(entries)) return;
+    for (const e of entries) {
+      if (Array.isArray(e) && typeof e[0] === 'string' && typeof e[1] === 'string' && typeof e[2] === 'number' && typeof e[3] === 'string') {
+        onCommitted(e[0], e[1], { seq: e[2], created_at: e[3] });
+      }
+    }
+  });
+  const ready = sub.subscribe(channel).then(() => undefined);
+  ready.catch((err) => logger.warn({ err }, 'commit report subscribe failed'));
+  return {
+    ready,
+    async close() {
+      await sub.quit().catch(() => sub.disconnect());
+    },
+  };
+}

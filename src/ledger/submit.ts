@@ -1,0 +1,53 @@
+import { randomUUID } from 'node:crypto';
+import type { Deps } from '../deps.js';
+import { enqueue, type LedgerEvent } from '../queues.js';
+import { subscribeCommitReports } from './commit-reports.js';
+import { createCommitWaiter, eventCommitted, type CommittedPosition } from './commit-waiter.js';
+import { createGroupCommit } from './group-commit.js';
+
+/** The most events one ledger job carries. */
+const ENQUEUE_BATCH_MAX = 200;
+
+export interface LedgerSubmitter {
+  /**
+   * Enqueues `event` on the ledger and waits (bounded) for its commit: where it landed, or
+   * undefined when it was not committed within `timeoutMs` (it stays queued). Throws the
+   * UNAVAILABLE AppError when it could not be enqueued.
+   */
+  submit(event: LedgerEvent, timeoutMs: number): Promise<CommittedPosition | undefined>;
+  /** Resolves once commit reports are subscribed. */
+  ready: Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * The web process's way into the ledger. Events submitted while an enqueue is under way go
+ * together in the next ledger job (under load, batches grow on their own; when idle, each
+ * goes at once), and the worker answers each job with one commit report to this process.
+ * Every event is in Redis before its caller hears anything, and a caller hears "committed"
+ * only after the ledger commit, so batching changes no guarantee.
+ */
+export function createLedgerSubmitter(deps: Deps): LedgerSubmitter {
+  const replyTo = randomUUID();
+  const commits = createCommitWaiter(deps.sql, undefined, eventCommitted);
+  const reports = subscribeCommitReports(deps.config.REDIS_URL, deps.config.REDIS_PREFIX, replyTo, deps.logger, (appId, id, position) =>
+    commits.settle(appId, id, position),
+  );
+  const enqueueBatch = createGroupCommit<LedgerEvent, void>(async (events) => {
+    await enqueue(deps.queues, 'ledger', { events, reply_to: replyTo });
+  }, ENQUEUE_BATCH_MAX);
+  return {
+    ready: reports.ready,
+    async submit(event, timeoutMs) {
+      const committed = commits.wait(event.app_id, event.id, timeoutMs);
+      try {
+        await enqueueBatch(event);
+      } catch (err) {
+        commits.settle(event.app_id, event.id, undefined);
+        throw err;
+      }
+      return committed;
+    },
+    close: () => reports.close(),
+  };
+}
