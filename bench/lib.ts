@@ -369,11 +369,14 @@ export function machine(): Machine {
 
 export const loadAverage = (): number => round(loadavg()[0], 1) ?? 0;
 
-/** The commit measured, marked `-dirty` when the work tree had uncommitted changes. */
+/**
+ * The commit measured, marked `-dirty` when the work tree had uncommitted changes — other than
+ * the results themselves, which the benches before this one in the same run have just written.
+ */
 export function currentCommit(): string {
   try {
     const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: projectRoot(), encoding: 'utf8' }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { cwd: projectRoot(), encoding: 'utf8' }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no', '--', '.', ':!bench/results', ':!bench/README.md'], { cwd: projectRoot(), encoding: 'utf8' }).trim();
     return dirty ? `${head}-dirty` : head;
   } catch {
     return 'unknown';
