@@ -333,17 +333,14 @@ export async function deleteRedisPrefix(url: string, prefix: string): Promise<vo
   }
 }
 
-/** Starts bench/support/echo-server.ts: a bare express handler, the HTTP ceiling. */
 /** RSS (MB) and cumulative CPU seconds (user + system) of a process, from /proc. */
 export function processUsage(pid: number): { rssMb: number; cpuS: number } {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const rssKb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  // utime and stime are fields 14 and 15 of stat (11 and 12 after the command name), in clock ticks.
-  const cpuS = (Number(fields[11]) + Number(fields[12])) / 100;
-  return { rssMb: round(rssKb / 1024, 1) ?? 0, cpuS };
+  return { rssMb: round(rssKb / 1024, 1) ?? 0, cpuS: cpuSeconds(pid) };
 }
 
+/** Starts bench/support/echo-server.ts: a bare express handler, the HTTP ceiling. */
 export async function startEchoServer(status = 201): Promise<{ base: string; pid: number; stop(): Promise<void> }> {
   const port = await freePort();
   const proc = spawnService('bench/support/echo-server.ts', { PORT: String(port), ECHO_STATUS: String(status) });
