@@ -18,7 +18,7 @@ import { publishWakes } from '../src/ledger/wake.js';
 import { writeEvents } from '../src/ledger/write.js';
 import { projectRoot } from '../src/project-root.js';
 import { createRedis } from '../src/redis.js';
-import { benchEnv, createBenchDatabase, deleteRedisPrefix, freePort, percentile, round, spawnService, target, type Bench, type ChildService } from './lib.js';
+import { benchEnv, createBenchDatabase, deleteRedisPrefix, freePort, percentile, processCpuS, round, spawnService, target, type Bench, type ChildService } from './lib.js';
 
 const RATE = 50;
 const CLIENT_PROCESSES = 2;
@@ -42,10 +42,7 @@ interface ClientResult {
 function usage(pid: number): { rssMb: number; cpuS: number } {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const rssKb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  // utime and stime are fields 14 and 15 of stat (11 and 12 after the command name), in clock ticks.
-  const cpuS = (Number(fields[11]) + Number(fields[12])) / 100;
-  return { rssMb: round(rssKb / 1024, 1) ?? 0, cpuS };
+  return { rssMb: round(rssKb / 1024, 1) ?? 0, cpuS: processCpuS(pid) };
 }
 
 /** Percentile of merged histograms, in ms (bucket upper bound). */

@@ -301,17 +301,25 @@ export async function deleteRedisPrefix(url: string, prefix: string): Promise<vo
 }
 
 /** Starts bench/support/echo-server.ts: a bare express handler, the HTTP ceiling. */
-export async function startEchoServer(status = 201): Promise<{ base: string; stop(): Promise<void> }> {
+export async function startEchoServer(status = 201): Promise<{ base: string; pid: number; stop(): Promise<void> }> {
   const port = await freePort();
   const proc = spawnService('bench/support/echo-server.ts', { PORT: String(port), ECHO_STATUS: String(status) });
   await proc.waitFor(/echo listening/, 30_000);
   return {
     base: `http://127.0.0.1:${port}`,
+    pid: proc.proc.pid!,
     async stop() {
       proc.kill('SIGTERM');
       await proc.exited;
     },
   };
+}
+
+/** Cumulative CPU seconds (user + system) of a process, from /proc. */
+export function processCpuS(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  // utime and stime are fields 14 and 15 of stat (11 and 12 after the command name), in clock ticks.
+  return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
 // ---------------------------------------------------------------- results
