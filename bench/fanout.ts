@@ -8,7 +8,6 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -18,7 +17,7 @@ import { publishWakes } from '../src/ledger/wake.js';
 import { writeEvents } from '../src/ledger/write.js';
 import { projectRoot } from '../src/project-root.js';
 import { createRedis } from '../src/redis.js';
-import { benchEnv, createBenchDatabase, deleteRedisPrefix, freePort, percentile, processCpuS, round, spawnService, target, type Bench, type ChildService } from './lib.js';
+import { benchEnv, createBenchDatabase, deleteRedisPrefix, freePort, percentile, processUsage, round, spawnService, target, type Bench, type ChildService } from './lib.js';
 
 const RATE = 50;
 const CLIENT_PROCESSES = 2;
@@ -36,13 +35,6 @@ interface ClientResult {
   max_ms: number;
   bucket_ms: number;
   hist: [number, number][];
-}
-
-/** RSS (MB) and cumulative CPU seconds of a process, from /proc. */
-function usage(pid: number): { rssMb: number; cpuS: number } {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const rssKb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
-  return { rssMb: round(rssKb / 1024, 1) ?? 0, cpuS: processCpuS(pid) };
 }
 
 /** Percentile of merged histograms, in ms (bucket upper bound). */
@@ -85,7 +77,9 @@ interface RunFigures {
  */
 async function startWeb(env: Record<string, string>): Promise<{ proc: ChildProcess; base: string; stop(): Promise<void> }> {
   const port = await freePort();
-  const proc = spawn(process.execPath, [join(projectRoot(), 'dist/src/web.js')], {
+  // BENCH_WEB_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof") profiles the web process.
+  const nodeArgs = process.env.BENCH_WEB_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+  const proc = spawn(process.execPath, [...nodeArgs, join(projectRoot(), 'dist/src/web.js')], {
     cwd: projectRoot(),
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env, PORT: String(port) },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -140,11 +134,11 @@ async function runOnce(clients: number, durationS: number, log: (m: string) => v
     const connected = procs.reduce((n, p) => n + Number(/clients connected (\d+)/.exec(p.output())![1]), 0);
     // Let the process settle with every stream open and idle.
     await new Promise((r) => setTimeout(r, 3000));
-    const idle = usage(pid);
+    const idle = processUsage(pid);
     log(`  ${connected} connected; idle RSS ${idle.rssMb} MB`);
 
     log(`  committing ${RATE} events/s for ${durationS} s`);
-    const cpu0 = usage(pid).cpuS;
+    const cpu0 = processUsage(pid).cpuS;
     const t0 = performance.now();
     let peakRss = idle.rssMb;
     for (let i = 0; i < events; i++) {
@@ -154,10 +148,10 @@ async function runOnce(clients: number, durationS: number, log: (m: string) => v
       // The ledger worker's commit step: one group commit, then the wake.
       const committed = await writeEvents(stack.sql, [{ id: randomUUID(), app_id: app.appId, event_type: 'bench.fanout', payload: { i, note: 'a small realistic payload' }, edges: [], attachments: [] }]);
       await publishWakes(redis, stack.env.REDIS_PREFIX, committed);
-      if (i % RATE === 0) peakRss = Math.max(peakRss, usage(pid).rssMb);
+      if (i % RATE === 0) peakRss = Math.max(peakRss, processUsage(pid).rssMb);
     }
     const elapsedS = (performance.now() - t0) / 1000;
-    const cpuPct = round(((usage(pid).cpuS - cpu0) / elapsedS) * 100, 1);
+    const cpuPct = round(((processUsage(pid).cpuS - cpu0) / elapsedS) * 100, 1);
     await Promise.all(procs.map((p) => p.waitFor(/clients done .*\n/, (durationS + 60) * 1000)));
     const results = procs.map((p) => JSON.parse(/clients done (.*)\n/.exec(p.output())![1]) as ClientResult);
     const sum = (f: (r: ClientResult) => number) => results.reduce((s, r) => s + f(r), 0);

@@ -12,7 +12,7 @@ import { Queue } from 'bullmq';
 import { Pool } from 'undici';
 import { queuePrefix } from '../src/queues.js';
 import { createRedis } from '../src/redis.js';
-import { percentile, ratio, round, runLoad, startEchoServer, startStack, target, until, type Bench, type BenchStack, type LoadRequest } from './lib.js';
+import { percentile, processUsage, ratio, round, runLoad, startEchoServer, startStack, target, until, type Bench, type BenchStack, type LoadRequest } from './lib.js';
 
 const TG_SECRET = 'bench_secret-token';
 const WA_SECRET = 'bench-wa-app-secret';
@@ -94,7 +94,10 @@ const bench: Bench = {
     log(`baseline: bare express handler, ${clients} senders, ${durationS} s`);
     const echo = await startEchoServer(200);
     const probe = senders('/webhooks/a/b', '/webhooks/a/b', 0);
-    const http = await runLoad(echo.base, { clients, durationS, request: (i) => probe.request(i) }).finally(() => echo.stop());
+    const echoCpu = cpuPerRequest(echo.pid);
+    const { http, httpCpuUs } = await runLoad(echo.base, { clients, durationS, request: echoCpu.count((i) => probe.request(i)) })
+      .then((r) => ({ http: r, httpCpuUs: echoCpu.usPerRequest() }))
+      .finally(() => echo.stop());
 
     // The per-connection flood guard would (rightly) refuse a benchmark's rate: lifted here.
     const stack = await startStack({ workerQueues: 'inbound,ledger', env: { INBOUND_FLOOD_PER_SECOND: '1000000' } });
@@ -113,7 +116,9 @@ const bench: Bench = {
       log(`A: receiver only (inbound queue paused), ${clients} senders, ${durationS} s`);
       await inboundQueue.pause();
       const sentA = new Map<string, number>();
-      const ackOnly = await runLoad(stack.base, { clients, durationS, warmupS: 2, request: timed(senders(tgPath, waPath, 1), sentA) });
+      const webCpu = cpuPerRequest(stack.web[0].proc.pid!);
+      const ackOnly = await runLoad(stack.base, { clients, durationS, warmupS: 2, request: webCpu.count(timed(senders(tgPath, waPath, 1), sentA)) });
+      const ackCpuUs = webCpu.usPerRequest();
       log(`A: ${ackOnly.okPerS} acknowledged/s; resuming the workers to drain ${sentA.size} deliveries`);
       const drainStart = Date.now();
       await inboundQueue.resume();
@@ -133,6 +138,7 @@ const bench: Bench = {
 
       const figures = {
         acknowledged_per_s: ackOnly.okPerS,
+        web_cpu_us_per_ack: ackCpuUs,
         ack_p50_ms: ackOnly.p50Ms,
         ack_p99_ms: ackOnly.p99Ms,
         ack_max_ms: ackOnly.maxMs,
@@ -146,10 +152,11 @@ const bench: Bench = {
         paced_receipt_to_commit_p99_ms: commitC.p99,
         errors: ackOnly.errors + mixed.errors + paced.errors,
       };
-      const baselines = { http_200_per_s: http.okPerS, http_p50_ms: http.p50Ms, http_p99_ms: http.p99Ms };
+      const baselines = { http_200_per_s: http.okPerS, http_p50_ms: http.p50Ms, http_p99_ms: http.p99Ms, http_cpu_us_per_request: httpCpuUs };
       const ratios = {
         acknowledged_per_s_vs_http_200_per_s: ratio(ackOnly.okPerS, http.okPerS),
         ack_p99_ms_vs_http_p99_ms: ratio(ackOnly.p99Ms, http.p99Ms),
+        web_cpu_us_per_ack_vs_http_cpu_us_per_request: ratio(ackCpuUs, httpCpuUs),
         worker_committed_per_s_vs_http_200_per_s: ratio(workerPerS, http.okPerS),
       };
       return {
@@ -159,6 +166,7 @@ const bench: Bench = {
         targets: { ack_p99_ms: target(ackOnly.p99Ms, '<', 10) },
         notes: [
           `${clients} closed-loop senders, ${durationS} s per phase after 2 s warm-up, alternating Telegram updates (secret-token header) and WhatsApp payloads (X-Hub-Signature-256) from ${USERS} users; 1 web + 1 worker process (inbound, ledger; NODE_ENV=production), load generator in the bench process, all on this ${cpus().length}-CPU machine with PostgreSQL and Redis`,
+          'web_cpu_us_per_ack: CPU time (user + system, /proc) of the web process during phase A (warm-up included) / requests sent in it; the baseline is the same for the bare express process. Contention inflates both (a quiet machine spends far less per request), but their ratio moves much less with the machine\'s load than the latencies do',
           `A (ack_*, acknowledged_per_s): inbound queue paused while measuring, then resumed: worker_committed_per_s = ${drainA.committed} deliveries / time from resume to the last commit`,
           `B (mixed_*): workers running during the load; receipt → commit includes the backlog they build (${commitB.committed} of ${sentB.size} committed, the last ${round(commitB.waitedS, 1)} s after the load)`,
           `C (paced_*): ${PACED_PER_S} deliveries/s open loop; ${commitC.committed} of ${paced.sentAt.size} committed`,
@@ -174,6 +182,21 @@ const bench: Bench = {
     }
   },
 };
+
+/** CPU time a process spends per request, over the requests `count` sees it sent. */
+function cpuPerRequest(pid: number) {
+  const cpu0 = processUsage(pid).cpuS;
+  let sent = 0;
+  return {
+    count<R>(request: (i: number) => R) {
+      return (i: number) => {
+        sent++;
+        return request(i);
+      };
+    },
+    usPerRequest: () => round(((processUsage(pid).cpuS - cpu0) / Math.max(1, sent)) * 1e6, 0),
+  };
+}
 
 /** Open-loop deliveries at a fixed rate; returns each one's send time and the ack p99. */
 async function pacedRun(stack: BenchStack, s: Sender, perS: number, durationS: number) {

@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { createApplication } from '../src/apps/applications.js';
-import { processCpuS, ratio, round, runLoad, startEchoServer, startStack, target, type Bench, type LoadRequest } from './lib.js';
+import { processUsage, ratio, round, runLoad, startEchoServer, startStack, target, type Bench, type LoadRequest } from './lib.js';
 
 const INSERT_WRITERS = 4;
 const INSERT_BATCH = 100;
@@ -32,8 +32,8 @@ const bench: Bench = {
       let start: number[] = [];
       let end: number[] = [];
       const marks = Promise.all([
-        new Promise<void>((r) => setTimeout(() => r(void (start = pids.map(processCpuS))), warmupS * 1000)),
-        new Promise<void>((r) => setTimeout(() => r(void (end = pids.map(processCpuS))), (warmupS + durationS) * 1000)),
+        new Promise<void>((r) => setTimeout(() => r(void (start = pids.map((pid) => processUsage(pid).cpuS))), warmupS * 1000)),
+        new Promise<void>((r) => setTimeout(() => r(void (end = pids.map((pid) => processUsage(pid).cpuS))), (warmupS + durationS) * 1000)),
       ]);
       return marks.then(() => pids.map((_, i) => end[i] - start[i]));
     };

@@ -9,7 +9,7 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
-import { cpus, totalmem } from 'node:os';
+import { cpus, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import postgres from 'postgres';
@@ -69,7 +69,18 @@ export interface BenchResult extends BenchReport {
   name: string;
   date: string;
   commit: string;
-  machine: { cpus: number; memory_gb: number };
+  machine: Machine;
+  /** When the `npm run bench` invocation that produced this result started (one value per invocation). */
+  run_started?: string;
+}
+
+export interface Machine {
+  cpus: number;
+  memory_gb: number;
+  cpu_model?: string;
+  /** 1-minute load average when the bench started and ended: other work on the machine moves every figure. */
+  load_1m_start?: number;
+  load_1m_end?: number;
 }
 
 // ---------------------------------------------------------------- numbers
@@ -120,10 +131,16 @@ export interface LoadResult {
 /**
  * Closed-loop load: `clients` connections each send the next request as soon as the previous
  * answered, for `warmupS` unmeasured then `durationS` measured seconds. Latency is per
- * request, client side, including the body read.
+ * request, client side, including the body read. `request(i, client)` builds the i-th
+ * request; `client` (0…clients−1) lets a bench give each client its own application.
  */
-export async function runLoad(origin: string, o: { clients: number; durationS: number; warmupS?: number; request: (i: number) => LoadRequest }): Promise<LoadResult> {
-  const pool = new Pool(origin, { connections: o.clients, pipelining: 1 });
+export async function runLoad(
+  origin: string | string[],
+  o: { clients: number; durationS: number; warmupS?: number; request: (i: number, client: number) => LoadRequest },
+): Promise<LoadResult> {
+  // Several origins (one per web process) share the clients round-robin, as a load balancer would.
+  const origins = typeof origin === 'string' ? [origin] : origin;
+  const pools = origins.map((_, k) => new Pool(origins[k], { connections: Math.ceil(o.clients / origins.length), pipelining: 1 }));
   const warmupEnd = performance.now() + (o.warmupS ?? 2) * 1000;
   const end = warmupEnd + o.durationS * 1000;
   const latencies: number[] = [];
@@ -131,11 +148,12 @@ export async function runLoad(origin: string, o: { clients: number; durationS: n
   let ok = 0;
   let errors = 0;
   let seq = 0;
-  const client = async () => {
+  const client = async (c: number) => {
+    const pool = pools[c % pools.length];
     for (;;) {
       const start = performance.now();
       if (start >= end) return;
-      const req = o.request(seq++);
+      const req = o.request(seq++, c);
       let status: string;
       try {
         const res = await pool.request({ method: req.method, path: req.path, headers: req.headers, body: req.body });
@@ -152,8 +170,8 @@ export async function runLoad(origin: string, o: { clients: number; durationS: n
       else errors++;
     }
   };
-  await Promise.all(Array.from({ length: o.clients }, client));
-  await pool.close();
+  await Promise.all(Array.from({ length: o.clients }, (_, c) => client(c)));
+  await Promise.all(pools.map((p) => p.close()));
   latencies.sort((a, b) => a - b);
   return {
     requests: latencies.length,
@@ -167,6 +185,17 @@ export async function runLoad(origin: string, o: { clients: number; durationS: n
     p99Ms: round(percentile(latencies, 99)),
     maxMs: round(latencies.at(-1)),
   };
+}
+
+/** Cumulative CPU seconds (user + system) of a process, from /proc; 0 once it is gone. */
+export function cpuSeconds(pid: number): number {
+  try {
+    // utime and stime are fields 14 and 15 of stat (11 and 12 after the command name), in clock ticks.
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return 0;
+  }
 }
 
 /** Polls `fn` until it returns true or `timeoutMs` passes; returns whether it did. */
@@ -222,7 +251,10 @@ export function benchEnv(databaseUrl: string, overrides: Record<string, string> 
 
 export interface BenchStack {
   env: Record<string, string>;
+  /** The first web process. */
   base: string;
+  /** Every web process, for load spread across them (runLoad takes the list). */
+  bases: string[];
   sql: Sql;
   web: ChildService[];
   workers: ChildService[];
@@ -272,6 +304,7 @@ export async function startStack(o: { env?: Record<string, string>; webProcesses
   return {
     env,
     base: `http://127.0.0.1:${ports[0]}`,
+    bases: ports.map((p) => `http://127.0.0.1:${p}`),
     sql,
     web,
     workers,
@@ -301,6 +334,16 @@ export async function deleteRedisPrefix(url: string, prefix: string): Promise<vo
 }
 
 /** Starts bench/support/echo-server.ts: a bare express handler, the HTTP ceiling. */
+/** RSS (MB) and cumulative CPU seconds (user + system) of a process, from /proc. */
+export function processUsage(pid: number): { rssMb: number; cpuS: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const rssKb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  // utime and stime are fields 14 and 15 of stat (11 and 12 after the command name), in clock ticks.
+  const cpuS = (Number(fields[11]) + Number(fields[12])) / 100;
+  return { rssMb: round(rssKb / 1024, 1) ?? 0, cpuS };
+}
+
 export async function startEchoServer(status = 201): Promise<{ base: string; pid: number; stop(): Promise<void> }> {
   const port = await freePort();
   const proc = spawnService('bench/support/echo-server.ts', { PORT: String(port), ECHO_STATUS: String(status) });
@@ -315,21 +358,16 @@ export async function startEchoServer(status = 201): Promise<{ base: string; pid
   };
 }
 
-/** Cumulative CPU seconds (user + system) of a process, from /proc. */
-export function processCpuS(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  // utime and stime are fields 14 and 15 of stat (11 and 12 after the command name), in clock ticks.
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
-
 // ---------------------------------------------------------------- results
 
 const BENCH_DIR = () => join(projectRoot(), 'bench');
 const RESULTS_DIR = () => join(BENCH_DIR(), 'results');
 
-export function machine(): { cpus: number; memory_gb: number } {
-  return { cpus: cpus().length, memory_gb: Math.round(totalmem() / 2 ** 30) };
+export function machine(): Machine {
+  return { cpus: cpus().length, memory_gb: Math.round(totalmem() / 2 ** 30), cpu_model: cpus()[0]?.model.trim() };
 }
+
+export const loadAverage = (): number => round(loadavg()[0], 1) ?? 0;
 
 /** The commit measured, marked `-dirty` when the work tree had uncommitted changes. */
 export function currentCommit(): string {
@@ -377,26 +415,116 @@ function targetText(r: BenchResult, key: string): string {
 const START = '<!-- results:start (generated by `npm run bench` from bench/results/*.json; edits here are overwritten) -->';
 const END = '<!-- results:end -->';
 
-/** Rewrites the generated part of bench/README.md from every bench/results/*.json. */
+/** The capability benches first, in the order of the issues, then any others by name. */
+const BENCH_ORDER = ['ingest', 'fanout', 'webhooks', 'send', 'inbound'];
+const byBenchOrder = (a: BenchResult, b: BenchResult) => {
+  const rank = (n: string) => (BENCH_ORDER.includes(n) ? BENCH_ORDER.indexOf(n) : BENCH_ORDER.length);
+  return rank(a.name) - rank(b.name) || a.name.localeCompare(b.name);
+};
+
+export interface SummaryRow {
+  figure: string;
+  value: number | null;
+  baseline?: { name: string; value: number | null };
+  ratio?: number | null;
+  /** Goals of the figure and of its ratio, e.g. "< 50", "ratio >= 0.5". */
+  targets: string[];
+  met: boolean[];
+}
+
+/**
+ * One row per figure, or one per ratio the figure has (a ratio `<figure>_vs_<baseline>` names
+ * its pair), each with the target set on the figure or on that ratio. A ratio naming no
+ * figure still gets its own row, so nothing measured is left out of the summary.
+ */
+export function summaryRows(r: BenchResult): SummaryRow[] {
+  const known = { ...r.baselines, ...r.figures };
+  const pairOf = (ratioKey: string): [string, string] | undefined => {
+    for (const f of Object.keys(known)) {
+      const b = ratioKey.startsWith(`${f}_vs_`) ? ratioKey.slice(f.length + 4) : undefined;
+      if (b !== undefined && b in known) return [f, b];
+    }
+    return undefined;
+  };
+  const ratiosOf = new Map<string, string[]>();
+  const orphans: string[] = [];
+  for (const key of Object.keys(r.ratios)) {
+    const pair = pairOf(key);
+    if (pair && pair[0] in r.figures) ratiosOf.set(pair[0], [...(ratiosOf.get(pair[0]) ?? []), key]);
+    else orphans.push(key);
+  }
+  const goal = (key: string, label = '') => (r.targets[key] ? { text: `${label}${r.targets[key].want}`, met: r.targets[key].met } : undefined);
+  const row = (figure: string, ratioKey?: string): SummaryRow => {
+    const pair = ratioKey ? pairOf(ratioKey) : undefined;
+    const goals = [goal(figure), ratioKey ? goal(ratioKey, 'ratio ') : undefined].filter((g) => g !== undefined);
+    return {
+      figure,
+      value: r.figures[figure] ?? known[figure] ?? null,
+      ...(pair ? { baseline: { name: pair[1], value: known[pair[1]] ?? null } } : {}),
+      ...(ratioKey ? { ratio: r.ratios[ratioKey] } : {}),
+      targets: goals.map((g) => g.text),
+      met: goals.map((g) => g.met),
+    };
+  };
+  const rows = Object.keys(r.figures).flatMap((f) => (ratiosOf.get(f) ?? [undefined]).map((k) => row(f, k)));
+  for (const key of orphans) rows.push({ ...row(pairOf(key)?.[0] ?? key, key), figure: key });
+  return rows;
+}
+
+const runText = (r: BenchResult) => {
+  const m = r.machine;
+  const load = m.load_1m_start !== undefined ? `, load ${m.load_1m_start}→${m.load_1m_end ?? '?'}` : '';
+  return `${r.date.slice(0, 16).replace('T', ' ')} UTC, \`${r.commit}\`, ${m.cpus} CPUs ${m.memory_gb} GB${load}`;
+};
+
+/** The one table of the whole-service report: every figure of every bench beside its same-run baseline. */
+export function renderSummary(results: BenchResult[]): string {
+  const lines = [
+    '| bench | figure | value | baseline (same run) | ratio | target | met | run (date, commit, machine) |',
+    '|---|---|---|---|---|---|---|---|',
+  ];
+  for (const r of [...results].sort(byBenchOrder)) {
+    summaryRows(r).forEach((row, i) => {
+      const baseline = row.baseline ? `${row.baseline.name} = ${fmt(row.baseline.value)}` : '';
+      const ratioCell = row.ratio === undefined ? '' : fmt(row.ratio);
+      const met = row.met.map((m) => (m ? 'met' : '**NOT met**')).join('; ');
+      lines.push(`| ${i === 0 ? `**${r.name}**` : ''} | ${row.figure} | ${fmt(row.value)} | ${baseline} | ${ratioCell} | ${row.targets.join('; ')} | ${met} | ${i === 0 ? runText(r) : ''} |`);
+    });
+  }
+  return lines.join('\n');
+}
+
+function renderDetail(r: BenchResult): string {
+  const lines = [
+    `### ${r.name}`,
+    '',
+    `${runText(r)}${r.machine.cpu_model ? ` (${r.machine.cpu_model})` : ''}`,
+    '',
+    '| figure | value | target |',
+    '|---|---|---|',
+    ...Object.entries(r.figures).map(([k, v]) => `| ${k} | ${fmt(v)} | ${targetText(r, k)} |`),
+    ...Object.entries(r.baselines).map(([k, v]) => `| baseline: ${k} | ${fmt(v)} | ${targetText(r, k)} |`),
+    ...Object.entries(r.ratios).map(([k, v]) => `| ratio: ${k} | ${fmt(v)} | ${targetText(r, k)} |`),
+  ];
+  if (r.notes?.length) lines.push('', ...r.notes.map((n) => `- ${n}`));
+  return lines.join('\n');
+}
+
+/** Rewrites the generated part of bench/README.md from every bench/results/*.json: the summary table, then each bench's detail. */
 export function renderReadme(): void {
   const file = join(BENCH_DIR(), 'README.md');
   const text = existsSync(file) ? readFileSync(file, 'utf8') : `# Benchmarks\n\n${START}\n${END}\n`;
-  const sections = readResults().map((r) => {
-    const lines = [
-      `### ${r.name}`,
-      '',
-      `${r.date.slice(0, 10)}, commit \`${r.commit}\`, ${r.machine.cpus} CPUs, ${r.machine.memory_gb} GB`,
-      '',
-      '| figure | value | target |',
-      '|---|---|---|',
-      ...Object.entries(r.figures).map(([k, v]) => `| ${k} | ${fmt(v)} | ${targetText(r, k)} |`),
-      ...Object.entries(r.baselines).map(([k, v]) => `| baseline: ${k} | ${fmt(v)} | ${targetText(r, k)} |`),
-      ...Object.entries(r.ratios).map(([k, v]) => `| ratio: ${k} | ${fmt(v)} | ${targetText(r, k)} |`),
-    ];
-    if (r.notes?.length) lines.push('', ...r.notes.map((n) => `- ${n}`));
-    return lines.join('\n');
-  });
-  const generated = `${START}\n${sections.join('\n\n')}\n${END}`;
+  const results = readResults().sort(byBenchOrder);
+  const runs = [...new Set(results.map((r) => r.run_started ?? r.date))];
+  const summary = [
+    '### Summary',
+    '',
+    `${results.length} benches; ${runs.length === 1 ? 'all from one `npm run bench` run' : `from ${runs.length} separate runs (each row's run column says which)`}. ` +
+      'Ratio = value ÷ baseline; "met" compares the value (or the ratio, where the target says so) with the target.',
+    '',
+    renderSummary(results),
+  ].join('\n');
+  const generated = `${START}\n${[summary, ...results.map(renderDetail)].join('\n\n')}\n${END}`;
   const i = text.indexOf(START.slice(0, 20));
   const j = text.indexOf(END);
   const next = i >= 0 && j > i ? text.slice(0, i) + generated + text.slice(j + END.length) : `${text.trimEnd()}\n\n${generated}\n`;

@@ -15,7 +15,7 @@ import { loadavg } from 'node:os';
 import { createQueues, closeQueues, JOBS } from '../src/queues.js';
 import { createRedis } from '../src/redis.js';
 import { startReceivers, type Receipt } from './support/receivers.js';
-import { percentile, ratio, round, spawnService, startStack, target, until, type Bench } from './lib.js';
+import { cpuSeconds, percentile, ratio, round, spawnService, startStack, target, until, type Bench } from './lib.js';
 
 const SUBSCRIPTIONS = 10;
 const CONCURRENCY = 200;
@@ -38,6 +38,7 @@ const bench: Bench = {
     let breakdown = '';
     let committedPerS: number | null = null;
     let latency: { p50: number | null; p99: number | null; rate: number; n: number } | undefined;
+    let cpu: { workerUs: number; pgUs: number; n: number; throughputWorkerUs: number } | undefined;
     try {
       const stack = await startStack({
         workerQueues: 'ledger,webhook',
@@ -76,6 +77,15 @@ const bench: Bench = {
           return sent;
         };
         const drain = (expected: number) => until(async () => receivers.receipts.length >= expected, 120_000, 50);
+        // CPU the service spends per delivery: the worker processes, and the PostgreSQL backends
+        // serving this bench's database (the rest of the machine's load does not count).
+        const workerCpu = () => stack.workers.reduce((t, w) => t + cpuSeconds(w.proc.pid!), 0);
+        const pgBackends = new Set<number>();
+        const pgCpu = async () => {
+          const rows = await stack.sql<{ pid: number }[]>`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`;
+          for (const r of rows) pgBackends.add(r.pid);
+          return [...pgBackends].reduce((t, pid) => t + cpuSeconds(pid), 0);
+        };
 
         log('warm-up');
         await offer(50, 2);
@@ -83,9 +93,11 @@ const bench: Bench = {
 
         log(`throughput: ${SATURATE_EVENTS_PER_S} events/s × ${SUBSCRIPTIONS} subscriptions offered for ${durationS} s`);
         const before = receivers.receipts.length;
+        const [worker0, pg0] = [workerCpu(), await pgCpu()];
         const offeredEvents = await offer(SATURATE_EVENTS_PER_S, durationS);
         const drained = await drain(seq * SUBSCRIPTIONS);
         const phaseReceipts = receivers.receipts.slice(before);
+        const throughputWorkerUs = ((workerCpu() - worker0) * 1e6) / Math.max(1, phaseReceipts.length);
         const phase = phaseReceipts.map((r) => r.at).sort((a, b) => a - b);
         // How fast the ledger committed the events meanwhile (by their created_at), middle 80%.
         const created = [...new Map(phaseReceipts.map((r) => [r.eventId, r.createdAt])).values()].sort((x, y) => x - y);
@@ -106,6 +118,10 @@ const bench: Bench = {
         await offer(steadyEvents, durationS);
         await drain(seq * SUBSCRIPTIONS);
         const steady = receivers.receipts.slice(mark);
+        // Both phases: the delayed safety-net jobs of the first phase's events run during the second.
+        const n = receivers.receipts.length - before;
+        cpu = { workerUs: ((workerCpu() - worker0) * 1e6) / n, pgUs: (((await pgCpu()) - pg0) * 1e6) / n, n, throughputWorkerUs };
+        log(`  CPU per delivery: worker ${cpu.workerUs.toFixed(0)} µs (throughput phase alone ${throughputWorkerUs.toFixed(0)} µs), PostgreSQL ${cpu.pgUs.toFixed(0)} µs`);
         const lat = steady.map((r: Receipt) => r.at - r.createdAt).sort((a, b) => a - b);
         const toBuilt = steady.map((r) => r.builtAt - r.createdAt).sort((a, b) => a - b);
         const toReceipt = steady.map((r) => r.at - r.builtAt).sort((a, b) => a - b);
@@ -127,23 +143,32 @@ const bench: Bench = {
         BARE_CONNECTIONS: String(CONNECTIONS_PER_ORIGIN),
       });
       await bare.waitFor(/bare done/, 300_000);
-      const [, ok, ms] = /bare done (\d+) ([\d.]+)/.exec(bare.output())!;
+      const [, ok, ms, bareCpuMs] = /bare done (\d+) ([\d.]+) ([\d.]+)/.exec(bare.output())!;
       await bare.exited;
       const bareRate = round((Number(ok) * 1000) / Number(ms), 1);
+      const bareCpuUs = round((Number(bareCpuMs) * 1000) / Number(ok), 1);
 
       const figures = {
         deliveries_per_s: throughput,
         events_committed_per_s_meanwhile: committedPerS,
         commit_to_receipt_p50_ms: latency?.p50 ?? null,
         commit_to_receipt_p99_ms: latency?.p99 ?? null,
+        worker_cpu_us_per_delivery: round(cpu?.workerUs, 1),
+        postgres_cpu_us_per_delivery: round(cpu?.pgUs, 1),
       };
-      const baselines = { bare_signed_posts_per_s: bareRate };
-      const ratios = { deliveries_per_s_vs_bare_signed_posts_per_s: ratio(throughput, bareRate) };
+      const baselines = { bare_signed_posts_per_s: bareRate, bare_cpu_us_per_post: bareCpuUs };
+      const ratios = {
+        deliveries_per_s_vs_bare_signed_posts_per_s: ratio(throughput, bareRate),
+        worker_cpu_us_per_delivery_vs_bare_cpu_us_per_post: ratio(figures.worker_cpu_us_per_delivery, bareCpuUs),
+      };
       notes.push(
         `${SUBSCRIPTIONS} subscriptions matching every event, receivers on loopback in the bench process answering 200`,
         `${workerProcesses} worker process(es) serving ledger+webhook, WEBHOOK_CONCURRENCY=${CONCURRENCY}, ${CONNECTIONS_PER_ORIGIN} keep-alive sockets per receiver; the bare loop uses the same`,
         `throughput: ${SATURATE_EVENTS_PER_S} events/s offered for ${durationS} s (${delivered} deliveries), rate over the middle 80% of arrivals`,
         ...(breakdown ? [breakdown] : []),
+        ...(cpu
+          ? [`CPU per delivery over both phases (${cpu.n} deliveries): user+system time of the worker process(es) and of the PostgreSQL backends of the bench database, from /proc; the worker's alone in the throughput phase ${cpu.throughputWorkerUs.toFixed(0)} µs; Redis and the receivers not counted; the bare loop's is its own process's`]
+          : []),
         `machine load average (1 min) ${loadBefore.toFixed(1)} at the start, ${loadavg()[0].toFixed(1)} at the end: other work on the machine moves every figure`,
         latency ? `latency: ${latency.rate} deliveries/s offered (half the sustained rate) for ${durationS} s, ${latency.n} deliveries; commit time = the event's created_at` : 'latency not measured',
       );

@@ -35,8 +35,16 @@ const schema = z
     PUBLIC_BASE_URL: z.url().optional(),
     DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'expected a postgres:// URL').default('postgres://postgres@127.0.0.1:5432/gateway'),
     REDIS_URL: z.string().regex(/^rediss?:\/\//, 'expected a redis:// URL').default('redis://127.0.0.1:6379/0'),
-    /** Prefix for every Redis key and channel (BullMQ queues, rate limits, stream slots, wakes). */
-    REDIS_PREFIX: z.string().regex(/^[A-Za-z0-9_:-]+$/).default('gw'),
+    /**
+     * Prefix for every Redis key and channel (BullMQ queues, rate limits, stream slots, wakes).
+     * It may hold one Redis Cluster hash tag, e.g. `{gw}`: every key then lives in one slot,
+     * which BullMQ's multi-key scripts need on a cluster (docs/SCALING.md).
+     */
+    REDIS_PREFIX: z
+      .string()
+      .regex(/^[A-Za-z0-9_:-]*(\{[A-Za-z0-9_:-]+\}[A-Za-z0-9_:-]*)?$/, 'letters, digits, _ : - and at most one non-empty {hash tag}')
+      .min(1)
+      .default('gw'),
     /** Comma-separated queue names this worker process serves, or `all`. */
     WORKER_QUEUES: z
       .string()
@@ -87,7 +95,7 @@ const schema = z
     SEND_CONCURRENCY: int(64, 1),
     /** Per-connection flood guard on inbound platform webhooks (deliveries per second). */
     INBOUND_FLOOD_PER_SECOND: int(200, 1),
-    /** How long the inbound receiver reuses a connection it looked up (ms); disabling or re-keying a connection takes effect within it. */
+    /** How long the inbound receiver and worker reuse a connection they looked up (ms). Changes are announced to every process at once; this bounds staleness when an announcement is lost. */
     INBOUND_LOOKUP_CACHE_MS: int(2000, 0),
     WEBHOOK_TARGET_POLICY: z.enum(['public-https', 'any']).optional(),
     WEBHOOK_TIMEOUT_MS: int(30_000, 1),

@@ -1,7 +1,7 @@
-import { createHash } from 'node:crypto';
 import { Queue, type JobsOptions } from 'bullmq';
 import { z } from 'zod';
 import { QUEUE_NAMES, type QueueName } from './config.js';
+import { derivedId } from './ids.js';
 import { redisReady, REDIS_READY_WAIT_MS, withDeadline } from './availability.js';
 import type { Redis } from './redis.js';
 
@@ -47,21 +47,29 @@ export const JOBS = {
     // The event id is the job id (for a batch, a digest of its event ids): a producer that
     // retries its `add` never queues twice.
     jobId: (d: { event: { id: string } } | { events: { id: string }[] }) =>
-      'event' in d ? `ev-${d.event.id}` : `evb-${createHash('sha256').update(d.events.map((e) => e.id).join(',')).digest('base64url')}`,
+      'event' in d ? `ev-${d.event.id}` : `evb-${derivedId('ledger-batch', ...d.events.map((e) => e.id).sort())}`,
     options: { attempts: 10, backoff: { type: 'exponential', delay: 200 } },
   },
   webhook: {
-    // Three kinds of job: the first attempts of every delivery of one event (one job per
-    // event, so a repeat of the ledger job is dropped by its id); a further run of one
-    // delivery (its retries, a manual retry, a replay), `attempt_base` attempts into its
-    // schedule; and the repeatable log-retention task.
+    // Four kinds of job: the first attempts of every delivery of one event (one job per
+    // event, so a repeat of the ledger job is dropped by its id); the safety net of a commit
+    // batch whose first attempts started in the ledger's process (one delayed job per batch);
+    // a further run of one delivery (its retries, a manual retry, a replay), `attempt_base`
+    // attempts into its schedule; and the repeatable log-retention task.
     schema: z.union([
       z.object({ event_id: uuid, app_id: uuid }),
+      z.object({ events: z.array(z.object({ event_id: uuid, app_id: uuid })).min(1) }),
       z.object({ delivery_id: uuid, app_id: uuid, run: z.number().int().min(0).default(0), attempt_base: z.number().int().min(0).default(0) }),
       z.object({ task: z.literal('log-retention') }),
     ]),
-    jobId: (d: { event_id: string } | { delivery_id: string; run?: number } | { task: string }) =>
-      'task' in d ? `wh-${d.task}` : 'event_id' in d ? `we-${d.event_id}` : `wd-${d.delivery_id}-${d.run ?? 0}`,
+    jobId: (d: { event_id: string } | { events: { event_id: string }[] } | { delivery_id: string; run?: number } | { task: string }) =>
+      'task' in d
+        ? `wh-${d.task}`
+        : 'event_id' in d
+          ? `we-${d.event_id}`
+          : 'events' in d
+            ? `wb-${derivedId('webhook-first-attempts', ...d.events.map((e) => e.event_id).sort())}`
+            : `wd-${d.delivery_id}-${d.run ?? 0}`,
     // Attempts are set per job from WEBHOOK_RETRY_DELAYS_MS; delays come from the worker's custom strategy.
     options: { attempts: 5, backoff: { type: 'webhook' } },
   },
@@ -114,17 +122,37 @@ export function createQueues(connection: Redis, redisPrefix: string): Queues {
   return Object.fromEntries(entries) as Queues;
 }
 
-/**
- * Validates a payload against the catalog and enqueues it under its deterministic id. While
- * Redis is unreachable it throws the UNAVAILABLE AppError within REDIS_READY_WAIT_MS instead of
- * waiting for Redis (BullMQ would wait forever for a first connection that never comes).
- */
-export async function enqueue<Q extends QueueName>(queues: Queues, name: Q, data: JobData<Q>, options: JobsOptions = {}) {
+/** A job of the catalog, validated and under its deterministic id, ready for `add` or `addBulk`. */
+export function catalogJob<Q extends QueueName>(name: Q, data: JobData<Q>, options: JobsOptions = {}) {
   const entry = JOBS[name];
   const parsed = entry.schema.parse(data) as JobData<Q>;
-  const client = await withDeadline(queues[name].client, REDIS_READY_WAIT_MS, 'Redis');
+  return { name, data: parsed, opts: { jobId: (entry.jobId as (d: JobData<Q>) => string)(parsed), ...options } };
+}
+
+/**
+ * While Redis is unreachable this throws the UNAVAILABLE AppError within REDIS_READY_WAIT_MS
+ * instead of waiting for Redis (BullMQ would wait forever for a first connection that never comes).
+ */
+async function queueReady(queue: Queue): Promise<void> {
+  const client = await withDeadline(queue.client, REDIS_READY_WAIT_MS, 'Redis');
   await redisReady(client as unknown as Parameters<typeof redisReady>[0]);
-  return queues[name].add(name, parsed, { jobId: (entry.jobId as (d: JobData<Q>) => string)(parsed), ...options });
+}
+
+/** Validates a payload against the catalog and enqueues it under its deterministic id. */
+export async function enqueue<Q extends QueueName>(queues: Queues, name: Q, data: JobData<Q>, options: JobsOptions = {}) {
+  const job = catalogJob(name, data, options);
+  await queueReady(queues[name]);
+  return queues[name].add(name, job.data, job.opts);
+}
+
+/**
+ * Several catalog jobs of one queue in one Redis round trip (a pipeline). Resolves once Redis
+ * answered for every one of them; rejects if any was not stored (those that were are kept,
+ * and a retried `add` of them is a no-op under their deterministic ids).
+ */
+export async function enqueueBulk<Q extends QueueName>(queues: Queues, name: Q, jobs: ReturnType<typeof catalogJob<Q>>[]) {
+  await queueReady(queues[name]);
+  return queues[name].addBulk(jobs);
 }
 
 export async function closeQueues(queues: Queues): Promise<void> {

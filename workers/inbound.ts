@@ -1,5 +1,6 @@
 import { UnrecoverableError, type Job } from 'bullmq';
 import { loadConnectionById, type Connection } from '../src/connections/connections.js';
+import { watchConnectionChanges } from '../src/connections/changes.js';
 import type { PlatformUserRef } from '../src/identity/platform-users.js';
 import { lookupCache } from '../src/inbound/lookup-cache.js';
 import { recordMessage, recordReaction, recordStatus, recordWatermark, type RecordContext } from '../src/inbound/records.js';
@@ -22,6 +23,8 @@ export const inboundProcessor: ProcessorDef<'inbound'> = {
     // receiver does the same, with the same bound on staleness).
     const connections = lookupCache<Connection | undefined>(deps.config.INBOUND_LOOKUP_CACHE_MS);
     const systemUsers = lookupCache<PlatformUserRef>(deps.config.INBOUND_LOOKUP_CACHE_MS);
+    // A connection's name is part of its system user's key, so only the connections need clearing.
+    void watchConnectionChanges(deps, () => connections.clear());
     return async (job: Job) => {
       const d = job.data as JobData<'inbound'>;
       const conn = await connections.get(d.connection_id, () => loadConnectionById(deps, d.connection_id));

@@ -16,9 +16,9 @@ async function scheduleRetention(deps: Deps): Promise<void> {
 }
 
 /**
- * The webhook queue. An event's job makes the first attempt of each of its deliveries; a
- * delivery that fails it continues as a job of its own, one attempt per run: a failure with
- * attempts left is thrown as a DeliveryAttemptError and BullMQ schedules the next run through
+ * The webhook queue. An event's job (or a commit batch's safety-net job, for each of its
+ * events) makes the first attempt of each of its deliveries; a delivery that fails it
+ * continues as a job of its own, one attempt per run: a failure with attempts left is thrown as a DeliveryAttemptError and BullMQ schedules the next run through
  * the custom `webhook` backoff (WEBHOOK_RETRY_DELAYS_MS, Retry-After, jitter). Throttled
  * deliveries move to delayed without spending an attempt.
  */
@@ -36,6 +36,10 @@ export const webhookProcessor: ProcessorDef<'webhook'> = {
       if ('event_id' in data) {
         const outcomes = await deliverer.firstAttempts({ eventId: data.event_id, appId: data.app_id });
         return { attempts: outcomes.length };
+      }
+      if ('events' in data) {
+        const outcomes = await Promise.all(data.events.map((e) => deliverer.firstAttempts({ eventId: e.event_id, appId: e.app_id })));
+        return { attempts: outcomes.reduce((n, o) => n + o.length, 0) };
       }
       const lastAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
       const outcome = await deliverer.attempt({ deliveryId: data.delivery_id, appId: data.app_id, run: data.run, lastAttempt, queuedAt: job.timestamp });

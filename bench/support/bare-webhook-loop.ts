@@ -5,7 +5,7 @@
  * database and the bookkeeping.
  *
  * Env: BARE_TARGETS (comma-separated URLs), BARE_COUNT, BARE_CONCURRENCY, BARE_CONNECTIONS.
- * Prints `bare done <count> <ms>`.
+ * Prints `bare done <count> <ms> <cpu ms>` (the process's user + system CPU during the loop).
  */
 import { createHmac, randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
@@ -62,7 +62,9 @@ const worker = async () => {
   }
 };
 const started = performance.now();
+const cpu0 = process.cpuUsage();
 await Promise.all(Array.from({ length: concurrency }, worker));
 const ms = performance.now() - started;
+const cpu = process.cpuUsage(cpu0);
 await Promise.all([...pools.values()].map((p) => p.close()));
-process.stdout.write(`bare done ${count - failed} ${ms.toFixed(1)}\n`);
+process.stdout.write(`bare done ${count - failed} ${ms.toFixed(1)} ${((cpu.user + cpu.system) / 1000).toFixed(1)}\n`);

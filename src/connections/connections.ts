@@ -5,6 +5,7 @@ import { fail, ok, type ErrorDetail, type Result } from '../errors.js';
 import { zodDetails } from '../http/zod-details.js';
 import { getAdapter } from '../platforms/registry.js';
 import { PLATFORM_NAMES, type PlatformName } from '../platforms/types.js';
+import { announceConnectionChange } from './changes.js';
 
 /** Meta-family platforms share one inbound URL, routed by the ids in the payload (SPEC 4.8). */
 export const SHARED_WEBHOOK_PLATFORMS: readonly PlatformName[] = ['WHATSAPP', 'MESSENGER', 'INSTAGRAM'];
@@ -214,13 +215,17 @@ export async function updateConnection(deps: Deps, appId: string, id: string, pa
       updated_at = now()
     WHERE app_id = ${appId} AND id = ${id}
     RETURNING *`;
-  return updated ? ok(await toPublicConnection(deps, updated)) : notFound(id);
+  if (!updated) return notFound(id);
+  await announceConnectionChange(deps, id);
+  return ok(await toPublicConnection(deps, updated));
 }
 
 export async function deleteConnection(deps: Deps, appId: string, id: string): Promise<Result<true>> {
   if (!UUID.test(id)) return notFound(id);
   const rows = await deps.sql`DELETE FROM platform_connections WHERE app_id = ${appId} AND id = ${id} RETURNING id`;
-  return rows.length ? ok(true) : notFound(id);
+  if (!rows.length) return notFound(id);
+  await announceConnectionChange(deps, id);
+  return ok(true);
 }
 
 /** Records a platform call's outcome on the connection's health. */

@@ -32,10 +32,12 @@ export function createApp(deps: Deps): WebApp {
 
   app.use(requestLog(deps));
 
+  // Platform webhooks come first: they read their raw bytes (signatures) and skip API auth and
+  // the API rate limit.
+  app.use(inboundRouter(deps));
+
   app.use(opsRouter(deps));
   app.use(adminRouter(deps));
-  // Platform webhooks read their raw bytes (signatures) and skip API auth and the API rate limit.
-  app.use(inboundRouter(deps));
 
   // Raw bytes kept beside the parsed body: signatures (platform webhooks, idempotency hashes) are over them.
   app.use(

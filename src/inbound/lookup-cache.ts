@@ -1,14 +1,17 @@
 /**
- * A small time-bounded memo for the receiver's per-delivery lookups (connection by id, the
- * shared Meta URLs, routing candidates). Platforms deliver in bursts to the same few
- * connections; reading and decrypting each one from Postgres per request would cost more
- * than everything else the receiver does. Concurrent misses for one key share one load.
+ * A small time-bounded memo for per-delivery lookups (connection by id, the shared Meta URLs,
+ * routing candidates). Platforms deliver in bursts to the same few connections; reading and
+ * decrypting each one from Postgres per request would cost more than everything else the
+ * receiver does. Concurrent misses for one key share one load.
  *
- * The price is staleness: a disabled connection or a changed secret takes effect within
- * `ttlMs` in each web process.
+ * A connection's update or deletion clears the caches of every process at once (see
+ * src/connections/changes.ts); `ttlMs` only bounds the staleness when that announcement is
+ * lost (a subscriber that was reconnecting clears on reconnect, so even then rarely).
  */
 export interface LookupCache<V> {
   get(key: string, load: () => Promise<V>): Promise<V>;
+  /** Forgets everything: the next lookup of every key loads again. */
+  clear(): void;
 }
 
 export function lookupCache<V>(ttlMs: number, maxEntries = 10_000): LookupCache<V> {
@@ -22,10 +25,16 @@ export function lookupCache<V>(ttlMs: number, maxEntries = 10_000): LookupCache<
       // Bounded memory under a flood of distinct (made-up) ids: start over rather than grow.
       if (entries.size >= maxEntries) entries.clear();
       const value = load();
-      entries.set(key, { value, until: now + ttlMs });
+      const entry = { value, until: now + ttlMs };
+      entries.set(key, entry);
       // A failed load (database down) is not remembered: the next delivery tries again.
-      value.catch(() => entries.delete(key));
+      value.catch(() => {
+        if (entries.get(key) === entry) entries.delete(key);
+      });
       return value;
+    },
+    clear() {
+      entries.clear();
     },
   };
 }

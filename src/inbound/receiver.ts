@@ -1,6 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import express, { type Request, type Response, type Router } from 'express';
-import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import {
   connectionsByRoutingIds,
   loadConnectionById,
@@ -8,10 +7,12 @@ import {
   SHARED_WEBHOOK_PLATFORMS,
   type Connection,
 } from '../connections/connections.js';
+import { watchConnectionChanges } from '../connections/changes.js';
 import type { Deps } from '../deps.js';
 import { getInbound } from '../platforms/registry.js';
 import { PLATFORM_NAMES, type InboundRequest, type PlatformName } from '../platforms/types.js';
-import { enqueue } from '../queues.js';
+import { batchedEnqueue } from './batched-enqueue.js';
+import { createFloodGuard } from './flood-guard.js';
 import { lookupCache } from './lookup-cache.js';
 
 /** Headers a normaliser or signature may need later; everything else is dropped before queueing. */
@@ -37,6 +38,10 @@ function toInbound(req: Request, deps: Deps): InboundRequest {
 
 const unauthorized = (res: Response, error: string) => res.status(401).json({ error });
 
+/** The usual acknowledgement, written directly: express's send (ETag, freshness) is not needed here. */
+const OK_BODY = Buffer.from('{"ok":true}');
+const ok = (res: Response) => res.writeHead(200, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': OK_BODY.length }).end(OK_BODY);
+
 /**
  * Inbound platform webhooks (SPEC 4.8): verify (URL secret, then the platform's own
  * signature), answer handshakes, and enqueue the raw delivery under the platform's dedupe key
@@ -44,30 +49,27 @@ const unauthorized = (res: Response, error: string) => res.status(401).json({ er
  */
 export function inboundRouter(deps: Deps): Router {
   const router = express.Router();
-  const flood = new RateLimiterRedis({
-    storeClient: deps.redis,
-    keyPrefix: `${deps.config.REDIS_PREFIX}:flood`,
-    points: deps.config.INBOUND_FLOOD_PER_SECOND,
-    duration: 1,
-  });
+  const flood = createFloodGuard(deps.redis, `${deps.config.REDIS_PREFIX}:flood`, deps.config.INBOUND_FLOOD_PER_SECOND);
+  const enqueueInbound = batchedEnqueue(deps.queues);
   const raw = express.raw({ type: () => true, limit: deps.config.BODY_LIMIT_BYTES });
   const ttl = deps.config.INBOUND_LOOKUP_CACHE_MS;
   const connections = lookupCache<Connection | undefined>(ttl);
   const sharedUrls = lookupCache<{ platform: PlatformName; secret: string } | undefined>(ttl);
   const routed = lookupCache<Connection[]>(ttl);
+  // Any connection's change clears everything: changes are rare, and a routing cache entry
+  // may hold connections under keys that do not name them.
+  void watchConnectionChanges(deps, () => {
+    connections.clear();
+    sharedUrls.clear();
+    routed.clear();
+  });
 
   const floodGuard = async (key: string, res: Response): Promise<boolean> => {
-    try {
-      await flood.consume(key);
-      return true;
-    } catch (err) {
-      if (err instanceof RateLimiterRes) {
-        res.setHeader('Retry-After', String(Math.max(1, Math.ceil(err.msBeforeNext / 1000))));
-        res.status(429).json({ error: 'too many deliveries' });
-        return false;
-      }
-      throw err;
-    }
+    const verdict = await flood.consume(key);
+    if (verdict.ok) return true;
+    res.setHeader('Retry-After', String(Math.max(1, Math.ceil(verdict.retryAfterMs / 1000))));
+    res.status(429).json({ error: 'too many deliveries' });
+    return false;
   };
 
   /** Enqueues one verified delivery under its dedupe key; false when the body is not a delivery of the platform. */
@@ -76,7 +78,7 @@ export function inboundRouter(deps: Deps): Router {
     const dedupeKey = adapter.dedupeKey({ ...inbound, rawBody: body });
     if (dedupeKey === undefined) return false;
     const headers = Object.fromEntries(KEPT_HEADERS.filter((h) => inbound.headers[h]).map((h) => [h, inbound.headers[h]]));
-    await enqueue(deps.queues, 'inbound', {
+    await enqueueInbound({
       connection_id: conn.id,
       platform: conn.platform,
       received_at: new Date(inbound.now).toISOString(),
@@ -92,7 +94,7 @@ export function inboundRouter(deps: Deps): Router {
   const ack = (platform: PlatformName, inbound: InboundRequest, res: Response) => {
     const answer = getInbound(platform).acknowledge?.(inbound);
     if (answer) res.status(answer.status).type(answer.contentType).send(answer.body);
-    else res.status(200).json({ ok: true });
+    else ok(res);
   };
 
   router.all('/webhooks/:webhookId/:webhookSecret', raw, async (req, res) => {

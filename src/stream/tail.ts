@@ -15,10 +15,12 @@ export class TailEvent {
   /**
    * @param batch the tail read that produced the event (0 for catch-up reads). Sinks judge a
    * client's backlog once per batch, so a burst of events read together never counts against it.
+   * @param group that read's events, for the streams that take all of them in one write.
    */
   constructor(
     readonly record: EventRecord,
     readonly batch = 0,
+    readonly group?: TailBatch,
   ) {}
 
   get node(): EventNode {
@@ -33,6 +35,27 @@ export class TailEvent {
   /** The frame encoded once, so writing it to many sockets copies bytes instead of re-encoding text. */
   get bytes(): Buffer {
     return (this.bytesMemo ??= Buffer.from(this.frame, 'utf8'));
+  }
+}
+
+/**
+ * The events one tail read dispatched, in order. A stream without a filter takes every one of
+ * them: their frames are joined once, and each such stream gets the batch in a single write.
+ */
+export class TailBatch {
+  readonly events: TailEvent[] = [];
+  private bytesMemo?: Buffer;
+
+  constructor(readonly id: number) {}
+
+  add(record: EventRecord): TailEvent {
+    const event = new TailEvent(record, this.id, this);
+    this.events.push(event);
+    return event;
+  }
+
+  get bytes(): Buffer {
+    return (this.bytesMemo ??= this.events.length === 1 ? this.events[0].bytes : Buffer.concat(this.events.map((e) => e.bytes)));
   }
 }
 
@@ -96,13 +119,13 @@ export function createTailRegistry(sql: Sql, wakes: WakeHub, logger: Logger, opt
     let stopped = false;
 
     const dispatch = (rows: EventRecord[]) => {
-      const batch = ++batches;
+      const batch = new TailBatch(++batches);
       for (const row of rows) {
         let event: TailEvent | undefined;
         for (const m of members) {
           if (!m.live || row.seq <= m.pos) continue;
           m.pos = row.seq;
-          if (m.matches(row)) m.push((event ??= new TailEvent(row, batch)));
+          if (m.matches(row)) m.push((event ??= batch.add(row)));
         }
         pos = row.seq;
       }

@@ -7,8 +7,7 @@ import { deliveryIdOf } from './fan-out.js';
 import { enqueueDeliveryRuns, type DeliveryRun } from './delivery-queue.js';
 import { createWebhookHttpClient, type WebhookHttpClient } from './http-client.js';
 import { parseRetryAfter, retryDelay } from './retry-policy.js';
-import { signatureHeaders } from './signing.js';
-import { signingSecrets, subscriptionCacheFor } from './subscription-cache.js';
+import { signerFor, subscriptionCacheFor } from './subscription-cache.js';
 import { takeDeliverySlot } from './throttle.js';
 import type { LocalFirstAttempts } from './local-deliverer.js';
 
@@ -127,7 +126,8 @@ export function createDeliverer(deps: Deps): Deliverer {
     const attempt = d.attempt_count + 1;
     const ts = Math.floor(Date.now() / 1000);
     const originalTs = d.first_attempt_ts !== null ? Number(d.first_attempt_ts) : ts;
-    const headers = { ...signatureHeaders({ deliveryId: d.id, timestamp: ts, body: d.body, secrets: signingSecrets(sub) }), ...retryHeaders(attempt, originalTs) };
+    const headers = signerFor(sub)({ deliveryId: d.id, timestamp: ts, body: d.body });
+    if (attempt > 1) Object.assign(headers, retryHeaders(attempt, originalTs));
     const res = await http.post(sub.targetUrl, d.body, headers);
     const delivered = res.error === undefined && res.statusCode !== undefined && res.statusCode >= 200 && res.statusCode < 300;
     const status: DeliveryStatus = delivered ? 'delivered' : lastAttempt ? 'failed' : 'retrying';

@@ -11,21 +11,39 @@ export interface DeliveryRun {
   delayMs?: number;
 }
 
+type EventRef = { event_id: string; app_id: string };
+
+const uniqueEvents = (events: EventRef[]) => [...new Map(events.map((e) => [e.event_id, e])).values()];
+
+// First-attempt jobs fail on faults (database, Redis), not on receiver answers: plain exponential retries.
+const FIRST_ATTEMPT_RETRIES = { attempts: 8, backoff: { type: 'exponential', delay: 500 } };
+
 /**
  * Queues the first attempts of each event's deliveries: one job per event, its id the event
- * id, so a repeat of the ledger job (or of this call) queues nothing new. `delayMs` makes it
- * the safety net of an in-process first attempt (see fan-out.ts).
+ * id, so a repeat of the ledger job (or of this call) queues nothing new.
  */
-export async function enqueueFirstAttempts(deps: Deps, events: { event_id: string; app_id: string }[], delayMs = 0): Promise<void> {
-  const unique = [...new Map(events.map((e) => [e.event_id, e])).values()];
+export async function enqueueFirstAttempts(deps: Deps, events: EventRef[]): Promise<void> {
+  const unique = uniqueEvents(events);
   if (unique.length === 0) return;
   await deps.queues.webhook.addBulk(
     unique.map((e) => {
       const data = JOBS.webhook.schema.parse({ event_id: e.event_id, app_id: e.app_id }) as JobData<'webhook'>;
-      // Its failures are faults (database, Redis), not receiver answers: plain exponential retries.
-      return { name: 'first-attempts', data, opts: { jobId: JOBS.webhook.jobId(data as never), attempts: 8, backoff: { type: 'exponential', delay: 500 }, ...(delayMs ? { delay: delayMs } : {}) } };
+      return { name: 'first-attempts', data, opts: { jobId: JOBS.webhook.jobId(data as never), ...FIRST_ATTEMPT_RETRIES } };
     }),
   );
+}
+
+/**
+ * Queues the safety net of first attempts that started in this process (see fan-out.ts): one
+ * job for the whole commit batch, run `delayMs` from now, which makes whatever first attempts
+ * of these events are still missing then. Its id derives from the events, so a repeat of the
+ * same batch queues nothing new (and a different batch finds the deliveries already made).
+ */
+export async function enqueueFirstAttemptsSafetyNet(deps: Deps, events: EventRef[], delayMs: number): Promise<void> {
+  const unique = uniqueEvents(events);
+  if (unique.length === 0) return;
+  const data = JOBS.webhook.schema.parse({ events: unique.map((e) => ({ event_id: e.event_id, app_id: e.app_id })) }) as JobData<'webhook'>;
+  await deps.queues.webhook.add('first-attempts-safety-net', data, { jobId: JOBS.webhook.jobId(data as never), delay: delayMs, ...FIRST_ATTEMPT_RETRIES });
 }
 
 /**

@@ -2,7 +2,7 @@ import type { Deps } from '../deps.js';
 import { derivedId } from '../ids.js';
 import type { CommittedEvent } from '../ledger/write.js';
 import { buildDeliveryBody, type BodyEvent } from './body.js';
-import { enqueueDeliveryRuns, enqueueFirstAttempts } from './delivery-queue.js';
+import { enqueueDeliveryRuns, enqueueFirstAttempts, enqueueFirstAttemptsSafetyNet } from './delivery-queue.js';
 import { localFirstAttemptsFor } from './local-deliverer.js';
 import { subscriptionCacheFor } from './subscription-cache.js';
 
@@ -64,11 +64,12 @@ export async function createDeliveries(deps: Deps, pairs: { subscriptionId: stri
 /**
  * The ledger's after-commit hook, for events an active subscription matches (matching uses
  * the per-process subscription cache, so it costs no query). When the webhook worker runs in
- * this process, first attempts start right here, without a queue round trip, and the event's
- * job is queued delayed past WEBHOOK_TIMEOUT_MS as a safety net: should this process die
- * first, the job makes them; otherwise it finds the deliveries written and does nothing.
- * Otherwise the job is queued to run now. Either way the job id is the event id, so a
- * replayed ledger job queues nothing twice.
+ * this process, first attempts start right here, without a queue round trip, and one job for
+ * the batch's events is queued delayed past WEBHOOK_TIMEOUT_MS as a safety net: should this
+ * process die first, the job makes them; otherwise it finds the deliveries written and does
+ * nothing. Events the process cannot take now get a job each (id: the event id) that runs
+ * at once. A replayed ledger job sends nothing twice: job ids derive from the events, and a
+ * first attempt is never made for a (subscription, event) that already has a delivery.
  */
 export async function fanOutCommitted(deps: Deps, committed: CommittedEvent[]): Promise<void> {
   if (committed.length === 0) return;
@@ -81,7 +82,7 @@ export async function fanOutCommitted(deps: Deps, committed: CommittedEvent[]): 
   const taken = localFirstAttemptsFor(deps)?.take(matched) ?? [];
   const takenIds = new Set(taken.map((e) => e.event_id));
   await Promise.all([
-    enqueueFirstAttempts(deps, taken, deps.config.WEBHOOK_TIMEOUT_MS + SAFETY_NET_MARGIN_MS),
+    enqueueFirstAttemptsSafetyNet(deps, taken, deps.config.WEBHOOK_TIMEOUT_MS + SAFETY_NET_MARGIN_MS),
     enqueueFirstAttempts(deps, matched.filter((e) => !takenIds.has(e.event_id))),
   ]);
 }

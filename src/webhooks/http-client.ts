@@ -1,5 +1,5 @@
 import { isIP } from 'node:net';
-import { Pool } from 'undici';
+import { Pool, type Dispatcher } from 'undici';
 import { guardedLookup, isPublicAddress, TargetRefusedError, type TargetPolicy } from './target-policy.js';
 
 /** Response bodies (and request bodies in logs) are kept up to this many bytes. */
@@ -10,6 +10,8 @@ export function capBody(s: string): string {
   const buf = Buffer.from(s, 'utf8');
   return buf.length <= LOG_BODY_LIMIT ? s : buf.subarray(0, LOG_BODY_LIMIT).toString('utf8').replace(/\uFFFD$/, '');
 }
+
+type DispatchController = Dispatcher.DispatchController;
 
 export interface PostResult {
   /** Undefined when no response arrived (refused, connection error, timeout). */
@@ -35,13 +37,25 @@ export interface HttpClientOptions {
   connectionsPerOrigin?: number;
 }
 
+/** Where a target URL's requests go, worked out once per URL (or why they may not). */
+type Target = { pool: Pool; path: string } | { refused: string };
+
+/** Parsed targets kept; past this many (a huge tenant count) the map starts over. */
+const MAX_TARGETS = 10_000;
+
 /**
  * One keep-alive undici Pool per receiver origin, so a busy receiver reuses warm sockets
  * instead of paying a handshake per delivery. Redirects are never followed (a 3xx is a
  * failure): following one would let a receiver point us at an address the policy refuses.
+ *
+ * Requests go through the pool's dispatch interface rather than `request()`: no response
+ * stream, no AbortSignal per attempt (one timer decides the deadline), and the answer is
+ * collected straight from the parser's callbacks. Each target URL is parsed and judged once.
  */
 export function createWebhookHttpClient(options: HttpClientOptions): WebhookHttpClient {
+  const { timeoutMs } = options;
   const pools = new Map<string, Pool>();
+  const targets = new Map<string, Target>();
   const poolFor = (url: URL) => {
     let pool = pools.get(url.origin);
     if (!pool) {
@@ -49,69 +63,127 @@ export function createWebhookHttpClient(options: HttpClientOptions): WebhookHttp
         connections: options.connectionsPerOrigin ?? 32,
         keepAliveTimeout: 30_000,
         // undici's own header/body timers are coarse (±0.5 s) and could fire before the
-        // deadline; the precise AbortSignal below decides, these only backstop it.
-        headersTimeout: options.timeoutMs + 1000,
-        bodyTimeout: options.timeoutMs + 1000,
-        connect: options.policy === 'public-https' ? { lookup: guardedLookup as never, timeout: options.timeoutMs } : { timeout: options.timeoutMs },
+        // deadline; the precise per-attempt timer (Attempt) decides, these only backstop it.
+        headersTimeout: timeoutMs + 1000,
+        bodyTimeout: timeoutMs + 1000,
+        connect: options.policy === 'public-https' ? { lookup: guardedLookup as never, timeout: timeoutMs } : { timeout: timeoutMs },
       });
       pools.set(url.origin, pool);
     }
     return pool;
   };
+  const targetOf = (rawUrl: string): Target => {
+    let target = targets.get(rawUrl);
+    if (target) return target;
+    target = judge(rawUrl);
+    if (targets.size >= MAX_TARGETS) targets.clear();
+    targets.set(rawUrl, target);
+    return target;
+  };
+  const judge = (rawUrl: string): Target => {
+    let url: URL;
+    try {
+      url = new URL(rawUrl);
+    } catch {
+      return { refused: 'target_url is not a URL' };
+    }
+    if (options.policy === 'public-https') {
+      if (url.protocol !== 'https:') return { refused: 'refused: target must use https' };
+      // Address literals never reach the socket's lookup, so they are judged here.
+      const host = url.hostname.replace(/^\[|\]$/g, '');
+      if (isIP(host) && !isPublicAddress(host)) return { refused: `refused: ${host} is not a public address` };
+    }
+    return { pool: poolFor(url), path: `${url.pathname}${url.search}` };
+  };
 
   return {
-    async post(rawUrl, body, headers) {
+    post(rawUrl, body, headers) {
       const started = performance.now();
       const done = (r: Omit<PostResult, 'durationMs'>): PostResult => ({ ...r, durationMs: Math.round(performance.now() - started) });
-      let url: URL;
-      try {
-        url = new URL(rawUrl);
-      } catch {
-        return done({ headers: {}, responseBody: '', error: 'target_url is not a URL' });
-      }
-      if (options.policy === 'public-https') {
-        if (url.protocol !== 'https:') return done({ headers: {}, responseBody: '', error: 'refused: target must use https' });
-        // Address literals never reach the socket's lookup, so they are judged here.
-        const host = url.hostname.replace(/^\[|\]$/g, '');
-        if (isIP(host) && !isPublicAddress(host)) return done({ headers: {}, responseBody: '', error: `refused: ${host} is not a public address` });
-      }
-      const signal = AbortSignal.timeout(options.timeoutMs);
-      try {
-        const res = await poolFor(url).request({
-          method: 'POST',
-          path: `${url.pathname}${url.search}`,
-          headers: { 'content-type': 'application/json', 'user-agent': 'messaging-gateway-webhooks/1', ...headers },
-          body,
-          signal,
-        });
-        const responseBody = await readCapped(res.body, LOG_BODY_LIMIT);
-        const statusCode = res.statusCode;
-        const ok = statusCode >= 200 && statusCode < 300;
-        return done({ statusCode, headers: res.headers, responseBody, ...(ok ? {} : { error: `receiver answered ${statusCode}` }) });
-      } catch (err) {
-        return done({ headers: {}, responseBody: '', error: describe(err, signal.aborted, options.timeoutMs) });
-      }
+      const target = targetOf(rawUrl);
+      if ('refused' in target) return Promise.resolve(done({ headers: {}, responseBody: '', error: target.refused }));
+      return new Promise<PostResult>((resolve) => {
+        const attempt = new Attempt(timeoutMs, (r) => resolve(done(r)));
+        target.pool.dispatch({ method: 'POST', path: target.path, headers: { ...BASE_HEADERS, ...headers }, body }, attempt);
+      });
     },
     async close() {
       await Promise.allSettled([...pools.values()].map((p) => p.close()));
       pools.clear();
+      targets.clear();
     },
   };
 }
 
-/** Reads the whole body (so the socket can be reused) but keeps only the first `limit` bytes. */
-async function readCapped(body: AsyncIterable<Buffer>, limit: number): Promise<string> {
-  const kept: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    if (size < limit) kept.push(chunk.subarray(0, limit - size));
-    size += chunk.length;
+const BASE_HEADERS = { 'content-type': 'application/json', 'user-agent': 'messaging-gateway-webhooks/1' };
+
+/**
+ * One attempt's dispatch handler: collects the answer from the parser's callbacks and settles
+ * once — with the answer, the error, or the deadline, whichever comes first. (A class, so the
+ * hot path allocates one object per attempt rather than a set of closures.)
+ */
+class Attempt implements Dispatcher.DispatchHandler {
+  private settled = false;
+  private controller: DispatchController | undefined;
+  private statusCode = 0;
+  private headers: PostResult['headers'] = {};
+  private readonly kept: Buffer[] = [];
+  private size = 0;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(
+    private readonly timeoutMs: number,
+    private readonly resolve: (r: Omit<PostResult, 'durationMs'>) => void,
+  ) {
+    this.timer = setTimeout(() => this.onDeadline(), timeoutMs);
   }
-  return Buffer.concat(kept).toString('utf8');
+
+  private settle(r: Omit<PostResult, 'durationMs'>): void {
+    if (this.settled) return;
+    this.settled = true;
+    clearTimeout(this.timer);
+    this.resolve(r);
+  }
+
+  private timedOut(): string {
+    return `no complete answer within ${this.timeoutMs} ms`;
+  }
+
+  private onDeadline(): void {
+    this.settle({ headers: {}, responseBody: '', error: this.timedOut() });
+    this.controller?.abort(new Error(this.timedOut()));
+  }
+
+  onRequestStart(controller: DispatchController): void {
+    this.controller = controller;
+    // Timed out while waiting for a socket: never sent.
+    if (this.settled) controller.abort(new Error(this.timedOut()));
+  }
+
+  onResponseStart(_c: DispatchController, statusCode: number, headers: PostResult['headers']): void {
+    this.statusCode = statusCode;
+    this.headers = headers;
+  }
+
+  // The whole body is read (so the socket can be reused) but only the first LOG_BODY_LIMIT bytes kept.
+  onResponseData(_c: DispatchController, chunk: Buffer): void {
+    if (this.size < LOG_BODY_LIMIT) this.kept.push(this.size + chunk.length <= LOG_BODY_LIMIT ? chunk : chunk.subarray(0, LOG_BODY_LIMIT - this.size));
+    this.size += chunk.length;
+  }
+
+  onResponseEnd(): void {
+    const { statusCode, kept } = this;
+    const ok = statusCode >= 200 && statusCode < 300;
+    const responseBody = kept.length === 1 ? kept[0].toString('utf8') : Buffer.concat(kept).toString('utf8');
+    this.settle({ statusCode, headers: this.headers, responseBody, ...(ok ? {} : { error: `receiver answered ${statusCode}` }) });
+  }
+
+  onResponseError(_c: DispatchController, err: Error): void {
+    this.settle({ headers: {}, responseBody: '', error: describe(err, this.timeoutMs) });
+  }
 }
 
-function describe(err: unknown, timedOut: boolean, timeoutMs: number): string {
-  if (timedOut) return `no complete answer within ${timeoutMs} ms`;
+function describe(err: unknown, timeoutMs: number): string {
   let e = err as (Error & { code?: string; cause?: unknown }) | undefined;
   // undici wraps the socket's error; the lookup's refusal is the one worth reporting.
   for (let i = 0; e && i < 3; i++, e = e.cause as typeof e) {

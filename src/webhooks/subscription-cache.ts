@@ -1,6 +1,7 @@
 import type { Deps } from '../deps.js';
 import { compileEventTypePatterns, type EventTypeMatcher } from '../ledger/event-type-match.js';
 import { createRedis, type Redis } from '../redis.js';
+import { createSigner, type Signer } from './signing.js';
 
 export type SubscriptionStatus = 'ACTIVE' | 'PAUSED' | 'DISABLED';
 
@@ -12,16 +13,18 @@ export interface CachedSubscription {
   targetUrl: string;
   status: SubscriptionStatus;
   matches: EventTypeMatcher;
-  secret: string;
-  previousSecret?: string;
+  /** Signs with the current secret alone. */
+  signer: Signer;
+  /** Signs with the current and the previous secret, until `previousExpiresAt`. */
+  rotationSigner?: Signer;
   /** Epoch ms after which the previous secret stops signing. */
   previousExpiresAt?: number;
   maxPerSecond: number | null;
 }
 
-/** The secrets that sign at `now`: the current one, then the previous while its window lasts. */
-export function signingSecrets(sub: CachedSubscription, now = Date.now()): string[] {
-  return sub.previousSecret && (sub.previousExpiresAt ?? 0) > now ? [sub.secret, sub.previousSecret] : [sub.secret];
+/** The signer at `now`: both secrets while the previous one's window lasts, then the current one alone. */
+export function signerFor(sub: CachedSubscription, now = Date.now()): Signer {
+  return sub.rotationSigner && (sub.previousExpiresAt ?? 0) > now ? sub.rotationSigner : sub.signer;
 }
 
 /** Channel that carries "application X's subscriptions changed" to every process. */
@@ -90,19 +93,23 @@ export function createSubscriptionCache(deps: Deps): SubscriptionCache {
   const ready = sub.subscribe(subscriptionsChannel(deps.config.REDIS_PREFIX)).then(() => undefined);
   ready.catch((err) => deps.logger.warn({ err }, 'webhook cache subscribe failed'));
 
-  const toCached = (r: Row): CachedSubscription => ({
-    id: r.id,
-    appId: r.app_id,
-    name: r.name,
-    targetUrl: r.target_url,
-    status: r.status,
-    matches: compileEventTypePatterns(r.event_patterns),
-    secret: deps.secrets.open(r.secret_sealed),
-    ...(r.previous_secret_sealed && r.previous_expires_at
-      ? { previousSecret: deps.secrets.open(r.previous_secret_sealed), previousExpiresAt: r.previous_expires_at.getTime() }
-      : {}),
-    maxPerSecond: r.max_per_second,
-  });
+  // Secrets are opened and their signing keys prepared once per load, not per delivery.
+  const toCached = (r: Row): CachedSubscription => {
+    const secret = deps.secrets.open(r.secret_sealed);
+    return {
+      id: r.id,
+      appId: r.app_id,
+      name: r.name,
+      targetUrl: r.target_url,
+      status: r.status,
+      matches: compileEventTypePatterns(r.event_patterns),
+      signer: createSigner([secret]),
+      ...(r.previous_secret_sealed && r.previous_expires_at
+        ? { rotationSigner: createSigner([secret, deps.secrets.open(r.previous_secret_sealed)]), previousExpiresAt: r.previous_expires_at.getTime() }
+        : {}),
+      maxPerSecond: r.max_per_second,
+    };
+  };
 
   const forApps: SubscriptionCache['forApps'] = async (appIds) => {
     const now = Date.now();
@@ -128,7 +135,12 @@ export function createSubscriptionCache(deps: Deps): SubscriptionCache {
   return {
     forApps,
     async get(appId, subscriptionId) {
-      const find = async () => (await forApps([appId])).get(appId)?.find((s) => s.id === subscriptionId);
+      const find = async () => {
+        // The hot path (every delivery asks): a fresh entry is read without building a result map.
+        const e = entries.get(appId);
+        const subs = e && Date.now() - e.at < CACHE_TTL_MS ? e.subs : (await forApps([appId])).get(appId);
+        return subs?.find((s) => s.id === subscriptionId);
+      };
       const hit = await find();
       if (hit) return hit;
       // Created after this process cached the application: look again once.

@@ -1,4 +1,4 @@
-import { FakeServer, RateLimit, type FakeReply, type RecordedRequest } from './fake-server.js';
+import { PlatformFake, RateLimit, type FakeReply, type RecordedRequest } from './fake-server.js';
 
 /** Discord's per-channel bucket for creating messages (5 per 5 s) and the global 50 requests/s. */
 export const DISCORD_LIMITS = { perChannel: { rate: 5, perMs: 5000, burst: 0 }, global: { rate: 50, perMs: 1000, burst: 0 } };
@@ -23,48 +23,30 @@ export function snowflake(): string {
  * `{content ≤ 2000}` (JSON, or multipart with payload_json and files[n]) → Message; 429 with
  * `{message, retry_after (float s), global}`, `Retry-After` and `X-RateLimit-*` headers.
  */
-export class DiscordFake {
-  readonly server: FakeServer;
+export class DiscordFake extends PlatformFake {
   /** Channels that do not exist (10003). */
   readonly unknownChannels = new Set<string>();
   /** Channels the bot cannot see (50001 Missing Access). */
   readonly noAccess = new Set<string>();
   /** DM channels of users who do not accept messages from the bot (50007). */
   readonly closedDms = new Set<string>();
-  readonly accepted: RecordedRequest[] = [];
   limitHits = 0;
   private readonly perChannel?: RateLimit;
   private readonly global?: RateLimit;
 
   private constructor(private readonly options: DiscordFakeOptions) {
+    super();
     if (options.limits) {
       this.perChannel = new RateLimit(DISCORD_LIMITS.perChannel.rate, DISCORD_LIMITS.perChannel.perMs, DISCORD_LIMITS.perChannel.burst);
       this.global = new RateLimit(DISCORD_LIMITS.global.rate, DISCORD_LIMITS.global.perMs, DISCORD_LIMITS.global.burst);
     }
-    this.server = new FakeServer((r) => this.handle(r));
   }
 
   static async start(options: DiscordFakeOptions = {}): Promise<DiscordFake> {
-    const fake = new DiscordFake(options);
-    await fake.server.listen();
-    return fake;
+    return PlatformFake.listening(new DiscordFake(options));
   }
 
-  get url(): string {
-    return this.server.url;
-  }
-
-  /** Forgets recorded requests, accepted sends and pending scripts (behaviour settings stay). */
-  reset(): void {
-    this.server.reset();
-    this.accepted.length = 0;
-  }
-
-  close(): Promise<void> {
-    return this.server.close();
-  }
-
-  private handle(r: RecordedRequest): FakeReply {
+  protected handle(r: RecordedRequest): FakeReply {
     const auth = r.headers.authorization ?? '';
     const token = auth.startsWith('Bot ') ? auth.slice(4) : undefined;
     if (!token || (this.options.botToken !== undefined && token !== this.options.botToken)) return err(401, 0, '401: Unauthorized');

@@ -218,3 +218,38 @@ export function maxInWindow(times: number[], windowMs: number): number {
   }
   return best;
 }
+
+/**
+ * What every platform's fake shares: its server, the sends it accepted, reset and close. A
+ * fake implements `handle` (the platform's documented behaviour) and starts with `listening`.
+ */
+export abstract class PlatformFake {
+  readonly server: FakeServer;
+  /** Sends the fake accepted, in arrival order. */
+  readonly accepted: RecordedRequest[] = [];
+
+  protected constructor(serverOptions: { keepRequests?: boolean } = {}) {
+    this.server = new FakeServer((r) => this.handle(r), serverOptions);
+  }
+
+  protected abstract handle(r: RecordedRequest): FakeReply | Promise<FakeReply>;
+
+  protected static async listening<F extends PlatformFake>(fake: F): Promise<F> {
+    await fake.server.listen();
+    return fake;
+  }
+
+  get url(): string {
+    return this.server.url;
+  }
+
+  /** Forgets recorded requests, accepted sends and pending scripts (behaviour settings stay). */
+  reset(): void {
+    this.server.reset();
+    this.accepted.length = 0;
+  }
+
+  close(): Promise<void> {
+    return this.server.close();
+  }
+}

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { FakeServer, type FakeReply, type RecordedRequest } from './fake-server.js';
+import { PlatformFake, type FakeReply, type RecordedRequest } from './fake-server.js';
 import { bearerOf, graphError, invalidToken } from './meta-graph.js';
 
 export interface PageSendFakeOptions {
@@ -12,37 +12,21 @@ export interface PageSendFakeOptions {
  * message:{text}}` → `{recipient_id, message_id}`, Graph errors for a closed 24 h window,
  * an unavailable person, an unknown user, a bad token.
  */
-export class PageSendFake {
-  readonly server: FakeServer;
+export class PageSendFake extends PlatformFake {
   readonly windowClosed = new Set<string>();
   /** People not available to the page (blocked it, deactivated): code 551. */
   readonly unavailable = new Set<string>();
   /** Ids that match no user of the page: code 100 / 2018001. */
   readonly unknownUsers = new Set<string>();
-  readonly accepted: RecordedRequest[] = [];
 
   protected constructor(
     private readonly platform: 'messenger' | 'instagram',
     private readonly options: PageSendFakeOptions,
   ) {
-    this.server = new FakeServer((r) => this.handle(r));
+    super();
   }
 
-  get url(): string {
-    return this.server.url;
-  }
-
-  /** Forgets recorded requests, accepted sends and pending scripts (behaviour settings stay). */
-  reset(): void {
-    this.server.reset();
-    this.accepted.length = 0;
-  }
-
-  close(): Promise<void> {
-    return this.server.close();
-  }
-
-  private handle(r: RecordedRequest): FakeReply {
+  protected handle(r: RecordedRequest): FakeReply {
     const token = bearerOf(r);
     if (!token || (this.options.accessToken !== undefined && token !== this.options.accessToken)) return invalidToken();
     // Messenger: /{version}/{page id}/messages; Instagram: /{ig id}/messages (PLATFORMS.md), versioned or not.
@@ -69,8 +53,6 @@ export class PageSendFake {
 
 export class MessengerFake extends PageSendFake {
   static async start(options: PageSendFakeOptions = {}): Promise<MessengerFake> {
-    const fake = new MessengerFake('messenger', options);
-    await fake.server.listen();
-    return fake;
+    return PlatformFake.listening(new MessengerFake('messenger', options));
   }
 }

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { FakeServer, RateLimit, type FakeReply, type RecordedRequest } from './fake-server.js';
+import { PlatformFake, RateLimit, type FakeReply, type RecordedRequest } from './fake-server.js';
 
 /** chat.postMessage: about one message per second per channel, short bursts allowed. */
 export const SLACK_LIMITS = { perChannel: { rate: 1, perMs: 1000, burst: 3 } };
@@ -19,14 +19,12 @@ const refuse = (error: string): FakeReply => ({ status: 200, body: { ok: false, 
  * Retry-After; plus the external file upload (getUploadURLExternal, the upload URL,
  * completeUploadExternal).
  */
-export class SlackFake {
-  readonly server: FakeServer;
+export class SlackFake extends PlatformFake {
   /** Channels the bot may post to; others are `channel_not_found`. Empty: every well-formed id exists. */
   readonly channels = new Set<string>();
   /** Channels that exist but the bot is not a member of. */
   readonly notInChannel = new Set<string>();
   readonly archived = new Set<string>();
-  readonly accepted: RecordedRequest[] = [];
   /** Uploads: file id → bytes once uploaded. */
   readonly uploads = new Map<string, { filename: string; length: number; data?: Buffer }>();
   limitHits = 0;
@@ -34,28 +32,12 @@ export class SlackFake {
   private readonly perChannel?: RateLimit;
 
   private constructor(private readonly options: SlackFakeOptions) {
+    super();
     if (options.limits) this.perChannel = new RateLimit(SLACK_LIMITS.perChannel.rate, SLACK_LIMITS.perChannel.perMs, SLACK_LIMITS.perChannel.burst);
-    this.server = new FakeServer((r) => this.handle(r));
   }
 
   static async start(options: SlackFakeOptions = {}): Promise<SlackFake> {
-    const fake = new SlackFake(options);
-    await fake.server.listen();
-    return fake;
-  }
-
-  get url(): string {
-    return this.server.url;
-  }
-
-  /** Forgets recorded requests, accepted sends and pending scripts (behaviour settings stay). */
-  reset(): void {
-    this.server.reset();
-    this.accepted.length = 0;
-  }
-
-  close(): Promise<void> {
-    return this.server.close();
+    return PlatformFake.listening(new SlackFake(options));
   }
 
   private channelError(channel: unknown): string | undefined {
@@ -66,7 +48,7 @@ export class SlackFake {
     return undefined;
   }
 
-  private handle(r: RecordedRequest): FakeReply {
+  protected handle(r: RecordedRequest): FakeReply {
     const upload = r.path.match(/^\/upload\/(F[A-Z0-9]+)$/);
     if (upload) {
       const u = this.uploads.get(upload[1]);

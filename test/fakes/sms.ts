@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { FakeServer, type FakeReply, type RecordedRequest } from './fake-server.js';
+import { PlatformFake, type FakeReply, type RecordedRequest } from './fake-server.js';
 
 export interface TwilioFakeOptions {
   /** Credentials the fake accepts; others get 401 / 20003. Undefined: any. */
@@ -16,39 +16,21 @@ const err = (status: number, code: number, message: string): FakeReply => ({
  * Twilio's Messages resource (PLATFORMS.md): form-encoded POST with basic auth →
  * 201 `{sid, status:"queued", …}`; errors as `{code, message, more_info, status}`.
  */
-export class TwilioFake {
-  readonly server: FakeServer;
+export class TwilioFake extends PlatformFake {
   /** Numbers that replied STOP (21610). */
   readonly optedOut = new Set<string>();
   /** Numbers that are not valid destinations (21211). */
   readonly invalidNumbers = new Set<string>();
-  readonly accepted: RecordedRequest[] = [];
 
   private constructor(private readonly options: TwilioFakeOptions) {
-    this.server = new FakeServer((r) => this.handle(r));
+    super();
   }
 
   static async start(options: TwilioFakeOptions = {}): Promise<TwilioFake> {
-    const fake = new TwilioFake(options);
-    await fake.server.listen();
-    return fake;
+    return PlatformFake.listening(new TwilioFake(options));
   }
 
-  get url(): string {
-    return this.server.url;
-  }
-
-  /** Forgets recorded requests, accepted sends and pending scripts (behaviour settings stay). */
-  reset(): void {
-    this.server.reset();
-    this.accepted.length = 0;
-  }
-
-  close(): Promise<void> {
-    return this.server.close();
-  }
-
-  private handle(r: RecordedRequest): FakeReply {
+  protected handle(r: RecordedRequest): FakeReply {
     const m = r.path.match(/^\/2010-04-01\/Accounts\/(AC[0-9a-fA-F]{32})\/Messages\.json$/);
     if (!m || r.method !== 'POST') return err(404, 20404, 'The requested resource was not found');
     const auth = r.headers.authorization ?? '';

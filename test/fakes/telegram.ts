@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { FakeServer, RateLimit, type FakeReply, type RecordedRequest } from './fake-server.js';
+import { PlatformFake, RateLimit, type FakeReply, type RecordedRequest } from './fake-server.js';
 
 /**
  * PLATFORMS.md: ~30 msg/s per bot overall, ~1 msg/s per chat with bursts allowed. Modelled as
@@ -34,8 +34,7 @@ const error = (status: number, description: string, parameters?: Record<string, 
  * getFile and file downloads; errors 401 (bad token), 403 (blocked / never started), 400
  * (chat not found, too long) and 429 with `retry_after` when the limits are enforced.
  */
-export class TelegramFake {
-  readonly server: FakeServer;
+export class TelegramFake extends PlatformFake {
   /** Tokens the fake refuses with 401 (every other well-formed token is a bot). */
   readonly revokedTokens = new Set<string>();
   /** Chats whose user blocked the bot. */
@@ -53,27 +52,20 @@ export class TelegramFake {
   private readonly perChat?: RateLimit;
 
   private constructor(options: TelegramFakeOptions) {
+    // Long benchmarks keep counts only: every request kept would grow without bound.
+    super({ keepRequests: options.keepRequests !== false });
     const limits = options.limits === true ? TELEGRAM_LIMITS : options.limits || undefined;
     if (limits?.perBot) this.perBot = new RateLimit(limits.perBot.rate, limits.perBot.perMs, limits.perBot.burst);
     if (limits?.perChat) this.perChat = new RateLimit(limits.perChat.rate, limits.perChat.perMs, limits.perChat.burst);
     this.keep = options.keepRequests !== false;
-    this.server = new FakeServer((r) => this.handle(r), { keepRequests: this.keep });
   }
 
   private readonly keep: boolean;
 
   static async start(options: TelegramFakeOptions = {}): Promise<TelegramFake> {
-    const fake = new TelegramFake(options);
-    await fake.server.listen();
-    return fake;
+    return PlatformFake.listening(new TelegramFake(options));
   }
 
-  get url(): string {
-    return this.server.url;
-  }
-
-  /** Send calls (any send method) the fake accepted, in arrival order. */
-  readonly accepted: RecordedRequest[] = [];
   /** Accepted sends and when the first and last arrived (ms, performance clock), kept even without requests. */
   readonly counts = { accepted: 0, firstAt: null as number | null, lastAt: null as number | null };
 
@@ -91,17 +83,12 @@ export class TelegramFake {
   }
 
   /** Forgets recorded requests, accepted sends and pending scripts (behaviour settings stay). */
-  reset(): void {
-    this.server.reset();
-    this.accepted.length = 0;
+  override reset(): void {
+    super.reset();
     Object.assign(this.counts, { accepted: 0, firstAt: null, lastAt: null });
   }
 
-  close(): Promise<void> {
-    return this.server.close();
-  }
-
-  private handle(r: RecordedRequest): FakeReply {
+  protected handle(r: RecordedRequest): FakeReply {
     const download = r.path.match(/^\/file\/bot([^/]+)\/(.+)$/);
     if (download) {
       const file = [...this.files.values()].find((f) => f.path === download[2]);

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { FakeServer, RateLimit, type FakeReply, type RecordedRequest } from './fake-server.js';
+import { PlatformFake, RateLimit, type FakeReply, type RecordedRequest } from './fake-server.js';
 import { bearerOf, graphError, invalidToken } from './meta-graph.js';
 
 /** PLATFORMS.md: ~80 msg/s per number (130429), ~1 msg per 6 s to one user (131056). */
@@ -20,14 +20,11 @@ export interface WhatsappFakeOptions {
  * (text and media by id), `/media` uploads, media lookup and download; errors by Graph `code`
  * (131047 reply window, 131026 undeliverable, 130429/131056 limits, 190 bad token).
  */
-export class WhatsappFake {
-  readonly server: FakeServer;
+export class WhatsappFake extends PlatformFake {
   /** Recipients whose 24-hour window is closed (131047). */
   readonly windowClosed = new Set<string>();
   /** Recipients that cannot receive (131026). */
   readonly undeliverable = new Set<string>();
-  /** Messages the fake accepted. */
-  readonly accepted: RecordedRequest[] = [];
   /** Media uploaded through `/media`, and media served to downloads: id → bytes. */
   readonly media = new Map<string, { data: Buffer; mimeType: string }>();
   limitHits = 0;
@@ -35,21 +32,15 @@ export class WhatsappFake {
   private readonly perPair?: RateLimit;
 
   private constructor(private readonly options: WhatsappFakeOptions) {
+    super();
     if (options.limits) {
       this.perNumber = new RateLimit(WHATSAPP_LIMITS.perNumber.rate, WHATSAPP_LIMITS.perNumber.perMs, WHATSAPP_LIMITS.perNumber.burst);
       this.perPair = new RateLimit(WHATSAPP_LIMITS.perPair.rate, WHATSAPP_LIMITS.perPair.perMs, WHATSAPP_LIMITS.perPair.burst);
     }
-    this.server = new FakeServer((r) => this.handle(r));
   }
 
   static async start(options: WhatsappFakeOptions = {}): Promise<WhatsappFake> {
-    const fake = new WhatsappFake(options);
-    await fake.server.listen();
-    return fake;
-  }
-
-  get url(): string {
-    return this.server.url;
+    return PlatformFake.listening(new WhatsappFake(options));
   }
 
   /** Makes media downloadable (inbound tests): returns the media id. */
@@ -59,17 +50,7 @@ export class WhatsappFake {
     return id;
   }
 
-  /** Forgets recorded requests, accepted sends and pending scripts (behaviour settings stay). */
-  reset(): void {
-    this.server.reset();
-    this.accepted.length = 0;
-  }
-
-  close(): Promise<void> {
-    return this.server.close();
-  }
-
-  private handle(r: RecordedRequest): FakeReply {
+  protected handle(r: RecordedRequest): FakeReply {
     const token = bearerOf(r);
     if (!token || (this.options.accessToken !== undefined && token !== this.options.accessToken)) return invalidToken();
 

@@ -66,7 +66,7 @@ async function call(method: string, path: string, init: { headers?: Record<strin
   const text = await r.text();
   return { status: r.status, headers: r.headers, text, json: JSON.parse(text) };
 }
-/** pino-http binds the request (with its id) to every line logged through req.log. */
+/** The request log binds the request (with its id) to every line logged through req.log. */
 const requestIdOf = (l: Record<string, unknown>) => (l.req as { id?: string } | undefined)?.id ?? l.reqId;
 const jsonHeaders = () => ({ ...auth, 'Content-Type': 'application/json' });
 
@@ -135,5 +135,16 @@ describe('error model', () => {
     await call('GET', '/v1/events', { headers: { 'X-Request-Id': 'trace-me-456' } });
     expect(logLines.length).toBeGreaterThanOrEqual(2);
     for (const l of logLines) expect(['trace-me-123', 'trace-me-456']).toContain(requestIdOf(l));
+  });
+
+  it('logs a refused platform delivery with its request id and without the URL secret', async () => {
+    logLines.length = 0;
+    const id = '3f2a9c1e-0000-4000-8000-000000000001';
+    const r = await fetch(`${base}/webhooks/${id}/s3cr3t-in-the-url`, { method: 'POST', headers: { 'X-Request-Id': 'delivery-1', 'Content-Type': 'application/json' }, body: '{}' });
+    expect(r.status).toBe(401);
+    expect(r.headers.get('x-request-id')).toBe('delivery-1');
+    const line = logLines.find((l) => requestIdOf(l) === 'delivery-1');
+    expect(line).toMatchObject({ msg: 'request completed', req: { method: 'POST', url: `/webhooks/${id}/[redacted]` }, res: { statusCode: 401 } });
+    expect(JSON.stringify(logLines)).not.toContain('s3cr3t-in-the-url');
   });
 });

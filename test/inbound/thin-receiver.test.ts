@@ -44,6 +44,18 @@ describe('the receiver only verifies and enqueues', () => {
     expect(waiting).toHaveLength(1);
   });
 
+  it('acknowledges concurrent deliveries (queued together) only once each one is in Redis', async () => {
+    // As many as the flood limit of this file allows a fresh connection in one second.
+    const fresh = await connect(s, app, 'TELEGRAM', { bot_token: '3:c' });
+    const ids = Array.from({ length: FLOOD }, (_, i) => 42000 + i);
+    const checks = ids.map(async (id) => {
+      const r = await postWebhook(s, fresh.path, JSON.stringify(P.tgText(id, id, 'together')), telegramHeaders());
+      expect(r.status).toBe(200);
+      expect(await s.deps.queues.inbound.getJob(`in-${fresh.id}-${id}`)).toBeTruthy();
+    });
+    await Promise.all(checks);
+  });
+
   it('signs Twilio requests over PUBLIC_BASE_URL, not the address the request came in on', async () => {
     expect(sms.webhookUrl.startsWith(s.config.PUBLIC_BASE_URL)).toBe(true);
     expect(s.config.PUBLIC_BASE_URL).not.toBe(s.base);

@@ -1,7 +1,9 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomUUID, timingSafeEqual } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { enqueue } from '../../src/queues.js';
+import { writeEvents } from '../../src/ledger/write.js';
+import { enqueue, JOBS } from '../../src/queues.js';
+import { enqueueFirstAttemptsSafetyNet } from '../../src/webhooks/delivery-queue.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
 import { eventually, startReceiver, type Received, type Receiver } from './receiver.js';
 
@@ -204,21 +206,54 @@ describe('at-least-once without duplicates', () => {
     const [row] = await s.deps.sql`SELECT payload FROM events WHERE id = ${ev.id}`;
     const replayLedgerJob = (n: number) =>
       s.deps.queues.ledger.add('ledger', { event: { id: ev.id, app_id: a.appId, event_type: 'once.only', payload: row.payload, edges: [], attachments: [] } }, { jobId: `replay-${n}-${ev.id}` });
-    // 1: the event's delivery job is still known to BullMQ (same job id, dropped).
+    // The in-process first attempts' safety net: one delayed job per commit batch (here, of this event alone).
+    const safetyNet = JOBS.webhook.jobId({ events: [{ event_id: ev.id }] });
+    // 1: the safety-net job is still known to BullMQ (same job id, dropped).
     await replayLedgerJob(1);
     // 2: it has been removed (as completed jobs are, after a while): the delivery table stops it.
     await eventually(async () => (await s.deps.queues.ledger.getJobState(`replay-1-${ev.id}`)) === 'completed');
-    await s.deps.queues.webhook.remove(`we-${ev.id}`);
+    await s.deps.queues.webhook.remove(safetyNet);
     await replayLedgerJob(2);
     await eventually(async () => (await s.deps.queues.ledger.getJobState(`replay-2-${ev.id}`)) === 'completed');
     // The safety-net job of the replayed commit runs too (now, instead of after its delay).
-    await (await s.deps.queues.webhook.getJob(`we-${ev.id}`))?.promote();
-    await eventually(async () => (await s.deps.queues.webhook.getJobState(`we-${ev.id}`)) === 'completed');
+    await (await s.deps.queues.webhook.getJob(safetyNet))?.promote();
+    await eventually(async () => (await s.deps.queues.webhook.getJobState(safetyNet)) === 'completed');
     const marker = await emit(a, 'once.only');
     await rx.waitFor(2);
     await new Promise((r) => setTimeout(r, 200));
     expect(rx.received.map((r) => r.json.event_id)).toEqual([ev.id, marker.id]);
     const [{ n }] = await s.deps.sql`SELECT count(*)::int AS n FROM webhook_deliveries WHERE subscription_id = ${sub.id}`;
+    expect(n).toBe(2);
+  });
+});
+
+describe('first attempts safety net', () => {
+  it('makes the first attempts a commit batch never got (its process died), once, whatever batch it comes with', async () => {
+    const rx = await receiver();
+    const sub = await subscribe(a, rx.url, ['net.*']);
+    // Committed without the after-commit hook: as if the process died before its first attempts.
+    const lost = { id: randomUUID(), app_id: a.appId, event_type: 'net.lost', payload: { n: 1 }, edges: [], attachments: [] };
+    const sent = { id: randomUUID(), app_id: a.appId, event_type: 'net.sent', payload: { n: 2 }, edges: [], attachments: [] };
+    await writeEvents(s.deps.sql, [lost, sent]);
+    // First `sent` gets its delivery (as in process), so that later only `lost` is missing.
+    await enqueueFirstAttemptsSafetyNet(s.deps, [{ event_id: sent.id, app_id: a.appId }], 1);
+    const [first] = await rx.waitFor(1);
+    expect(first.json.event_id).toBe(sent.id);
+    await eventually(async () => (await s.deps.sql`SELECT 1 FROM webhook_deliveries WHERE event_id = ${sent.id} AND status = 'delivered'`).length === 1);
+
+    await enqueueFirstAttemptsSafetyNet(s.deps, [{ event_id: lost.id, app_id: a.appId }, { event_id: sent.id, app_id: a.appId }], 1);
+    const got = await rx.waitFor(2);
+    expect(got[1].json).toMatchObject({ event_id: lost.id, subscription_id: sub.id, event_type: 'net.lost', payload: { n: 1 } });
+    // The same batch again (a replayed commit) and another batch holding both: nothing is sent twice.
+    const both = JOBS.webhook.jobId({ events: [{ event_id: lost.id }, { event_id: sent.id }] });
+    await eventually(async () => (await s.deps.queues.webhook.getJobState(both)) === 'completed');
+    await enqueueFirstAttemptsSafetyNet(s.deps, [{ event_id: sent.id, app_id: a.appId }, { event_id: lost.id, app_id: a.appId }], 1);
+    await s.deps.queues.webhook.remove(both);
+    await enqueueFirstAttemptsSafetyNet(s.deps, [{ event_id: lost.id, app_id: a.appId }, { event_id: sent.id, app_id: a.appId }], 1);
+    await eventually(async () => (await s.deps.queues.webhook.getJobState(both)) === 'completed');
+    // A job completes only after its sends were answered, so any repeat would have arrived by now.
+    expect(rx.received.map((r) => r.json.event_id)).toEqual([sent.id, lost.id]);
+    const [{ n }] = await s.deps.sql`SELECT count(*)::int AS n FROM webhook_deliveries WHERE subscription_id = ${sub.id} AND status = 'delivered'`;
     expect(n).toBe(2);
   });
 });
@@ -315,8 +350,10 @@ describe('endpoint health', () => {
     const sub = await subscribe(a, rx.url, ['throttled.*'], { max_per_second: 2 });
     for (let i = 0; i < 5; i++) await enqueueEvent(a.appId, 'throttled.x');
     const got = await rx.waitFor(5, undefined, 10_000);
-    const perSecond = new Map<number, number>();
-    for (const g of got) perSecond.set(Math.floor(g.at / 1000), (perSecond.get(Math.floor(g.at / 1000)) ?? 0) + 1);
+    // Counted per second of sending (the attempt's signed timestamp), which is what the limit is
+    // about: arrival times add the trip, so one sent at x.999 can land in the next second.
+    const perSecond = new Map<string, number>();
+    for (const g of got) perSecond.set(String(g.headers['x-service-timestamp']), (perSecond.get(String(g.headers['x-service-timestamp'])) ?? 0) + 1);
     expect(Math.max(...perSecond.values())).toBeLessThanOrEqual(2);
     expect(got.every((g) => g.headers['x-service-retry-count'] === undefined)).toBe(true);
     const logs = await eventually(async () => {
