@@ -5,9 +5,10 @@
  * storage ceiling. Targets (issue 3): committed/s ≥ 50% of (a), p99 < 50 ms at 32 clients.
  */
 import { randomUUID } from 'node:crypto';
+import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { createApplication } from '../src/apps/applications.js';
-import { ratio, round, runLoad, startEchoServer, startStack, target, type Bench, type LoadRequest } from './lib.js';
+import { processUsage, ratio, round, runLoad, startEchoServer, startStack, target, type Bench, type LoadRequest } from './lib.js';
 
 const INSERT_WRITERS = 4;
 const INSERT_BATCH = 100;
@@ -22,9 +23,25 @@ const bench: Bench = {
     const durationS = options.durationS ?? 20;
     const json = { 'content-type': 'application/json' };
 
+    const loadAtStart = loadavg()[0];
+    const warmupS = 2;
     log(`baseline (a): bare express handler, ${clients} clients, ${durationS} s`);
     const echo = await startEchoServer(201);
-    const http = await runLoad(echo.base, { clients, durationS, request: (i): LoadRequest => ({ method: 'POST', path: '/v1/events', headers: json, body: eventBody(i) }) }).finally(() => echo.stop());
+    // CPU of a process over exactly the measured window of a load.
+    const cpuOver = (pids: number[]) => {
+      let start: number[] = [];
+      let end: number[] = [];
+      const marks = Promise.all([
+        new Promise<void>((r) => setTimeout(() => r(void (start = pids.map((pid) => processUsage(pid).cpuS))), warmupS * 1000)),
+        new Promise<void>((r) => setTimeout(() => r(void (end = pids.map((pid) => processUsage(pid).cpuS))), (warmupS + durationS) * 1000)),
+      ]);
+      return marks.then(() => pids.map((_, i) => end[i] - start[i]));
+    };
+    const echoCpu = cpuOver([echo.pid]);
+    const http = await runLoad(echo.base, { clients, durationS, warmupS, request: (i): LoadRequest => ({ method: 'POST', path: '/v1/events', headers: json, body: eventBody(i) }) }).finally(() =>
+      echoCpu.finally(() => echo.stop()),
+    );
+    const [echoCpuS] = await echoCpu;
 
     log(`gateway: 1 web + 1 worker process (ledger), ${clients} clients, ${durationS} s`);
     const stack = await startStack({ workerQueues: 'ledger' });
@@ -34,7 +51,7 @@ const bench: Bench = {
       // Committed rows are counted over exactly the measured window of the load.
       let atStart = 0;
       let atEnd = 0;
-      const warmupS = 2;
+      const stackCpu = cpuOver([stack.web[0].proc.pid!, stack.workers[0].proc.pid!]);
       const marks = [
         new Promise<void>((r) => setTimeout(async () => { atStart = await count(); r(); }, warmupS * 1000)),
         new Promise<void>((r) => setTimeout(async () => { atEnd = await count(); r(); }, (warmupS + durationS) * 1000)),
@@ -46,7 +63,10 @@ const bench: Bench = {
         request: (i) => ({ method: 'POST', path: '/v1/events', headers: { ...json, ...app.headers }, body: eventBody(i) }),
       });
       await Promise.all(marks);
-      const committedPerS = round((atEnd - atStart) / durationS, 1);
+      const [webCpuS, workerCpuS] = await stackCpu;
+      const committed = atEnd - atStart;
+      const committedPerS = round(committed / durationS, 1);
+      const cpuMsPer = (cpuS: number, n: number) => (n > 0 ? round((cpuS * 1000) / n, 3) : null);
 
       log(`baseline (b): ${INSERT_WRITERS} writers, multi-row INSERTs of ${INSERT_BATCH}, ${durationS} s`);
       const insertPerS = await rawInsertRate(stack, durationS);
@@ -59,16 +79,20 @@ const bench: Bench = {
         post_p99_ms: load.p99Ms,
         post_max_ms: load.maxMs,
         post_errors: load.errors,
+        web_cpu_ms_per_event: cpuMsPer(webCpuS, committed),
+        worker_cpu_ms_per_event: cpuMsPer(workerCpuS, committed),
       };
       const baselines = {
         http_201_per_s: http.okPerS,
         http_p50_ms: http.p50Ms,
         http_p99_ms: http.p99Ms,
+        http_cpu_ms_per_request: cpuMsPer(echoCpuS, http.requests),
         insert_rows_per_s: insertPerS,
       };
       const ratios = {
         committed_per_s_vs_http_201_per_s: ratio(committedPerS, http.okPerS),
         committed_per_s_vs_insert_rows_per_s: ratio(committedPerS, insertPerS),
+        web_cpu_ms_per_event_vs_http_cpu_ms_per_request: ratio(cpuMsPer(webCpuS, committed), cpuMsPer(echoCpuS, http.requests)),
       };
       return {
         figures,
@@ -83,6 +107,8 @@ const bench: Bench = {
           `POST answers 201 after the ledger commit; statuses seen: ${JSON.stringify(load.statuses)}`,
           `baseline (a) statuses: ${JSON.stringify(http.statuses)}`,
           `baseline (b): ${INSERT_WRITERS} concurrent connections, INSERT … VALUES of ${INSERT_BATCH} event rows per statement (autocommit), same table and payload shape`,
+          `CPU per event: user + system time of the web and the worker process (from /proc) over the measured window, divided by the events committed in it; the bare handler's per request likewise. On a shared machine these move far less than the rates do`,
+          `the machine was shared with other work: load average (1 min) ${round(loadAtStart, 1)} at the start and ${round(loadavg()[0], 1)} at the end of the run (2 CPUs); rates and latencies swing with it between runs`,
         ],
       };
     } finally {

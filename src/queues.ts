@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { Queue, type JobsOptions } from 'bullmq';
 import { z } from 'zod';
 import { QUEUE_NAMES, type QueueName } from './config.js';
@@ -48,7 +47,7 @@ export const JOBS = {
     // The event id is the job id (for a batch, a digest of its event ids): a producer that
     // retries its `add` never queues twice.
     jobId: (d: { event: { id: string } } | { events: { id: string }[] }) =>
-      'event' in d ? `ev-${d.event.id}` : `evb-${createHash('sha256').update(d.events.map((e) => e.id).join(',')).digest('base64url')}`,
+      'event' in d ? `ev-${d.event.id}` : `evb-${derivedId('ledger-batch', ...d.events.map((e) => e.id).sort())}`,
     options: { attempts: 10, backoff: { type: 'exponential', delay: 200 } },
   },
   webhook: {

@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { bumpStamp, stampedCacheFor } from '../change-stamps.js';
 import type { Sql } from '../db.js';
 import { fail, ok, type Result } from '../errors.js';
 import type { Scope } from './scopes.js';
@@ -26,10 +27,16 @@ export async function createApiKey(sql: Sql, appId: string, scopes: Scope[]): Pr
   return { keyId: row.id, apiKey };
 }
 
-/** Revokes a key; false when no such live key exists. */
+/**
+ * Revokes a key; false when no such live key exists. The api-keys change stamp moves in the
+ * same statement, so every process stops accepting the key on its next request.
+ */
 export async function revokeApiKey(sql: Sql, keyId: string): Promise<boolean> {
   if (!isUuid(keyId)) return false;
-  const rows = await sql`UPDATE api_keys SET revoked_at = now() WHERE id = ${keyId} AND revoked_at IS NULL RETURNING id`;
+  const rows = await sql`
+    WITH revoked AS (UPDATE api_keys SET revoked_at = now() WHERE id = ${keyId} AND revoked_at IS NULL RETURNING id),
+         stamp AS (${bumpStamp(sql, 'api-keys', 'revoked')})
+    SELECT id FROM revoked`;
   return rows.length > 0;
 }
 
@@ -42,18 +49,26 @@ export interface Credentials {
   appId?: string;
 }
 
+type KeyRow = { id: string; app_id: string; scopes: Scope[] };
+
 /**
- * The one auth check, used by REST, GraphQL and the stream. The key is looked up on every
- * request (one index probe) rather than cached, so a revoked key stops working at once in
- * every process.
+ * The one auth check, used by REST, GraphQL and the stream. Live keys are cached per process
+ * under the api-keys change stamp (src/change-stamps.ts), so a revoked key stops working at
+ * once in every process; unknown keys are never cached.
  */
 export async function authenticate(sql: Sql, creds: Credentials, options: { appIdRequired: boolean }): Promise<Result<Principal>> {
   const match = /^Bearer\s+(\S+)\s*$/i.exec(creds.authorization ?? '');
   if (!match) return fail('UNAUTHORIZED', 'Missing or malformed Authorization header; expected "Bearer <API key>"');
   const appHeader = creds.appId?.trim();
   if (options.appIdRequired && !appHeader) return fail('UNAUTHORIZED', 'Missing X-Service-App-ID header');
-  const [row] = await sql<{ id: string; app_id: string; scopes: Scope[] }[]>`
-    SELECT id, app_id, scopes FROM api_keys WHERE key_hash = ${hashKey(match[1])} AND revoked_at IS NULL`;
+  const hash = hashKey(match[1]);
+  const lookup = async () => {
+    const [found] = await sql<KeyRow[]>`SELECT id, app_id, scopes FROM api_keys WHERE key_hash = ${hash} AND revoked_at IS NULL`;
+    return found;
+  };
+  const cache = stampedCacheFor<KeyRow | undefined>(sql, 'api-keys');
+  // An unknown key is not kept: it is looked up again each time, as it may have been created since.
+  const row = await cache.get(hash.toString('base64'), lookup, (found) => found !== undefined);
   if (!row) return fail('UNAUTHORIZED', 'Invalid or revoked API key');
   if (appHeader && appHeader !== row.app_id) return fail('UNAUTHORIZED', 'X-Service-App-ID does not match the API key');
   return ok({ appId: row.app_id, keyId: row.id, scopes: row.scopes });

@@ -1,6 +1,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import { z } from 'zod';
+import { bumpStamp, stampedCacheFor } from '../change-stamps.js';
 import type { Sql } from '../db.js';
 import { fail, ok, type ErrorDetail, type Result } from '../errors.js';
 
@@ -64,10 +65,13 @@ export async function createEventSchema(sql: Sql, appId: string, input: EventSch
   const check = compile(input.json_schema);
   if (!check.ok) return check;
   const [created] = await sql<EventSchemaRecord[]>`
-    INSERT INTO event_schemas (app_id, name, description, json_schema, enforce_validation)
-    VALUES (${appId}, ${input.name}, ${input.description ?? null}, ${sql.json(input.json_schema as never)}, ${input.enforce_validation})
-    ON CONFLICT (app_id, name) DO NOTHING
-    RETURNING ${row(sql)}`;
+    WITH created AS (
+      INSERT INTO event_schemas (app_id, name, description, json_schema, enforce_validation)
+      VALUES (${appId}, ${input.name}, ${input.description ?? null}, ${sql.json(input.json_schema as never)}, ${input.enforce_validation})
+      ON CONFLICT (app_id, name) DO NOTHING
+      RETURNING ${row(sql)}
+    ), stamp AS (${bumpStamp(sql, 'event-schemas', 'created')})
+    SELECT * FROM created`;
   if (!created) return fail('CONFLICT', `An event schema named "${input.name}" already exists`, [{ path: ['name'], message: 'already exists' }]);
   return ok(created);
 }
@@ -93,14 +97,17 @@ export async function updateEventSchema(sql: Sql, appId: string, id: string, pat
   }
   try {
     const [updated] = await sql<EventSchemaRecord[]>`
-      UPDATE event_schemas SET
-        name = COALESCE(${patch.name ?? null}, name),
-        description = ${patch.description === undefined ? sql`description` : sql`${patch.description}`},
-        json_schema = COALESCE(${patch.json_schema ? sql.json(patch.json_schema as never) : null}::jsonb, json_schema),
-        enforce_validation = COALESCE(${patch.enforce_validation ?? null}, enforce_validation),
-        updated_at = clock_timestamp()
-      WHERE app_id = ${appId} AND id = ${id}
-      RETURNING ${row(sql)}`;
+      WITH updated AS (
+        UPDATE event_schemas SET
+          name = COALESCE(${patch.name ?? null}, name),
+          description = ${patch.description === undefined ? sql`description` : sql`${patch.description}`},
+          json_schema = COALESCE(${patch.json_schema ? sql.json(patch.json_schema as never) : null}::jsonb, json_schema),
+          enforce_validation = COALESCE(${patch.enforce_validation ?? null}, enforce_validation),
+          updated_at = clock_timestamp()
+        WHERE app_id = ${appId} AND id = ${id}
+        RETURNING ${row(sql)}
+      ), stamp AS (${bumpStamp(sql, 'event-schemas', 'updated')})
+      SELECT * FROM updated`;
     return updated ? ok(updated) : notFound(id);
   } catch (err) {
     if ((err as { code?: string }).code === '23505') return fail('CONFLICT', `An event schema named "${patch.name}" already exists`);
@@ -110,7 +117,10 @@ export async function updateEventSchema(sql: Sql, appId: string, id: string, pat
 
 export async function deleteEventSchema(sql: Sql, appId: string, id: string): Promise<Result<true>> {
   if (!UUID.test(id)) return notFound(id);
-  const rows = await sql`DELETE FROM event_schemas WHERE app_id = ${appId} AND id = ${id} RETURNING id`;
+  const rows = await sql`
+    WITH deleted AS (DELETE FROM event_schemas WHERE app_id = ${appId} AND id = ${id} RETURNING id),
+         stamp AS (${bumpStamp(sql, 'event-schemas', 'deleted')})
+    SELECT id FROM deleted`;
   return rows.length ? ok(true) : notFound(id);
 }
 
@@ -122,10 +132,18 @@ export interface PayloadCheck {
   enforced: boolean;
 }
 
-/** Checks a payload against the application's schema for this event type, if there is one. */
+type SchemaRow = { id: string; json_schema: Record<string, unknown>; enforce_validation: boolean; updated_at: Date };
+
+/**
+ * Checks a payload against the application's schema for this event type, if there is one.
+ * Lookups (also "no schema") are cached per process under the event-schemas change stamp.
+ */
 export async function checkPayload(sql: Sql, appId: string, eventType: string, payload: Record<string, unknown>): Promise<PayloadCheck> {
-  const [schema] = await sql<{ id: string; json_schema: Record<string, unknown>; enforce_validation: boolean; updated_at: Date }[]>`
-    SELECT id, json_schema, enforce_validation, updated_at FROM event_schemas WHERE app_id = ${appId} AND name = ${eventType}`;
+  const schema = await stampedCacheFor<SchemaRow | null>(sql, 'event-schemas').get(`${appId}/${eventType}`, async () => {
+    const [found] = await sql<SchemaRow[]>`
+      SELECT id, json_schema, enforce_validation, updated_at FROM event_schemas WHERE app_id = ${appId} AND name = ${eventType}`;
+    return found ?? null;
+  });
   if (!schema) return { payload, errors: null, enforced: false };
   const fn = compile(schema.json_schema, `${schema.id}:${schema.updated_at.getTime()}`);
   if (!fn.ok) return { payload, errors: null, enforced: false };

@@ -1,4 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApplication } from '../../src/apps/applications.js';
+import { closeDeps, createDeps } from '../../src/deps.js';
+import { checkPayload, createEventSchema, deleteEventSchema, updateEventSchema } from '../../src/ledger/event-schemas.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
 
 let s: TestStack;
@@ -68,11 +71,22 @@ describe('POST /v1/events', () => {
     expect(r.status).toBe(201);
     expect(r.json.edges).toEqual([{ edge_type: 'placed_by', target_node_type: 'platform_user', target_node_id: pu.id }]);
     expect(r.json.origin_event_id).toBe(origin.id);
-    const g = await s.gql(a, `query($id: ID!) { event(id: $id) { originEvent { id eventType } edges { edgeType targetNodeType targetPlatformUser { externalId name } } } }`, { id: r.json.id });
-    expect(g.json.data.event).toEqual({
+    // The 201 is the stored event, field for field.
+    expect((await s.request('GET', `/v1/events/${r.json.id}`, { auth: a })).json).toEqual(r.json);
+    const fields = `id eventType payload createdAt originEvent { id eventType } edges { edgeType targetNodeType targetNodeId targetPlatformUser { externalId name } }`;
+    const g = await s.gql(a, `query($id: ID!) { event(id: $id) { ${fields} } }`, { id: r.json.id });
+    expect(g.json.data.event).toMatchObject({
       originEvent: { id: origin.id, eventType: 'order.placed' },
       edges: [{ edgeType: 'placed_by', targetNodeType: 'PLATFORM_USER', targetPlatformUser: { externalId: '7', name: 'Ann' } }],
     });
+    const created = await s.gql(a, `mutation($e: [EdgeInput!], $o: ID) { createEvent(eventType: "order.shipped", payload: {n: 1}, edges: $e, originEventId: $o) { ${fields} } }`, {
+      e: [{ edgeType: 'placed_by', targetNodeType: 'PLATFORM_USER', targetNodeId: pu.id }],
+      o: origin.id,
+    });
+    expect(created.json.errors).toBeUndefined();
+    const stored = await s.gql(a, `query($id: ID!) { event(id: $id) { ${fields} } }`, { id: created.json.data.createEvent.id });
+    expect(created.json.data.createEvent).toEqual(stored.json.data.event);
+    expect(created.json.data.createEvent.edges[0].targetPlatformUser).toEqual({ externalId: '7', name: 'Ann' });
   });
 
   it('replays the same event for a repeated Idempotency-Key and refuses another body', async () => {
@@ -103,6 +117,7 @@ describe('event schemas', () => {
     expect(bad.json.error.details[0].path).toEqual(['payload', 'amount']);
     const good = await post(a, { event_type: 'invoice.paid', payload: { amount: 3 } });
     expect(good.json.payload).toEqual({ amount: 3, currency: 'EUR' });
+    expect((await s.request('GET', `/v1/events/${good.json.id}`, { auth: a })).json).toEqual(good.json);
 
     const g = await s.gql(a, `mutation { createEvent(eventType: "invoice.paid", payload: {currency: "USD"}) { id } }`);
     expect(g.json.errors[0].extensions.code).toBe('VALIDATION_ERROR');
@@ -114,6 +129,33 @@ describe('event schemas', () => {
     const kept = await post(a, { event_type: 'invoice.paid', payload: { amount: 'x' } });
     expect(kept.status).toBe(201);
     expect(kept.json.validation_errors[0].path).toEqual(['payload', 'amount']);
+    expect((await s.request('GET', `/v1/events/${kept.json.id}`, { auth: a })).json).toEqual(kept.json);
+  });
+
+  it('lookups cached per process see a schema created, changed and deleted in another process on the very next check', async () => {
+    // A second Deps is a second process's worth of caches over the same database and Redis.
+    const one = s.deps;
+    const two = createDeps(s.config);
+    try {
+      const app = await createApplication(one.sql, 'schema-cache', ['admin']);
+      const check = () => checkPayload(two.sql, app.appId, 'order.paid', { note: 'no amount' });
+      // "No schema" is cached too, and must not outlive the schema's creation.
+      for (let i = 0; i < 2; i++) expect(await check()).toMatchObject({ errors: null, enforced: false });
+
+      const created = await createEventSchema(one.sql, app.appId, { name: 'order.paid', json_schema: { type: 'object', required: ['amount'] }, enforce_validation: true });
+      if (!created.ok) throw new Error(created.error.message);
+      const enforced = await check();
+      expect(enforced.enforced).toBe(true);
+      expect(enforced.errors?.[0].path).toEqual(['payload', 'amount']);
+
+      expect((await updateEventSchema(one.sql, app.appId, created.value.id, { enforce_validation: false })).ok).toBe(true);
+      expect(await check()).toMatchObject({ enforced: false, errors: [expect.objectContaining({ path: ['payload', 'amount'] })] });
+
+      expect((await deleteEventSchema(one.sql, app.appId, created.value.id)).ok).toBe(true);
+      expect(await check()).toMatchObject({ errors: null, enforced: false });
+    } finally {
+      await closeDeps(two);
+    }
   });
 
   it('refuses an invalid JSON Schema, a duplicate name, and other applications', async () => {
