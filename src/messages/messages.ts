@@ -83,7 +83,11 @@ export async function submitMessage(deps: Deps, sends: CommitWaiter, appId: stri
   const claim = await claimIdempotencyKey(deps.sql, appId, 'messages', idempotencyKey, input);
   if (!claim.ok) return claim;
   const id = claim.value.resourceId;
-  if (!claim.value.replay) {
+  // A replayed key normally finds its message. It does not when the first request died between
+  // claiming the key and recording the message (a database restart): record it now, from the
+  // same body (the key's hash guarantees it).
+  const recorded = claim.value.replay && (await deps.sql`SELECT 1 FROM outbound_messages WHERE app_id = ${appId} AND id = ${id}`).length > 0;
+  if (!recorded) {
     // One statement (one round trip, atomic by itself): the recipient's next sequence number
     // and the message that takes it. The counter row stays locked until it commits, so
     // sequence order is commit order for each recipient; a gap (an id that already existed)

@@ -2,6 +2,8 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { connect, eventually } from '../helpers/connections.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
 import { TelegramFake } from '../fakes/telegram.js';
+import { claimIdempotencyKey } from '../../src/idempotency.js';
+import { sendMessageInput } from '../../src/messages/messages.js';
 
 let s: TestStack;
 let a: AppCredentials;
@@ -146,6 +148,20 @@ describe('POST /v1/messages (Telegram)', () => {
     const conflict = await send({ to_external_id: '7000', message: 'something else' }, a, headers);
     expect(conflict.status).toBe(409);
     expect(conflict.json.error.code).toBe('IDEMPOTENCY_CONFLICT');
+  });
+
+  it('a repeated Idempotency-Key whose first request died after claiming the key (before recording the message) sends it once', async () => {
+    const body = { platform_connection_id: conn.id, to_external_id: '7100', message: 'claimed, then the database went away' };
+    // The first request's only trace: the claimed key (it died before its INSERT, e.g. in a database restart).
+    const claimed = await claimIdempotencyKey(s.deps.sql, a.appId, 'messages', 'send-claimed-1', sendMessageInput.parse(body));
+    expect(claimed.ok && !claimed.value.replay).toBe(true);
+    const retry = await send(body, a, { 'Idempotency-Key': 'send-claimed-1' });
+    expect(retry.status, retry.text).toBe(201);
+    expect(retry.json.id).toBe(claimed.ok && claimed.value.resourceId);
+    expect(tg.accepted.filter((r) => r.json?.text === body.message)).toHaveLength(1);
+    const again = await send(body, a, { 'Idempotency-Key': 'send-claimed-1' });
+    expect(again.json).toMatchObject({ id: retry.json.id, external_message_id: retry.json.external_message_id });
+    expect(tg.accepted.filter((r) => r.json?.text === body.message)).toHaveLength(1);
   });
 
   it('a revoked token fails with PLATFORM_AUTH_FAILED and turns the connection health red; a later success turns it green', async () => {
