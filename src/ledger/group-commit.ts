@@ -39,8 +39,8 @@ export function createGroupCommit<T, R>(flush: (items: T[]) => Promise<R>, maxBa
 
   return (item) =>
     new Promise<R>((resolve, reject) => {
-      pending.push({ item, resolve, reject });
-      // Let the callers of this tick join the batch before flushing.
-      setImmediate(() => void drain());
+      // Let the callers of this tick join the batch before flushing: one wake-up for all of
+      // them (a flush under way drains what arrived meanwhile when it ends).
+      if (pending.push({ item, resolve, reject }) === 1) setImmediate(() => void drain());
     });
 }
