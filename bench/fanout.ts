@@ -17,7 +17,7 @@ import { publishWakes } from '../src/ledger/wake.js';
 import { writeEvents } from '../src/ledger/write.js';
 import { projectRoot } from '../src/project-root.js';
 import { createRedis } from '../src/redis.js';
-import { benchEnv, createBenchDatabase, deleteRedisPrefix, freePort, percentile, processUsage, round, spawnService, target, type Bench, type ChildService } from './lib.js';
+import { benchEnv, benchNodeArgs, createBenchDatabase, deleteRedisPrefix, freePort, percentile, processUsage, round, spawnService, target, type Bench, type ChildService } from './lib.js';
 
 const RATE = 50;
 const CLIENT_PROCESSES = 2;
@@ -77,9 +77,7 @@ interface RunFigures {
  */
 async function startWeb(env: Record<string, string>): Promise<{ proc: ChildProcess; base: string; stop(): Promise<void> }> {
   const port = await freePort();
-  // BENCH_WEB_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof") profiles the web process.
-  const nodeArgs = process.env.BENCH_WEB_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
-  const proc = spawn(process.execPath, [...nodeArgs, join(projectRoot(), 'dist/src/web.js')], {
+  const proc = spawn(process.execPath, [...benchNodeArgs(), join(projectRoot(), 'dist/src/web.js')], {
     cwd: projectRoot(),
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env, PORT: String(port) },
     stdio: ['ignore', 'pipe', 'pipe'],

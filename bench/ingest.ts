@@ -5,10 +5,10 @@
  * storage ceiling. Targets (issue 3): committed/s ≥ 50% of (a), p99 < 50 ms at 32 clients.
  */
 import { randomUUID } from 'node:crypto';
-import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { createApplication } from '../src/apps/applications.js';
-import { processUsage, ratio, round, runLoad, startEchoServer, startStack, target, type Bench, type LoadRequest } from './lib.js';
+import { cpus, loadavg } from 'node:os';
+import { machineBusySeconds, processUsage, ratio, round, runLoad, startEchoServer, startStack, target, type Bench, type LoadRequest } from './lib.js';
 
 const INSERT_WRITERS = 4;
 const INSERT_BATCH = 100;
@@ -24,24 +24,26 @@ const bench: Bench = {
     const json = { 'content-type': 'application/json' };
 
     const loadAtStart = loadavg()[0];
+    const cores = cpus().length;
     const warmupS = 2;
     log(`baseline (a): bare express handler, ${clients} clients, ${durationS} s`);
     const echo = await startEchoServer(201);
-    // CPU of a process over exactly the measured window of a load.
+    // CPU of each process, and of the whole machine (last), over exactly the measured window of a load.
     const cpuOver = (pids: number[]) => {
+      const read = () => [...pids.map((pid) => processUsage(pid).cpuS), machineBusySeconds()];
       let start: number[] = [];
       let end: number[] = [];
       const marks = Promise.all([
-        new Promise<void>((r) => setTimeout(() => r(void (start = pids.map((pid) => processUsage(pid).cpuS))), warmupS * 1000)),
-        new Promise<void>((r) => setTimeout(() => r(void (end = pids.map((pid) => processUsage(pid).cpuS))), (warmupS + durationS) * 1000)),
+        new Promise<void>((r) => setTimeout(() => r(void (start = read())), warmupS * 1000)),
+        new Promise<void>((r) => setTimeout(() => r(void (end = read())), (warmupS + durationS) * 1000)),
       ]);
-      return marks.then(() => pids.map((_, i) => end[i] - start[i]));
+      return marks.then(() => end.map((e, i) => e - start[i]));
     };
     const echoCpu = cpuOver([echo.pid]);
     const http = await runLoad(echo.base, { clients, durationS, warmupS, request: (i): LoadRequest => ({ method: 'POST', path: '/v1/events', headers: json, body: eventBody(i) }) }).finally(() =>
       echoCpu.finally(() => echo.stop()),
     );
-    const [echoCpuS] = await echoCpu;
+    const [echoCpuS, echoMachineS] = await echoCpu;
 
     log(`gateway: 1 web + 1 worker process (ledger), ${clients} clients, ${durationS} s`);
     const stack = await startStack({ workerQueues: 'ledger' });
@@ -63,7 +65,7 @@ const bench: Bench = {
         request: (i) => ({ method: 'POST', path: '/v1/events', headers: { ...json, ...app.headers }, body: eventBody(i) }),
       });
       await Promise.all(marks);
-      const [webCpuS, workerCpuS] = await stackCpu;
+      const [webCpuS, workerCpuS, machineS] = await stackCpu;
       const committed = atEnd - atStart;
       const committedPerS = round(committed / durationS, 1);
       const cpuMsPer = (cpuS: number, n: number) => (n > 0 ? round((cpuS * 1000) / n, 3) : null);
@@ -81,18 +83,24 @@ const bench: Bench = {
         post_errors: load.errors,
         web_cpu_ms_per_event: cpuMsPer(webCpuS, committed),
         worker_cpu_ms_per_event: cpuMsPer(workerCpuS, committed),
+        machine_cpu_ms_per_event: cpuMsPer(machineS, committed),
+        // The rate the machine's cores could sustain at that cost, if nothing else limited it.
+        machine_cpu_bound_per_s: machineS > 0 ? round((cores * committed) / machineS, 0) : null,
       };
       const baselines = {
         http_201_per_s: http.okPerS,
         http_p50_ms: http.p50Ms,
         http_p99_ms: http.p99Ms,
         http_cpu_ms_per_request: cpuMsPer(echoCpuS, http.requests),
+        http_machine_cpu_ms_per_request: cpuMsPer(echoMachineS, http.requests),
+        http_machine_cpu_bound_per_s: echoMachineS > 0 ? round((cores * http.requests) / echoMachineS, 0) : null,
         insert_rows_per_s: insertPerS,
       };
       const ratios = {
         committed_per_s_vs_http_201_per_s: ratio(committedPerS, http.okPerS),
         committed_per_s_vs_insert_rows_per_s: ratio(committedPerS, insertPerS),
         web_cpu_ms_per_event_vs_http_cpu_ms_per_request: ratio(cpuMsPer(webCpuS, committed), cpuMsPer(echoCpuS, http.requests)),
+        machine_cpu_ms_per_event_vs_http_machine_cpu_ms_per_request: ratio(cpuMsPer(machineS, committed), cpuMsPer(echoMachineS, http.requests)),
       };
       return {
         figures,
@@ -108,6 +116,7 @@ const bench: Bench = {
           `baseline (a) statuses: ${JSON.stringify(http.statuses)}`,
           `baseline (b): ${INSERT_WRITERS} concurrent connections, INSERT … VALUES of ${INSERT_BATCH} event rows per statement (autocommit), same table and payload shape`,
           `CPU per event: user + system time of the web and the worker process (from /proc) over the measured window, divided by the events committed in it; the bare handler's per request likewise. On a shared machine these move far less than the rates do`,
+          `machine CPU per event: busy time of all ${cores} cores (/proc/stat: every process — web, worker, PostgreSQL, Redis, the load generator — and the kernel) over the measured window / events committed; the baseline likewise per bare request. machine_cpu_bound_per_s = cores ÷ that cost: the most the machine could commit at this cost per event, whatever the concurrency. Their ratio bounds the committed/s ratio from above when the cores are the limit`,
           `the machine was shared with other work: load average (1 min) ${round(loadAtStart, 1)} at the start and ${round(loadavg()[0], 1)} at the end of the run (2 CPUs); rates and latencies swing with it between runs`,
         ],
       };

@@ -187,6 +187,16 @@ export async function runLoad(
   };
 }
 
+/**
+ * Busy CPU seconds of the whole machine so far, all cores and processes (user, nice, system,
+ * irq, softirq, steal of /proc/stat): over a window, what everything an operation touches cost
+ * (the service's processes, PostgreSQL, Redis, the load generator, the kernel).
+ */
+export function machineBusySeconds(): number {
+  const [, user, nice, system, , , irq, softirq, steal] = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).map(Number);
+  return (user + nice + system + irq + softirq + steal) / 100;
+}
+
 /** Cumulative CPU seconds (user + system) of a process, from /proc; 0 once it is gone. */
 export function cpuSeconds(pid: number): number {
   try {
@@ -231,6 +241,12 @@ export async function createBenchDatabase(): Promise<BenchDatabase> {
     },
   };
 }
+
+/**
+ * Node options for the service's processes, from BENCH_NODE_ARGS: e.g.
+ * `--cpu-prof --cpu-prof-dir=/tmp/prof` profiles every web and worker process of a bench.
+ */
+export const benchNodeArgs = (): string[] => process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
 
 /** Environment for the service's processes in a bench: own database and Redis prefix, no rate limit to speak of. */
 export function benchEnv(databaseUrl: string, overrides: Record<string, string> = {}): Record<string, string> {
@@ -288,12 +304,12 @@ export async function startStack(o: { env?: Record<string, string>; webProcesses
   };
   try {
     for (let i = 0; i < (o.workerProcesses ?? 1); i++) {
-      workers.push(spawnService('workers/index.ts', { ...env, ...(o.workerQueues ? { WORKER_QUEUES: o.workerQueues } : {}) }));
+      workers.push(spawnService('workers/index.ts', { ...env, ...(o.workerQueues ? { WORKER_QUEUES: o.workerQueues } : {}) }, benchNodeArgs()));
     }
     for (let i = 0; i < (o.webProcesses ?? 1); i++) {
       const port = await freePort();
       ports.push(port);
-      web.push(spawnService('src/web.ts', { ...env, PORT: String(port) }));
+      web.push(spawnService('src/web.ts', { ...env, PORT: String(port) }, benchNodeArgs()));
     }
     await Promise.all(workers.map((w) => w.waitFor(/workers started/, 60_000)));
     await Promise.all(web.map((w) => w.waitFor(/web listening/, 60_000)));

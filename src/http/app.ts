@@ -28,6 +28,9 @@ export function createApp(deps: Deps): WebApp {
   app.disable('x-powered-by');
   app.set('trust proxy', true);
   app.set('query parser', 'simple');
+  // No ETag: API answers are not cached by their clients, and hashing every body costs CPU on
+  // every request (express computes one for POSTs too).
+  app.set('etag', false);
   const onShutdown: WebApp['onShutdown'] = [];
 
   app.use(requestLog(deps));

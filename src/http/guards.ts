@@ -1,10 +1,10 @@
 import type { Request, Response } from 'express';
-import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { authenticate, requireScope, type Principal } from '../auth/api-keys.js';
 import type { Scope } from '../auth/scopes.js';
 import type { Deps } from '../deps.js';
 import { AppError } from '../errors.js';
 import { redisReady } from '../availability.js';
+import { createWindowLimiter, type LimitVerdict } from '../rate-limit.js';
 
 /** Authenticates a request and checks its scope; throws the 401/403 AppError otherwise. */
 export async function authenticateRequest(deps: Deps, req: Request, scope: Scope, options: { appIdRequired: boolean }): Promise<Principal> {
@@ -26,36 +26,29 @@ export interface RequestGuards {
 
 /**
  * Per-application budget of RATE_LIMIT_PER_MINUTE, counted in Redis so every web process
- * draws on the same one. Headers follow the IETF RateLimit draft plus Retry-After on 429.
+ * draws on the same one (src/rate-limit.ts). Headers follow the IETF RateLimit draft plus
+ * Retry-After on 429.
  */
 export function createGuards(deps: Deps): RequestGuards {
   const limit = deps.config.RATE_LIMIT_PER_MINUTE;
-  const limiter = new RateLimiterRedis({
-    storeClient: deps.redis,
-    keyPrefix: `${deps.config.REDIS_PREFIX}:rl`,
-    points: limit,
-    duration: 60,
-  });
-  const setHeaders = (res: Response, r: RateLimiterRes) => {
-    res.setHeader('RateLimit-Limit', String(limit));
-    res.setHeader('RateLimit-Remaining', String(Math.max(0, r.remainingPoints)));
-    res.setHeader('RateLimit-Reset', String(Math.ceil(r.msBeforeNext / 1000)));
-  };
+  const limiter = createWindowLimiter(deps.redis, `${deps.config.REDIS_PREFIX}:rl`, limit, 60);
   return {
     async rateLimit(appId, res) {
       await redisReady(deps.redis);
+      let verdict: LimitVerdict;
       try {
-        setHeaders(res, await limiter.consume(appId, 1));
+        verdict = await limiter.consume(appId);
       } catch (err) {
-        if (err instanceof RateLimiterRes) {
-          setHeaders(res, err);
-          const retry = String(Math.max(1, Math.ceil(err.msBeforeNext / 1000)));
-          throw new AppError('RATE_LIMITED', `Rate limit of ${limit} requests per minute exceeded; retry in ${retry} s`, undefined, {
-            headers: { 'Retry-After': retry },
-          });
-        }
         throw new AppError('UNAVAILABLE', 'Rate limiter unavailable; retry shortly', undefined, { cause: err, headers: { 'Retry-After': '1' } });
       }
+      res.setHeader('RateLimit-Limit', String(limit));
+      res.setHeader('RateLimit-Remaining', String(verdict.remaining));
+      res.setHeader('RateLimit-Reset', String(Math.ceil(verdict.resetMs / 1000)));
+      if (verdict.allowed) return;
+      const retry = String(Math.max(1, Math.ceil(verdict.resetMs / 1000)));
+      throw new AppError('RATE_LIMITED', `Rate limit of ${limit} requests per minute exceeded; retry in ${retry} s`, undefined, {
+        headers: { 'Retry-After': retry },
+      });
     },
   };
 }

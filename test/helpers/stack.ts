@@ -146,8 +146,8 @@ export interface ChildService {
 }
 
 /** Runs one of the project's entry points (`src/web.ts`, `workers/index.ts`…) as its own process. */
-export function spawnService(entry: string, env: Record<string, string>): ChildService {
-  const proc = spawn(process.execPath, ['--import', 'tsx', join(projectRoot(), entry)], {
+export function spawnService(entry: string, env: Record<string, string>, nodeArgs: string[] = []): ChildService {
+  const proc = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', join(projectRoot(), entry)], {
     cwd: projectRoot(),
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -1,0 +1,73 @@
+/** What `run` answers for an item that failed on its own, while the rest of its batch succeeded. */
+export class ItemFailed {
+  constructor(readonly error: unknown) {}
+}
+
+export interface TickBatchOptions {
+  /** The most items one batch carries; a burst larger than this goes out in several. */
+  maxBatch: number;
+  /**
+   * One batch at a time: items arriving while a batch runs go together in the next, which
+   * starts when it ends (a group commit; under load, batches grow on their own). Without it,
+   * each turn's batch starts at once, overlapping the round trips of the ones before.
+   */
+  serial?: boolean;
+}
+
+/**
+ * The one way callers share a round trip: the calls made during one turn of the event loop
+ * (every request the current poll phase read) are handed to `run` together, which answers
+ * one output per item, in order — or an `ItemFailed` for an item that failed alone. If `run`
+ * throws, every caller of the batch gets the error. When idle, an item goes out after the
+ * current turn (no timer, no added latency).
+ */
+export function tickBatch<I, O>(run: (items: I[]) => Promise<(O | ItemFailed)[]>, options: TickBatchOptions): (item: I) => Promise<O> {
+  type Waiting = { item: I; resolve: (o: O) => void; reject: (e: unknown) => void };
+  let pending: Waiting[] = [];
+  let running = false;
+  let scheduled = false;
+
+  const start = async (batch: Waiting[]) => {
+    try {
+      const outputs = await run(batch.map((w) => w.item));
+      batch.forEach((w, i) => {
+        const out = outputs[i];
+        if (out instanceof ItemFailed) w.reject(out.error);
+        else w.resolve(out);
+      });
+    } catch (err) {
+      for (const w of batch) w.reject(err);
+    }
+  };
+
+  const take = () => {
+    const batch = pending.slice(0, options.maxBatch);
+    pending = pending.slice(batch.length);
+    return batch;
+  };
+
+  const flush = async () => {
+    scheduled = false;
+    if (!options.serial) {
+      while (pending.length) void start(take());
+      return;
+    }
+    if (running) return;
+    running = true;
+    try {
+      while (pending.length) await start(take());
+    } finally {
+      running = false;
+    }
+  };
+
+  return (item) =>
+    new Promise<O>((resolve, reject) => {
+      pending.push({ item, resolve, reject });
+      if (!options.serial && pending.length >= options.maxBatch) void flush();
+      else if (!scheduled && !running) {
+        scheduled = true;
+        setImmediate(() => void flush());
+      }
+    });
+}

@@ -1,0 +1,85 @@
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createWindowLimiter } from '../../src/rate-limit.js';
+import { createRedis, type Redis } from '../../src/redis.js';
+import { ItemFailed, tickBatch } from '../../src/tick-batch.js';
+
+describe('tickBatch', () => {
+  it("hands one turn's calls to run together and answers each caller with its own output", async () => {
+    const batches: number[][] = [];
+    const double = tickBatch<number, number>(async (items) => {
+      batches.push(items);
+      return items.map((i) => (i === 3 ? new ItemFailed(new Error('three')) : i * 2));
+    }, { maxBatch: 100 });
+    const results = await Promise.allSettled([1, 2, 3, 4].map(double));
+    expect(batches).toEqual([[1, 2, 3, 4]]);
+    expect(results.map((r) => (r.status === 'fulfilled' ? r.value : (r.reason as Error).message))).toEqual([2, 4, 'three', 8]);
+  });
+
+  it('splits a burst at maxBatch and fails every caller of a batch whose run throws', async () => {
+    const batches: string[][] = [];
+    const run = tickBatch<string, string>(async (items) => {
+      batches.push(items);
+      if (items.includes('bad')) throw new Error('batch failed');
+      return items;
+    }, { maxBatch: 2 });
+    const results = await Promise.allSettled(['a', 'b', 'c', 'bad'].map(run));
+    expect(batches).toEqual([['a', 'b'], ['c', 'bad']]);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'rejected']);
+  });
+
+  it('serial: calls made while a batch runs wait for it and go together in the next', async () => {
+    const batches: number[][] = [];
+    let release!: () => void;
+    const firstRunning = new Promise<void>((r) => (release = r));
+    let started!: () => void;
+    const firstStarted = new Promise<void>((r) => (started = r));
+    const run = tickBatch<number, void>(async (items) => {
+      batches.push(items);
+      if (batches.length === 1) {
+        started();
+        await firstRunning;
+      }
+      return items.map(() => undefined);
+    }, { maxBatch: 100, serial: true });
+    const first = run(1);
+    await firstStarted;
+    const later = [run(2), run(3)];
+    await new Promise((r) => setImmediate(r));
+    expect(batches).toEqual([[1]]);
+    release();
+    await Promise.all([first, ...later]);
+    expect(batches).toEqual([[1], [2, 3]]);
+  });
+});
+
+describe('createWindowLimiter (real Redis)', () => {
+  let redis: Redis;
+  const prefix = `test-wl-${randomBytes(4).toString('hex')}`;
+  beforeAll(async () => {
+    redis = createRedis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379/0');
+    await new Promise<void>((resolve) => (redis.status === 'ready' ? resolve() : redis.once('ready', () => resolve())));
+  });
+  afterAll(async () => {
+    const keys = await redis.keys(`${prefix}*`);
+    if (keys.length) await redis.del(...keys);
+    await redis.quit();
+  });
+
+  it('refuses exactly the calls of a burst past the budget, in arrival order, and keeps counting across turns', async () => {
+    const limiter = createWindowLimiter(redis, prefix, 4, 60);
+    const burst = await Promise.all(Array.from({ length: 7 }, () => limiter.consume('app-a')));
+    expect(burst.map((v) => v.allowed)).toEqual([true, true, true, true, false, false, false]);
+    expect(burst.map((v) => v.remaining)).toEqual([3, 2, 1, 0, 0, 0, 0]);
+    expect(burst.every((v) => v.resetMs > 0 && v.resetMs <= 60_000)).toBe(true);
+    // Every call of the burst was counted, refused ones too (as rate-limiter-flexible counts them).
+    expect(Number(await redis.get(`${prefix}:app-a`))).toBe(7);
+    expect((await limiter.consume('app-a')).allowed).toBe(false);
+  });
+
+  it('counts each key on its own within one turn', async () => {
+    const limiter = createWindowLimiter(redis, prefix, 2, 60);
+    const verdicts = await Promise.all(['k1', 'k2', 'k1', 'k2', 'k1'].map((k) => limiter.consume(k)));
+    expect(verdicts.map((v) => v.allowed)).toEqual([true, true, true, true, false]);
+  });
+});
