@@ -14,23 +14,28 @@ const storable = (s: string) => !UNSTORABLE.test(s);
 const repaired = (s: string) => s.replace(UNSTORABLE_ALL, '\uFFFD');
 
 /** The path of the first string or key PostgreSQL cannot store, or undefined. */
-export function findUnstorable(value: unknown, path: (string | number)[] = []): (string | number)[] | undefined {
-  if (typeof value === 'string') return storable(value) ? undefined : path;
+export function findUnstorable(value: unknown): (string | number)[] | undefined {
+  // Every request body passes here: the path is built only on the way out of a finding.
+  const path: (string | number)[] = [];
+  return walk(value, path) ? path.reverse() : undefined;
+}
+
+/** True when `value` holds unstorable text; then `path` gets its location, innermost first. */
+function walk(value: unknown, path: (string | number)[]): boolean {
+  if (typeof value === 'string') return !storable(value);
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
-      const p = findUnstorable(value[i], [...path, i]);
-      if (p) return p;
+      if (walk(value[i], path)) return path.push(i) > 0;
     }
-    return undefined;
+    return false;
   }
   if (value && typeof value === 'object') {
-    for (const [k, v] of Object.entries(value)) {
-      if (!storable(k)) return [...path, k];
-      const p = findUnstorable(v, [...path, k]);
-      if (p) return p;
+    for (const k in value) {
+      if (!Object.hasOwn(value, k)) continue;
+      if (!storable(k) || walk((value as Record<string, unknown>)[k], path)) return path.push(k) > 0;
     }
   }
-  return undefined;
+  return false;
 }
 
 /** `value` with every U+0000 and unpaired surrogate in its strings and keys replaced by U+FFFD. */
