@@ -152,6 +152,9 @@ export async function enqueue<Q extends QueueName>(queues: Queues, name: Q, data
  */
 export async function enqueueBulk<Q extends QueueName>(queues: Queues, name: Q, jobs: ReturnType<typeof catalogJob<Q>>[]) {
   await queueReady(queues[name]);
+  // A lone job skips the pipeline: building one binds every BullMQ script to it, which costs
+  // more than the add itself (a quiet receiver's batches are mostly of one).
+  if (jobs.length === 1) return [await queues[name].add(jobs[0].name, jobs[0].data, jobs[0].opts)];
   return queues[name].addBulk(jobs);
 }
 

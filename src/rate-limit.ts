@@ -22,9 +22,18 @@ export interface WindowLimiter {
  * spend their points in one command: a burst costs a round trip per key, not one per call.
  * The batch took the numbers `consumed − n + 1 … consumed` of its window, in arrival order, so
  * exactly the calls past the budget are refused, as if each had gone alone.
+ *
+ * With `lease`, each trip to Redis also draws up to `lease` spare points for this process,
+ * spent locally by later calls of the same window without a round trip. Points are only ever
+ * drawn from the shared count, so the budget still holds across processes; the price is that
+ * points leased but unspent when the window ends were taken from the others (at most `lease`
+ * per process and key), and `remaining` is this process's view. Fit for a flood guard, not
+ * for a budget clients read (the API rate limit does not lease).
  */
-export function createWindowLimiter(redis: Redis, keyPrefix: string, points: number, durationS: number): WindowLimiter {
+export function createWindowLimiter(redis: Redis, keyPrefix: string, points: number, durationS: number, options: { lease?: number } = {}): WindowLimiter {
   const limiter = new RateLimiterRedis({ storeClient: redis, keyPrefix, points, duration: durationS });
+  const lease = Math.max(0, Math.min(options.lease ?? 0, points));
+  const leases = new Map<string, { tokens: number; until: number }>();
   const spend = async (key: string, n: number): Promise<RateLimiterRes> => {
     try {
       return await limiter.consume(key, n);
@@ -34,7 +43,7 @@ export function createWindowLimiter(redis: Redis, keyPrefix: string, points: num
       throw err;
     }
   };
-  const consume = tickBatch<string, LimitVerdict>(
+  const batched = tickBatch<string, LimitVerdict>(
     async (keys) => {
       const byKey = new Map<string, number[]>();
       keys.forEach((k, i) => {
@@ -45,17 +54,37 @@ export function createWindowLimiter(redis: Redis, keyPrefix: string, points: num
       const verdicts: LimitVerdict[] = new Array(keys.length);
       await Promise.all(
         [...byKey].map(async ([key, at]) => {
-          const res = await spend(key, at.length);
-          const first = res.consumedPoints - at.length + 1;
+          const res = await spend(key, at.length + lease);
+          const first = res.consumedPoints - (at.length + lease) + 1;
           at.forEach((i, j) => {
             const taken = first + j;
             verdicts[i] = { allowed: taken <= points, remaining: Math.max(0, points - taken), resetMs: res.msBeforeNext };
           });
+          const spare = Math.min(lease, points - (first + at.length) + 1);
+          if (spare > 0) {
+            const until = performance.now() + res.msBeforeNext;
+            const held = leases.get(key);
+            // Batches of the same window (overlapping trips) add up their spare points.
+            if (held && held.until > performance.now()) held.tokens += spare;
+            else leases.set(key, { tokens: spare, until });
+          }
         }),
       );
       return verdicts;
     },
     { maxBatch: 10_000 },
   );
+  const consume = (key: string): Promise<LimitVerdict> => {
+    const held = lease ? leases.get(key) : undefined;
+    if (held) {
+      const left = held.until - performance.now();
+      if (held.tokens > 0 && left > 0) {
+        held.tokens--;
+        return Promise.resolve({ allowed: true, remaining: held.tokens, resetMs: left });
+      }
+      leases.delete(key);
+    }
+    return batched(key);
+  };
   return { points, consume };
 }

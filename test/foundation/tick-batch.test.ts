@@ -82,4 +82,23 @@ describe('createWindowLimiter (real Redis)', () => {
     const verdicts = await Promise.all(['k1', 'k2', 'k1', 'k2', 'k1'].map((k) => limiter.consume(k)));
     expect(verdicts.map((v) => v.allowed)).toEqual([true, true, true, true, false]);
   });
+
+  it('lease: spends leased points without a round trip, and processes sharing a key never admit more than the budget together', async () => {
+    const a = createWindowLimiter(redis, prefix, 10, 60, { lease: 3 });
+    const b = createWindowLimiter(redis, prefix, 10, 60, { lease: 3 });
+    const count = async () => Number(await redis.get(`${prefix}:shared`));
+    expect((await a.consume('shared')).allowed).toBe(true);
+    // One trip drew this call's point and three spare ones for the process.
+    expect(await count()).toBe(4);
+    for (let i = 0; i < 3; i++) expect((await a.consume('shared')).allowed).toBe(true);
+    expect(await count()).toBe(4);
+    // Both "processes" now race for the rest, one call at a time and in bursts.
+    const verdicts = [];
+    for (let i = 0; i < 6; i++) verdicts.push(await b.consume('shared'), await a.consume('shared'));
+    verdicts.push(...(await Promise.all(Array.from({ length: 8 }, (_, i) => (i % 2 ? a : b).consume('shared')))));
+    const admitted = 4 + verdicts.filter((v) => v.allowed).length;
+    expect(admitted).toBeLessThanOrEqual(10);
+    // Spare points drawn but unspent only cost admissions: here none are left over at the end.
+    expect(admitted).toBe(10);
+  });
 });
