@@ -1,7 +1,7 @@
 import type { Deps } from '../deps.js';
 import { createGroupCommit } from '../ledger/group-commit.js';
 import { createAttemptLog, type AttemptRecord, type DeliveryStatus } from './attempt-log.js';
-import { createBatchLoader } from './batch-loader.js';
+import { batchLoader } from '../tick-batch.js';
 import { deliveryBodies, loadBodyEvents } from './body.js';
 import { deliveryIdOf } from './fan-out.js';
 import { enqueueDeliveryRuns, type DeliveryRun } from './delivery-queue.js';
@@ -77,7 +77,7 @@ export function createDeliverer(deps: Deps): Deliverer {
     const split = keys.map((k) => k.split('/'));
     return [split.map((p) => p[0]), split.map((p) => p[1])];
   };
-  const loadOne = createBatchLoader<string, DeliveryRow>(async (keys) => {
+  const loadOne = batchLoader<string, DeliveryRow>(async (keys) => {
     const [apps, ids] = pairs(keys);
     const rows = await deps.sql<DeliveryRow[]>`
       SELECT ${deps.sql.unsafe(COLUMNS)}
@@ -85,7 +85,7 @@ export function createDeliverer(deps: Deps): Deliverer {
         JOIN webhook_deliveries d ON d.app_id = k.app_id AND d.id = k.id`;
     return new Map(rows.map((r) => [`${r.app_id}/${r.id}`, r]));
   });
-  const loadEvent = createBatchLoader<string, Awaited<ReturnType<typeof loadBodyEvents>> extends Map<string, infer V> ? V : never>(async (keys) => {
+  const loadEvent = batchLoader<string, Awaited<ReturnType<typeof loadBodyEvents>> extends Map<string, infer V> ? V : never>(async (keys) => {
     const [apps, ids] = pairs(keys);
     const found = await loadBodyEvents(deps.sql, ids.map((id, i) => ({ app_id: apps[i], id })));
     return new Map([...found.values()].map((e) => [`${e.app_id}/${e.id}`, e]));
