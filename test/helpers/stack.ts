@@ -168,7 +168,9 @@ export function spawnService(entry: string, env: Record<string, string>, nodeArg
     proc,
     output: () => out,
     exited,
-    waitFor(re, timeoutMs = 20_000) {
+    // Start-up on a loaded 2-core CI machine can take well over 20 s (tsx compiles on the fly);
+    // below the 60 s hook timeout, so a process that never starts still fails with its output.
+    waitFor(re, timeoutMs = 45_000) {
       if (re.test(out)) return Promise.resolve();
       return new Promise((resolve, reject) => {
         const timer = setTimeout(() => reject(new Error(`timed out waiting for ${re} in output:\n${out.slice(-2000)}`)), timeoutMs);
