@@ -1,3 +1,4 @@
+import { withDeadline } from '../src/availability.js';
 import type { Deps } from '../src/deps.js';
 import { addCommitReports } from '../src/ledger/commit-reports.js';
 import { createGroupCommit } from '../src/ledger/group-commit.js';
@@ -11,6 +12,9 @@ import { recordParticipants } from '../src/conversations/participants.js';
 /** Runs after each commit (webhook fan-out registers here); must be idempotent per event. */
 export type AfterCommit = (deps: Deps, committed: CommittedEvent[]) => Promise<void>;
 export const AFTER_COMMIT: AfterCommit[] = [fanOutCommitted, recordParticipants];
+
+/** Far beyond a healthy group commit (milliseconds), well within the 30 s job lock. */
+const LEDGER_WRITE_DEADLINE_MS = 15_000;
 
 /** One event to commit, and the web process waiting for its commit report, if any. */
 interface Pending {
@@ -30,7 +34,11 @@ export const ledgerProcessor: ProcessorDef<'ledger'> = {
   queue: 'ledger',
   create(deps) {
     const commit = createGroupCommit<Pending, CommittedEvent[]>(async (items) => {
-      const committed = await writeEvents(deps.sql, items.map((p) => p.event));
+      // The group commit runs one flush at a time: a write that never settles (a connection
+      // left hanging by a PostgreSQL restart) would stall every later ledger job of this
+      // process. Past the bound its jobs fail as UNAVAILABLE and retry; a write that lands
+      // late anyway is harmless (ids are written once, positions under the head's row lock).
+      const committed = await withDeadline(writeEvents(deps.sql, items.map((p) => p.event)), LEDGER_WRITE_DEADLINE_MS, 'PostgreSQL');
       deps.metrics.ledgerBatchSize.observe(items.length);
       const replyTo = new Map<string, string>();
       for (const p of items) if (p.replyTo) replyTo.set(p.event.id, p.replyTo);
