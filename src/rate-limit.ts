@@ -11,7 +11,6 @@ export interface LimitVerdict {
 }
 
 export interface WindowLimiter {
-  readonly points: number;
   /** Spends one point of `key`'s budget. Rejects when Redis cannot answer. */
   consume(key: string): Promise<LimitVerdict>;
 }
@@ -86,5 +85,5 @@ export function createWindowLimiter(redis: Redis, keyPrefix: string, points: num
     }
     return batched(key);
   };
-  return { points, consume };
+  return { consume };
 }

@@ -66,8 +66,8 @@ export function inboundRouter(deps: Deps): Router {
 
   const floodGuard = async (key: string, res: Response): Promise<boolean> => {
     const verdict = await flood.consume(key);
-    if (verdict.ok) return true;
-    res.setHeader('Retry-After', String(Math.max(1, Math.ceil(verdict.retryAfterMs / 1000))));
+    if (verdict.allowed) return true;
+    res.setHeader('Retry-After', String(Math.max(1, Math.ceil(verdict.resetMs / 1000))));
     res.status(429).json({ error: 'too many deliveries' });
     return false;
   };
