@@ -87,5 +87,20 @@ export const str = (v: unknown): string | undefined => (typeof v === 'string' ? 
 export const ok: VerifyOutcome = { ok: true };
 export const refuse = (reason: string): VerifyOutcome => ({ ok: false, reason });
 
+/**
+ * Replay protection shared by every timestamped signature scheme (Slack, Discord, our e-mail
+ * inbound): a signed request is only good within five minutes of our clock, so a captured
+ * request cannot be replayed later.
+ */
+export const REPLAY_WINDOW_S = 300;
+
+/**
+ * Refuses a request whose signed Unix-seconds timestamp is not a plain number within
+ * REPLAY_WINDOW_S of `nowMs`; `ok` otherwise (the signature itself is checked separately).
+ */
+export function replayWindow(timestamp: string, nowMs: number): VerifyOutcome {
+  return /^\d{1,12}$/.test(timestamp) && Math.abs(nowMs / 1000 - Number(timestamp)) <= REPLAY_WINDOW_S ? ok : refuse('request timestamp outside the five-minute window');
+}
+
 /** A header of the request (names are lower-cased by the receiver). */
 export const header = (req: Pick<InboundRequest, 'headers'>, name: string): string | undefined => req.headers[name.toLowerCase()];

@@ -1,5 +1,5 @@
 import { createPublicKey, verify as verifySignature, type KeyObject } from 'node:crypto';
-import { configString, dedupeOf, header, isObject, jsonObject, ok, parseJson, refuse, str, typeOfMime } from '../inbound-common.js';
+import { configString, dedupeOf, header, isObject, jsonObject, ok, parseJson, refuse, replayWindow, str, typeOfMime } from '../inbound-common.js';
 import type { DirectAnswer, InboundHalf, InboundMedia, NormalisedRecord, PlatformParty } from '../types.js';
 
 type Obj = Record<string, unknown>;
@@ -127,7 +127,7 @@ const json = (body: unknown): DirectAnswer => ({ status: 200, contentType: 'appl
 
 /**
  * Discord interactions endpoint (PLATFORMS.md): Ed25519 over timestamp + raw body with the
- * application's public key (Discord probes with bad signatures and expects 401), PING
+ * application's public key, the timestamp within the replay window as for Slack (Discord probes with bad signatures and expects 401), PING
  * answered with PONG, interactions deduplicated on their id. Ordinary channel messages,
  * reactions and edits only reach a bot over the Gateway websocket, which this service does
  * not hold open: Discord's inbound is slash commands, components and modals.
@@ -142,6 +142,9 @@ export const discordInbound: InboundHalf = {
     const ts = header(req, 'x-signature-timestamp');
     if (!sig || !ts) return refuse('missing X-Signature-Ed25519 or X-Signature-Timestamp');
     if (!/^[0-9a-f]{128}$/i.test(sig)) return refuse('invalid signature');
+    // The signature covers the timestamp, so refusing stale ones stops replays of a captured interaction.
+    const fresh = replayWindow(ts, req.now);
+    if (!fresh.ok) return fresh;
     const valid = verifySignature(null, Buffer.concat([Buffer.from(ts), req.rawBody]), key, Buffer.from(sig, 'hex'));
     return valid ? ok : refuse('invalid signature');
   },

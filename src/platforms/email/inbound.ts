@@ -1,10 +1,7 @@
 import { MalformedPayloadError } from '../../errors.js';
 import { z } from 'zod';
-import { configString, dedupeOf, header, hmacHex, ok, parseJson, refuse, safeEqual, typeOfMime } from '../inbound-common.js';
+import { configString, dedupeOf, header, hmacHex, ok, parseJson, refuse, replayWindow, safeEqual, typeOfMime } from '../inbound-common.js';
 import type { InboundHalf, InboundMedia, NormalisedRecord } from '../types.js';
-
-/** Largest gap between X-Gateway-Timestamp and our clock, as for our own outbound signatures (SPEC 5.2). */
-export const EMAIL_TOLERANCE_S = 300;
 
 const address = z.union([
   z.string().min(3).max(320),
@@ -72,7 +69,8 @@ export const emailInbound: InboundHalf = {
     const ts = header(req, 'x-gateway-timestamp');
     const given = header(req, 'x-gateway-signature');
     if (!ts || !given) return refuse('missing X-Gateway-Signature or X-Gateway-Timestamp');
-    if (!/^\d+$/.test(ts) || Math.abs(req.now / 1000 - Number(ts)) > EMAIL_TOLERANCE_S) return refuse('request timestamp outside the five-minute window');
+    const fresh = replayWindow(ts, req.now);
+    if (!fresh.ok) return fresh;
     return safeEqual(given, emailSignature(secret, ts, req.rawBody)) ? ok : refuse('invalid signature');
   },
   dedupeKey(req) {

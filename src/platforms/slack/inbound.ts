@@ -1,11 +1,8 @@
-import { configString, dedupeOf, msToIsoOr, header, hmacHex, isObject, jsonObject, ok, parseJson, refuse, safeEqual, str, typeOfMime, type MessageType } from '../inbound-common.js';
+import { configString, dedupeOf, msToIsoOr, header, hmacHex, isObject, jsonObject, ok, parseJson, refuse, replayWindow, safeEqual, str, typeOfMime, type MessageType } from '../inbound-common.js';
 import type { InboundHalf, InboundMedia, NormalisedRecord } from '../types.js';
 
 type Obj = Record<string, unknown>;
 const obj = (v: unknown): Obj | undefined => (isObject(v) ? v : undefined);
-
-/** Slack rejects requests whose timestamp is more than five minutes off (replay protection). */
-export const SLACK_TOLERANCE_S = 300;
 
 /** A Slack message is identified by (channel, ts) (PLATFORMS.md). */
 export const slackMessageId = (channel: string, ts: string) => `${channel}:${ts}`;
@@ -86,7 +83,8 @@ export const slackInbound: InboundHalf = {
     const ts = header(req, 'x-slack-request-timestamp');
     const given = header(req, 'x-slack-signature');
     if (!ts || !given) return refuse('missing X-Slack-Signature or X-Slack-Request-Timestamp');
-    if (!/^\d+$/.test(ts) || Math.abs(req.now / 1000 - Number(ts)) > SLACK_TOLERANCE_S) return refuse('request timestamp outside the five-minute window');
+    const fresh = replayWindow(ts, req.now);
+    if (!fresh.ok) return fresh;
     const expected = `v0=${hmacHex('sha256', secret, Buffer.concat([Buffer.from(`v0:${ts}:`), req.rawBody]))}`;
     return safeEqual(given, expected) ? ok : refuse('invalid signature');
   },
