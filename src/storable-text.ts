@@ -57,9 +57,17 @@ const MESSAGE = 'Strings must not contain the NUL character (U+0000) or unpaired
  * VALIDATION_ERROR naming where (query values reach SQL filters as body fields reach rows).
  */
 export function rejectUnstorableBody(req: { body?: unknown; query?: unknown }, _res: unknown, next: (err?: unknown) => void): void {
-  const path = findUnstorable(req.body) ?? findUnstorable(req.query);
-  if (path === undefined) return next();
-  next(new AppError('VALIDATION_ERROR', MESSAGE, [{ path, message: 'not storable text' }]));
+  next(unstorableError(req.body) ?? unstorableError(req.query));
+}
+
+/**
+ * The VALIDATION_ERROR for client input holding unstorable text, naming where (below `at`),
+ * or undefined when all of it can be stored. For input that does not arrive as a JSON body
+ * (multipart file names and fields).
+ */
+export function unstorableError(value: unknown, at: (string | number)[] = []): AppError | undefined {
+  const path = findUnstorable(value);
+  return path === undefined ? undefined : new AppError('VALIDATION_ERROR', MESSAGE, [{ path: [...at, ...path], message: 'not storable text' }]);
 }
 
 /** GraphQL validation rule: such a string literal (`"\u0000"` in the document) is refused. */

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { AppError } from '../errors.js';
 import { getFileContent, getFileMeta, MAX_FILE_BYTES, storeFile, toRestFile } from '../files/files.js';
 import { fileStore } from '../files/storage.js';
+import { unstorableError } from '../storable-text.js';
 import type { Api } from './api.js';
 
 const fileOut = z.object({ id: z.string(), filename: z.string().nullable(), mime_type: z.string().nullable(), size_bytes: z.number(), sha256: z.string().nullable(), created_at: z.string() });
@@ -30,6 +31,10 @@ export function registerFileRoutes(api: Api): void {
       );
       const file = req.file;
       if (!file) throw new AppError('VALIDATION_ERROR', 'Missing "file" field', [{ path: ['file'], message: 'required' }]);
+      // Busboy decodes `filename*` (RFC 5987) in any charset, so a name can carry NUL or a lone
+      // surrogate that the JSON-body check never saw and the insert would fail on.
+      const unstorable = unstorableError({ filename: file.originalname, mime_type: file.mimetype, fields: req.body }, ['file']);
+      if (unstorable) throw unstorable;
       const meta = await storeFile(deps.sql, principal.appId, { filename: file.originalname, declaredMime: file.mimetype, data: file.buffer }, fileStore(deps.config));
       return { status: 201, body: toRestFile(meta) };
     },
