@@ -22,7 +22,7 @@ function multipart(disposition: Buffer | string): Buffer {
 }
 
 async function upload(body: Buffer) {
-  const r = await fetch(`${s.base}/v1/files`, { method: 'POST', headers: { ...a.headers, 'Content-Type': `multipart/form-data; boundary=${BOUNDARY}` }, body });
+  const r = await fetch(`${s.base}/v1/files`, { method: 'POST', headers: { ...a.headers, 'Content-Type': `multipart/form-data; boundary=${BOUNDARY}` }, body: new Uint8Array(body) });
   return { status: r.status, json: (await r.json()) as any };
 }
 
