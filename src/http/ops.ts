@@ -37,9 +37,38 @@ function withTimeout<T>(p: PromiseLike<T>, ms: number): Promise<T> {
 
 const digest = (s: string) => createHash('sha256').update(s).digest();
 
-/** Operator routes accept ADMIN_TOKEN as a Bearer token or as the Basic-auth password (so a browser can log in). */
-export function adminGuard(adminToken: string) {
+/** Methods that only read: a cross-site request can trigger them but not read their answer. */
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/**
+ * Whether a request comes from a page of this very origin. Browsers send Sec-Fetch-Site on
+ * every request and Origin on every non-GET one, so a request carrying neither is not a
+ * browser's: it is refused too, as it cannot prove where it came from (such a client can send
+ * the Bearer token instead). Another port of the same host is `same-site`, not same-origin.
+ */
+function fromSameOrigin(req: Request, publicOrigin: string): boolean {
+  const site = req.get('sec-fetch-site');
+  if (site !== undefined) return site === 'same-origin';
+  const origin = req.get('origin');
+  if (!origin || origin === 'null') return false;
+  if (origin === publicOrigin) return true;
+  try {
+    return new URL(origin).host === req.get('host');
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Operator routes accept ADMIN_TOKEN as a Bearer token or as the Basic-auth password (so a
+ * browser can log in). A browser replays cached Basic credentials on any request to the host,
+ * including one a hostile page makes it send, so Basic only authorises a request that changes
+ * something (any method but GET/HEAD/OPTIONS) when it comes from the same origin; a Bearer
+ * token is never sent by a browser on its own and needs no such check.
+ */
+export function adminGuard(adminToken: string, publicBaseUrl: string) {
   const want = digest(adminToken);
+  const publicOrigin = new URL(publicBaseUrl).origin;
   return (req: Request, res: Response, next: NextFunction) => {
     const header = req.get('authorization') ?? '';
     let given: string | undefined;
@@ -50,7 +79,10 @@ export function adminGuard(adminToken: string) {
       const decoded = Buffer.from(basic[1], 'base64').toString('utf8');
       given = decoded.slice(decoded.indexOf(':') + 1);
     }
-    if (given !== undefined && timingSafeEqual(digest(given), want)) return next();
+    if (given !== undefined && timingSafeEqual(digest(given), want)) {
+      if (bearer || SAFE_METHODS.has(req.method) || fromSameOrigin(req, publicOrigin)) return next();
+      return void res.status(403).json(new AppError('FORBIDDEN', 'Changes through Basic credentials must come from the board itself (same origin); scripts send the admin token as a Bearer header').toBody());
+    }
     res.setHeader('WWW-Authenticate', 'Basic realm="gateway admin", charset="UTF-8"');
     res.status(401).json(new AppError('UNAUTHORIZED', 'Admin token required').toBody());
   };
@@ -62,6 +94,6 @@ export function adminRouter(deps: Deps): Router {
   serverAdapter.setBasePath('/admin/queues');
   createBullBoard({ queues: Object.values(deps.queues).map((q) => new BullMQAdapter(q)), serverAdapter });
   const router = express.Router();
-  router.use('/admin/queues', adminGuard(deps.config.ADMIN_TOKEN), serverAdapter.getRouter());
+  router.use('/admin/queues', adminGuard(deps.config.ADMIN_TOKEN, deps.config.PUBLIC_BASE_URL), serverAdapter.getRouter());
   return router;
 }
