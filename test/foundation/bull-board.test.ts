@@ -1,23 +1,15 @@
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QUEUE_NAMES } from '../../src/queues.js';
+import { launchChromium } from '../helpers/chromium.js';
 import { startTestStack, type TestStack } from '../helpers/stack.js';
-
-/** Debian's Chromium (.ci/run installs it); playwright-core never downloads a browser. */
-const CHROMIUM = '/usr/bin/chromium';
 
 let s: TestStack;
 let browser: Browser;
 
 beforeAll(async () => {
   s = await startTestStack({ workers: false });
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    // Root in a sandbox-less container, and a closed network: no background connections.
-    // playwright gives each launch a new empty profile.
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launchChromium();
 });
 afterAll(async () => {
   await browser?.close();

@@ -1,20 +1,14 @@
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { launchChromium } from '../helpers/chromium.js';
 import { startTestStack, type TestStack } from '../helpers/stack.js';
-
-/** Debian's Chromium (.ci/run installs it), as in test/foundation/bull-board.test.ts. */
-const CHROMIUM = '/usr/bin/chromium';
 
 let s: TestStack;
 let browser: Browser;
 
 beforeAll(async () => {
   s = await startTestStack({ workers: false });
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launchChromium();
 });
 afterAll(async () => {
   await browser?.close();
