@@ -60,7 +60,12 @@ function splitConfig(deps: Deps, platform: PlatformName, config: Record<string, 
   const secrets: Record<string, unknown> = {};
   const pub: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(config)) (secretNames.has(k) ? secrets : pub)[k] = v;
-  return { sealed: deps.secrets.seal(JSON.stringify(secrets)), pub, routingIds: routingIdsOf(platform, config) };
+  return { sealed: deps.secrets.seal(JSON.stringify(secrets)), pub, routingIds: routingIdsOf(platform, config), verifyTokenHash: verifyTokenHashOf(deps, config) };
+}
+
+/** The keyed hash the Meta verification handshake finds a connection by (null without a verify token). */
+function verifyTokenHashOf(deps: Deps, config: Record<string, unknown>): string | null {
+  return typeof config.verify_token === 'string' && config.verify_token ? deps.secrets.fingerprint(config.verify_token) : null;
 }
 
 /** The account ids a shared Meta-family URL routes this connection's deliveries by. */
@@ -150,11 +155,11 @@ const notFound = (id: string) => fail('PLATFORM_CONNECTION_NOT_FOUND', `Platform
 export async function createConnection(deps: Deps, appId: string, input: z.infer<typeof createConnectionInput>): Promise<Result<PublicConnection>> {
   const config = validateConfig(input.platform_name, input.config);
   if (!config.ok) return config;
-  const { sealed, pub, routingIds } = splitConfig(deps, input.platform_name, config.value);
+  const { sealed, pub, routingIds, verifyTokenHash } = splitConfig(deps, input.platform_name, config.value);
   const [row] = await deps.sql<ConnectionRow[]>`
-    INSERT INTO platform_connections (app_id, platform, name, config_sealed, config_public, routing_ids, webhook_secret_sealed)
+    INSERT INTO platform_connections (app_id, platform, name, config_sealed, config_public, routing_ids, webhook_secret_sealed, verify_token_hash)
     VALUES (${appId}, ${input.platform_name}, ${input.name}, ${sealed}, ${deps.sql.json(pub as never)}, ${routingIds},
-            ${deps.secrets.seal(randomBytes(24).toString('base64url'))})
+            ${deps.secrets.seal(randomBytes(24).toString('base64url'))}, ${verifyTokenHash})
     RETURNING *`;
   return ok(await toPublicConnection(deps, row));
 }
@@ -196,23 +201,47 @@ export async function connectionsByRoutingIds(deps: Deps, platform: PlatformName
   return rows.map((r) => open(deps, r));
 }
 
+/**
+ * The active connection of a Meta-family platform whose verify token is `token`, for the
+ * unauthenticated verification handshake: one indexed lookup by the token's keyed hash, never
+ * a scan decrypting every tenant's connection. A row stored before the hash existed (null) is
+ * fetched by the same statement, checked, and given its hash, so each such row costs a
+ * decryption once, on the first handshake after the upgrade.
+ */
+export async function connectionByVerifyToken(deps: Deps, platform: PlatformName, token: string): Promise<Connection | undefined> {
+  const hash = deps.secrets.fingerprint(token);
+  const rows = await deps.sql<(ConnectionRow & { verify_token_hash: string | null })[]>`
+    SELECT * FROM platform_connections
+     WHERE platform = ${platform} AND status = 'ACTIVE' AND (verify_token_hash = ${hash} OR verify_token_hash IS NULL)`;
+  let found = rows.find((r) => r.verify_token_hash === hash);
+  for (const row of rows.filter((r) => r.verify_token_hash === null)) {
+    const conn = open(deps, row);
+    const own = verifyTokenHashOf(deps, conn.config);
+    if (own === null) continue;
+    await deps.sql`UPDATE platform_connections SET verify_token_hash = ${own} WHERE id = ${row.id} AND verify_token_hash IS NULL`;
+    if (own === hash) found ??= row;
+  }
+  return found && open(deps, found);
+}
+
 export async function updateConnection(deps: Deps, appId: string, id: string, patch: z.infer<typeof updateConnectionInput>): Promise<Result<PublicConnection>> {
   const row = await rowOf(deps, appId, id);
   if (!row) return notFound(id);
   let sealed = row.config_sealed;
   let pub = row.config_public;
   let routingIds = routingIdsOf(row.platform, open(deps, row).config);
+  let verifyTokenHash = verifyTokenHashOf(deps, open(deps, row).config);
   if (patch.config) {
     const merged = { ...open(deps, row).config, ...patch.config };
     const config = validateConfig(row.platform, merged);
     if (!config.ok) return config;
-    ({ sealed, pub, routingIds } = splitConfig(deps, row.platform, config.value));
+    ({ sealed, pub, routingIds, verifyTokenHash } = splitConfig(deps, row.platform, config.value));
   }
   const [updated] = await deps.sql<ConnectionRow[]>`
     UPDATE platform_connections SET
       name = ${patch.name ?? row.name}, status = ${patch.status ?? row.status},
       config_sealed = ${sealed}, config_public = ${deps.sql.json(pub as never)}, routing_ids = ${routingIds},
-      updated_at = now()
+      verify_token_hash = ${verifyTokenHash}, updated_at = now()
     WHERE app_id = ${appId} AND id = ${id}
     RETURNING *`;
   if (!updated) return notFound(id);

@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHmac, hkdfSync, randomBytes } from 'node:crypto';
 
 /**
  * Encrypts stored platform credentials and webhook secrets with AES-256-GCM. The key is
@@ -8,11 +8,19 @@ import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from 'node:cr
 export interface SecretBox {
   seal(plain: string): string;
   open(sealed: string): string;
+  /**
+   * A keyed hash (HMAC-SHA256, hex) of a secret, to find a row by a secret a caller presents
+   * without storing the secret or a hash anyone could compute from a guess.
+   */
+  fingerprint(plain: string): string;
 }
 
 export function createSecretBox(secretsKey: string): SecretBox {
   const key = Buffer.from(hkdfSync('sha256', secretsKey, 'messaging-gateway', 'secret-box-v1', 32));
+  // A key of its own: the lookup hash must not be usable as (or reveal anything about) the cipher key.
+  const lookupKey = Buffer.from(hkdfSync('sha256', secretsKey, 'messaging-gateway', 'lookup-hash-v1', 32));
   return {
+    fingerprint: (plain) => createHmac('sha256', lookupKey).update(plain).digest('hex'),
     seal(plain) {
       const iv = randomBytes(12);
       const cipher = createCipheriv('aes-256-gcm', key, iv);

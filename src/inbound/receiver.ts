@@ -1,6 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import express, { type Request, type Response, type Router } from 'express';
 import {
+  connectionByVerifyToken,
   connectionsByRoutingIds,
   loadConnectionById,
   routingIdsOf,
@@ -158,12 +159,10 @@ export function inboundRouter(deps: Deps): Router {
   async function answerHubChallenge(platform: PlatformName, inbound: InboundRequest, res: Response) {
     const token = inbound.query['hub.verify_token'];
     if (inbound.query['hub.mode'] !== 'subscribe' || !token) return void res.status(403).type('text/plain').send('forbidden');
-    const rows = await deps.sql<{ id: string }[]>`SELECT id FROM platform_connections WHERE platform = ${platform} AND status = 'ACTIVE'`;
-    for (const { id } of rows) {
-      const conn = await loadConnectionById(deps, id);
-      const answer = conn && getInbound(platform).handshake?.(conn.config, inbound);
-      if (answer && answer.status === 200) return void res.status(200).type(answer.contentType).send(answer.body);
-    }
+    const conn = await connectionByVerifyToken(deps, platform, token);
+    // The adapter still compares the token itself (constant time): the hash only finds the row.
+    const answer = conn && getInbound(platform).handshake?.(conn.config, inbound);
+    if (answer && answer.status === 200) return void res.status(200).type(answer.contentType).send(answer.body);
     res.status(403).type('text/plain').send('forbidden');
   }
 
