@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { z } from 'zod';
 
 /** Names of the BullMQ queues; stable, Bull Board lists them all. */
@@ -22,6 +23,9 @@ const msList = (def: string) =>
       }
       return parts;
     });
+
+/** Address groups express's `trust proxy` knows by name. */
+const PROXY_NAMES = ['loopback', 'linklocal', 'uniquelocal'];
 
 // Development defaults let `npm ci && npm start` run on a fresh machine; production must set them.
 const DEV_ADMIN_TOKEN = 'dev-admin-token-change-me';
@@ -95,6 +99,35 @@ const schema = z
     SEND_CONCURRENCY: int(64, 1),
     /** Per-connection flood guard on inbound platform webhooks (deliveries per second). */
     INBOUND_FLOOD_PER_SECOND: int(200, 1),
+    /**
+     * Requests one source address may make to the unauthenticated inbound paths (/webhooks/*)
+     * per minute, all connections together. A platform delivering for many tenants from few
+     * addresses shares it: keep it well above INBOUND_FLOOD_PER_SECOND × 60 (one busy connection).
+     */
+    INBOUND_PER_SOURCE_PER_MINUTE: int(60_000, 1),
+    /** Meta verification handshakes (GET ?hub.verify_token=…) one source address may make per minute; Meta sends one per subscription change. */
+    INBOUND_HANDSHAKE_PER_SOURCE_PER_MINUTE: int(30, 1),
+    /**
+     * Which proxies in front of the web process to believe about the client address
+     * (X-Forwarded-For), as express's `trust proxy`: `false` (the socket's peer is the
+     * client), `true` (any), a hop count, or comma-separated addresses/CIDRs/`loopback`,
+     * `linklocal`, `uniquelocal`. The per-source limits key on that address.
+     */
+    TRUST_PROXY: z
+      .string()
+      .default('false')
+      .transform((s, ctx): boolean | number | string[] => {
+        const v = s.trim();
+        if (v === 'true' || v === 'false') return v === 'true';
+        if (/^\d+$/.test(v)) return Number(v);
+        const parts = v.split(',').map((p) => p.trim()).filter(Boolean);
+        const bad = parts.filter((p) => !PROXY_NAMES.includes(p) && !(/^[^/]+(\/\d{1,3})?$/.test(p) && isIP(p.split('/')[0]) !== 0));
+        if (parts.length === 0 || bad.length) {
+          ctx.addIssue({ code: 'custom', message: `expected true, false, a hop count or addresses/CIDRs/${PROXY_NAMES.join('/')}, got "${bad[0] ?? v}"` });
+          return z.NEVER;
+        }
+        return parts;
+      }),
     /** How long the inbound receiver and worker reuse a connection they looked up (ms). Changes are announced to every process at once; this bounds staleness when an announcement is lost. */
     INBOUND_LOOKUP_CACHE_MS: int(2000, 0),
     WEBHOOK_TARGET_POLICY: z.enum(['public-https', 'any']).optional(),

@@ -26,7 +26,9 @@ export { loggableUrl };
 export function createApp(deps: Deps): WebApp {
   const app = express();
   app.disable('x-powered-by');
-  app.set('trust proxy', true);
+  // Off unless configured: believing X-Forwarded-For from anyone would let a client pick the
+  // address the per-source limits count it under.
+  app.set('trust proxy', deps.config.TRUST_PROXY);
   app.set('query parser', 'simple');
   // No ETag: API answers are not cached by their clients, and hashing every body costs CPU on
   // every request (express computes one for POSTs too).

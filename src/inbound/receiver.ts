@@ -15,6 +15,7 @@ import { PLATFORM_NAMES, type InboundRequest, type PlatformName } from '../platf
 import { batchedEnqueue } from './batched-enqueue.js';
 import { createFloodGuard } from './flood-guard.js';
 import { lookupCache } from './lookup-cache.js';
+import { createSourceLimits, tooMany } from './source-limit.js';
 
 /** Headers a normaliser or signature may need later; everything else is dropped before queueing. */
 const KEPT_HEADERS = ['content-type', 'x-slack-retry-num', 'x-slack-request-timestamp', 'x-signature-timestamp', 'x-gateway-timestamp'];
@@ -68,10 +69,14 @@ export function inboundRouter(deps: Deps): Router {
   const floodGuard = async (key: string, res: Response): Promise<boolean> => {
     const verdict = await flood.consume(key);
     if (verdict.allowed) return true;
-    res.setHeader('Retry-After', String(Math.max(1, Math.ceil(verdict.resetMs / 1000))));
-    res.status(429).json({ error: 'too many deliveries' });
+    tooMany(res, verdict, 'too many deliveries');
     return false;
   };
+
+  const sources = createSourceLimits(deps);
+  router.use('/webhooks', async (req, res, next) => {
+    if (await sources.inbound(req, res)) next();
+  });
 
   /** Enqueues one verified delivery under its dedupe key; false when the body is not a delivery of the platform. */
   const accept = async (conn: Connection, inbound: InboundRequest, body: Buffer): Promise<boolean> => {
@@ -106,7 +111,7 @@ export function inboundRouter(deps: Deps): Router {
     const shared = await sharedUrls.get(webhookId, () => sharedWebhookById(deps, webhookId));
     if (shared) {
       if (!sameSecret(shared.secret, webhookSecret)) return void unauthorized(res, 'invalid webhook secret');
-      return void (await receiveShared(shared.platform, inbound, res));
+      return void (await receiveShared(shared.platform, req, inbound, res));
     }
 
     const conn = await connections.get(webhookId, () => loadConnectionById(deps, webhookId));
@@ -128,9 +133,9 @@ export function inboundRouter(deps: Deps): Router {
   });
 
   /** Meta family: route each entry to the connection whose ids it names, verified with that connection's app secret. */
-  async function receiveShared(platform: PlatformName, inbound: InboundRequest, res: Response) {
+  async function receiveShared(platform: PlatformName, req: Request, inbound: InboundRequest, res: Response) {
     const adapter = getInbound(platform);
-    if (inbound.method === 'GET') return void answerHubChallenge(platform, inbound, res);
+    if (inbound.method === 'GET') return void (await answerHubChallenge(platform, req, inbound, res));
     let body: { entry?: unknown[] } & Record<string, unknown>;
     try {
       body = JSON.parse(inbound.rawBody.toString('utf8'));
@@ -156,9 +161,11 @@ export function inboundRouter(deps: Deps): Router {
   }
 
   /** GET /webhooks/:platform?hub.mode=subscribe&hub.verify_token=…&hub.challenge=… */
-  async function answerHubChallenge(platform: PlatformName, inbound: InboundRequest, res: Response) {
+  async function answerHubChallenge(platform: PlatformName, req: Request, inbound: InboundRequest, res: Response) {
     const token = inbound.query['hub.verify_token'];
     if (inbound.query['hub.mode'] !== 'subscribe' || !token) return void res.status(403).type('text/plain').send('forbidden');
+    // Each attempt is a guess at some tenant's verify token: few are legitimate, so few are allowed.
+    if (!(await sources.handshake(req, res))) return;
     const conn = await connectionByVerifyToken(deps, platform, token);
     // The adapter still compares the token itself (constant time): the hash only finds the row.
     const answer = conn && getInbound(platform).handshake?.(conn.config, inbound);
@@ -169,7 +176,7 @@ export function inboundRouter(deps: Deps): Router {
   router.get('/webhooks/:platform', async (req, res) => {
     const platform = String(req.params.platform).toUpperCase() as PlatformName;
     if (!SHARED_WEBHOOK_PLATFORMS.includes(platform)) return void res.status(404).json({ error: 'unknown platform' });
-    await answerHubChallenge(platform, toInbound(req, deps), res);
+    await answerHubChallenge(platform, req, toInbound(req, deps), res);
   });
 
   return router;
