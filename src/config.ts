@@ -77,6 +77,22 @@ const schema = z
     RATE_LIMIT_PER_MINUTE: int(100, 1),
     /** Largest accepted JSON body, in bytes. */
     BODY_LIMIT_BYTES: int(1_048_576, 1024),
+    /**
+     * How long a client may take to send a request's headers (ms): a client trickling them
+     * (slowloris) holds a socket until then, and is answered 408.
+     */
+    HTTP_HEADERS_TIMEOUT_MS: int(20_000, 100),
+    /**
+     * How long a client may take to send a whole request, headers and body (ms); 0 = no limit.
+     * Node applies it only until the request is received, so it never cuts a long response
+     * such as an event stream or a GraphQL subscription. Leaves time for a 50 MB upload.
+     */
+    HTTP_REQUEST_TIMEOUT_MS: int(120_000, 0),
+    /**
+     * How long an idle kept-alive connection stays open (ms). Above the 60 s idle timeout of
+     * common load balancers, so they never reuse a connection the server is closing.
+     */
+    HTTP_KEEP_ALIVE_TIMEOUT_MS: int(65_000, 0),
     /** Bound on graceful shutdown before the process is forced down (ms). */
     SHUTDOWN_TIMEOUT_MS: int(10_000, 0),
     /** Create a demo application on `npm start` when none exists. */
@@ -183,6 +199,9 @@ const schema = z
     LINK_CODE_ATTEMPTS_PER_APP: int(120, 1),
   })
   .superRefine((env, ctx) => {
+    if (env.HTTP_REQUEST_TIMEOUT_MS !== 0 && env.HTTP_REQUEST_TIMEOUT_MS < env.HTTP_HEADERS_TIMEOUT_MS) {
+      ctx.addIssue({ code: 'custom', path: ['HTTP_REQUEST_TIMEOUT_MS'], message: `must be 0 or at least HTTP_HEADERS_TIMEOUT_MS (${env.HTTP_HEADERS_TIMEOUT_MS})` });
+    }
     if (env.FILE_STORAGE === 's3' && !env.S3_BUCKET) ctx.addIssue({ code: 'custom', path: ['S3_BUCKET'], message: 'is required when FILE_STORAGE=s3' });
     if (env.NODE_ENV === 'production') {
       if (!env.ADMIN_TOKEN) ctx.addIssue({ code: 'custom', path: ['ADMIN_TOKEN'], message: 'is required in production' });

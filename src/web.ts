@@ -1,5 +1,5 @@
 import { checkRedis } from './startup-checks.js';
-import type { Server, ServerResponse } from 'node:http';
+import { createServer, type Server, type ServerOptions, type ServerResponse } from 'node:http';
 import { pathToFileURL } from 'node:url';
 import { loadConfig } from './config.js';
 import { closeDeps, createDeps, runAll, type Deps } from './deps.js';
@@ -13,14 +13,28 @@ export interface WebServer {
   close(): Promise<void>;
 }
 
+/**
+ * The HTTP server's own timeouts, from config (README). Node checks headersTimeout and
+ * requestTimeout on a timer (every 30 s by default), so a slow client would be cut up to that
+ * much late: the check runs a few times per headers timeout instead.
+ */
+export function serverTimeouts(config: Deps['config']): ServerOptions {
+  return {
+    headersTimeout: config.HTTP_HEADERS_TIMEOUT_MS,
+    requestTimeout: config.HTTP_REQUEST_TIMEOUT_MS,
+    keepAliveTimeout: config.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+    connectionsCheckingInterval: Math.min(30_000, Math.max(100, Math.floor(config.HTTP_HEADERS_TIMEOUT_MS / 4))),
+  };
+}
+
 export async function startWeb(deps: Deps, port = deps.config.PORT): Promise<WebServer> {
   const web = createApp(deps);
-  const server = web.app.listen(port);
+  const server = createServer(serverTimeouts(deps.config), web.app);
+  server.listen(port);
   await new Promise<void>((resolve, reject) => {
     server.once('listening', resolve);
     server.once('error', reject);
   });
-  server.keepAliveTimeout = 65_000;
   // Responses still being written when shutdown starts close their connection once sent:
   // otherwise a kept-alive client would hold the server open until the shutdown deadline.
   const inFlight = new Set<ServerResponse>();

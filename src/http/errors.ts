@@ -20,8 +20,14 @@ export function toAppError(err: unknown): AppError | undefined {
 
 export function errorHandler(logger: Logger) {
   return (err: unknown, req: Request, res: Response, _next: NextFunction) => {
-    const known = toAppError(err);
     const log = (req as Request & { log?: Logger }).log ?? logger;
+    // The client went away before its body arrived (or was cut by HTTP_REQUEST_TIMEOUT_MS):
+    // nobody is left to answer, and it is no fault of ours. The request log notes it at info.
+    if ((err as { type?: string })?.type === 'request.aborted') {
+      log.debug({ err }, 'client aborted the request body');
+      return void res.destroy();
+    }
+    const known = toAppError(err);
     if (!known) log.error({ err }, 'unhandled error');
     else if (known.code === 'UNAVAILABLE') log.warn({ err: (known.cause as Error) ?? err }, 'backing service unavailable');
     if (res.headersSent) {

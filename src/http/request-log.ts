@@ -20,7 +20,7 @@ export function loggableUrl(url: string): string {
 /**
  * Gives every request an id (the client's X-Request-Id when well-formed), answers it in
  * X-Request-Id, binds it to every line logged through `req.log`, logs the outcome (errors at
- * `error`, refusals at `info`, the rest at `debug`) and records the request duration metric.
+ * `error`, refusals and clients that disconnected at `info`, the rest at `debug`) and records the request duration metric.
  * The request's logger is only built when something logs through it, and the outcome line only
  * when its level is enabled: most requests log nothing, and cost nothing for it.
  * Bodies can carry secrets or personal data and are never logged; nor are the query string
@@ -41,7 +41,9 @@ export function requestLog(deps: Deps) {
     const done = (aborted: boolean) => {
       const route = req.route ? `${req.baseUrl}${(req.route as { path: string }).path}` : 'unmatched';
       end({ method: req.method, route, status: String(res.statusCode) });
-      const level = aborted || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'info' : 'debug';
+      // A client going away (closing a stream, giving up on a slow answer) is its choice, not a
+      // fault of ours: info, like a refusal. A fault that cut a response was logged where it happened.
+      const level = res.statusCode >= 500 ? 'error' : aborted || res.statusCode >= 400 ? 'info' : 'debug';
       if (!logger.isLevelEnabled(level)) return;
       const responseTime = Math.round(performance.now() - started);
       reqLog()[level]({ res: { statusCode: res.statusCode }, responseTime }, aborted ? 'request aborted' : 'request completed');
