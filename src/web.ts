@@ -18,7 +18,7 @@ export interface WebServer {
  * requestTimeout on a timer (every 30 s by default), so a slow client would be cut up to that
  * much late: the check runs a few times per headers timeout instead.
  */
-export function serverTimeouts(config: Deps['config']): ServerOptions {
+function serverTimeouts(config: Deps['config']): ServerOptions {
   return {
     headersTimeout: config.HTTP_HEADERS_TIMEOUT_MS,
     requestTimeout: config.HTTP_REQUEST_TIMEOUT_MS,

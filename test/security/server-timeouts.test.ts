@@ -11,6 +11,7 @@ import { createTestEnv, type TestEnv } from '../helpers/stack.js';
 
 const HEADERS_TIMEOUT_MS = 1000;
 const REQUEST_TIMEOUT_MS = 1500;
+const KEEP_ALIVE_TIMEOUT_MS = 700;
 
 // Built by hand rather than with startTestStack, to capture the service's log lines.
 let t: TestEnv, deps: Deps, web: WebServer;
@@ -19,7 +20,7 @@ const logLines: { level: number; msg: string; req?: { url?: string } }[] = [];
 const logWaiters: { match: (l: (typeof logLines)[number]) => boolean; resolve: (l: (typeof logLines)[number]) => void }[] = [];
 
 beforeAll(async () => {
-  t = await createTestEnv({ HTTP_HEADERS_TIMEOUT_MS: String(HEADERS_TIMEOUT_MS), HTTP_REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS), STREAM_KEEPALIVE_MS: '200', LOG_LEVEL: 'info' });
+  t = await createTestEnv({ HTTP_HEADERS_TIMEOUT_MS: String(HEADERS_TIMEOUT_MS), HTTP_REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS), HTTP_KEEP_ALIVE_TIMEOUT_MS: String(KEEP_ALIVE_TIMEOUT_MS), STREAM_KEEPALIVE_MS: '200', LOG_LEVEL: 'info' });
   // The service's log lines, kept as objects so a test can wait for one.
   const logger = pino({ level: 'info' }, {
     write(line: string) {
@@ -91,6 +92,20 @@ describe('web server timeouts', () => {
       const at = await within(closed, 15_000, 'closing the slow-body connection');
       expect(received()).toMatch(/^HTTP\/1\.1 408/);
       expect(at - started).toBeGreaterThanOrEqual(REQUEST_TIMEOUT_MS - 100);
+    } finally {
+      sock.destroy();
+    }
+  });
+
+  it('closes an idle kept-alive connection after keepAliveTimeout', async () => {
+    const { sock, received, closed } = await rawSocket();
+    sock.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+    try {
+      await within(once(sock, 'data'), 5_000, 'the answer');
+      const answered = performance.now();
+      expect(received()).toMatch(/^HTTP\/1\.1 200/);
+      const at = await within(closed, 15_000, 'closing the idle connection');
+      expect(at - answered).toBeGreaterThanOrEqual(KEEP_ALIVE_TIMEOUT_MS - 100);
     } finally {
       sock.destroy();
     }
