@@ -10,6 +10,8 @@ export interface RevokedKeyWatch {
   add(keyId: string, end: (reason: StreamEndReason) => void): () => void;
   /** Runs one check now (tests; the timer runs the same). */
   check(): Promise<void>;
+  /** Checks run, and the key lookups among them: the cost, for tests and the benchmark. */
+  readonly stats: { checks: number; lookups: number };
   close(): void;
 }
 
@@ -31,15 +33,18 @@ export function createRevokedKeyWatch(sql: Sql, logger: Logger, options: { inter
   let seenStamp: number | undefined;
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
+  const stats = { checks: 0, lookups: 0 };
 
   const check = async () => {
     if (streams.size === 0) return;
+    stats.checks++;
     const fresh = unchecked;
     unchecked = new Set();
     try {
       const stamp = await readStamp(sql, 'api-keys');
       const keys = stamp === undefined || stamp !== seenStamp ? [...streams.keys()] : [...fresh].filter((k) => streams.has(k));
       if (keys.length > 0) {
+        stats.lookups++;
         const revoked = await sql<{ id: string }[]>`SELECT id FROM api_keys WHERE id = ANY(${keys}::uuid[]) AND revoked_at IS NOT NULL`;
         for (const { id } of revoked) for (const end of [...(streams.get(id) ?? [])]) end('revoked');
       }
@@ -75,6 +80,7 @@ export function createRevokedKeyWatch(sql: Sql, logger: Logger, options: { inter
       };
     },
     check: tick,
+    stats,
     close() {
       if (timer) clearInterval(timer);
       timer = undefined;
