@@ -92,6 +92,14 @@ describe.each(PLATFORMS)('%s routing id belongs to one connection across applica
 });
 
 describe('routing id ownership', () => {
+  it('documents the 409 on create and update in the OpenAPI document', async () => {
+    const doc = (await s.request('GET', '/v1/openapi.json')).json;
+    expect(doc.components.schemas.Error.properties.error.properties.code.enum).toContain('PLATFORM_CONNECTION_CONFLICT');
+    expect(doc.paths['/v1/platform-connections'].post.responses['409'].description).toContain('PLATFORM_CONNECTION_CONFLICT');
+    const item = Object.entries(doc.paths).find(([p]) => /^\/v1\/platform-connections\/[{:]id}?$/.test(p))?.[1] as { patch: { responses: Record<string, { description: string }> } };
+    expect(item.patch.responses['409'].description).toContain('PLATFORM_CONNECTION_CONFLICT');
+  });
+
   it('lets exactly one of two applications win a concurrent create of the same account', async () => {
     for (const platform of ['WHATSAPP', 'EMAIL'] as const) {
       const config = configOf(platform, ++seq);
