@@ -88,6 +88,11 @@ describe.each(PLATFORMS)('%s routing id belongs to one connection across applica
     expect(r.json.errors?.[0]?.extensions?.code, r.text).toBe('PLATFORM_CONNECTION_CONFLICT');
     expect(r.text).not.toContain(a.appId);
     expect(r.text).not.toContain(first.json.id);
+    const mine = await create(b, platform, configOf(platform, ++seq));
+    expect(mine.status, mine.text).toBe(201);
+    const u = await s.gql(b, 'mutation($id: ID!, $c: JSON!) { updatePlatformConnection(id: $id, config: $c) { id } }', { id: mine.json.id, c: config });
+    expect(u.json.errors?.[0]?.extensions?.code, u.text).toBe('PLATFORM_CONNECTION_CONFLICT');
+    expect(u.text).not.toContain(first.json.id);
   });
 });
 
