@@ -50,6 +50,14 @@ function sharedFor(sql: Sql): Shared {
   return s;
 }
 
+/**
+ * The current value of `name`'s stamp (undefined before the migration that creates it), read
+ * with the same shared query as the caches: readers arriving together cost one round trip.
+ */
+export async function readStamp(sql: Sql, name: StampName): Promise<number | undefined> {
+  return (await sharedFor(sql).read()).get(name);
+}
+
 /** This process's (this pool's) cache of the records `name` stamps. */
 export function stampedCacheFor<V>(sql: Sql, name: StampName): StampedCache<V> {
   const s = sharedFor(sql);

@@ -15,6 +15,8 @@ export const ERROR_STATUS = {
   PLATFORM_CONNECTION_NOT_FOUND: 404,
   CONFLICT: 409,
   IDEMPOTENCY_CONFLICT: 409,
+  /** The platform account (routing id) is already connected, by any application. */
+  PLATFORM_CONNECTION_CONFLICT: 409,
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
   UNPROCESSABLE: 422,

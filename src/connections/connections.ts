@@ -6,6 +6,10 @@ import { zodDetails } from '../http/zod-details.js';
 import { getAdapter } from '../platforms/registry.js';
 import { PLATFORM_NAMES, type PlatformName } from '../platforms/types.js';
 import { announceChange } from '../change-feed.js';
+import { transaction, type Tx } from '../db.js';
+import { claimRoutingIds, routingConflict, routingIdsOf } from './routing-ids.js';
+
+export { routingIdsOf } from './routing-ids.js';
 
 /** Meta-family platforms share one inbound URL, routed by the ids in the payload (SPEC 4.8). */
 export const SHARED_WEBHOOK_PLATFORMS: readonly PlatformName[] = ['WHATSAPP', 'MESSENGER', 'INSTAGRAM'];
@@ -66,16 +70,6 @@ function splitConfig(deps: Deps, platform: PlatformName, config: Record<string, 
 /** The keyed hash the Meta verification handshake finds a connection by (null without a verify token). */
 function verifyTokenHashOf(deps: Deps, config: Record<string, unknown>): string | null {
   return typeof config.verify_token === 'string' && config.verify_token ? deps.secrets.fingerprint(config.verify_token) : null;
-}
-
-/** The account ids a shared Meta-family URL routes this connection's deliveries by. */
-export function routingIdsOf(platform: PlatformName, config: Record<string, unknown>): string[] {
-  const keys: Partial<Record<PlatformName, string[]>> = {
-    WHATSAPP: ['phone_number_id', 'business_account_id'],
-    MESSENGER: ['page_id'],
-    INSTAGRAM: ['ig_account_id', 'page_id'],
-  };
-  return (keys[platform] ?? []).map((k) => config[k]).filter((v): v is string => typeof v === 'string' && v.length > 0);
 }
 
 function validateConfig(platform: PlatformName, config: Record<string, unknown>): Result<Record<string, unknown>> {
@@ -156,12 +150,31 @@ export async function createConnection(deps: Deps, appId: string, input: z.infer
   const config = validateConfig(input.platform_name, input.config);
   if (!config.ok) return config;
   const { sealed, pub, routingIds, verifyTokenHash } = splitConfig(deps, input.platform_name, config.value);
-  const [row] = await deps.sql<ConnectionRow[]>`
-    INSERT INTO platform_connections (app_id, platform, name, config_sealed, config_public, routing_ids, webhook_secret_sealed, verify_token_hash)
-    VALUES (${appId}, ${input.platform_name}, ${input.name}, ${sealed}, ${deps.sql.json(pub as never)}, ${routingIds},
-            ${deps.secrets.seal(randomBytes(24).toString('base64url'))}, ${verifyTokenHash})
-    RETURNING *`;
-  return ok(await toPublicConnection(deps, row));
+  const row = await claiming(input.platform_name, deps, async (tx) => {
+    const [inserted] = await tx<ConnectionRow[]>`
+      INSERT INTO platform_connections (app_id, platform, name, config_sealed, config_public, webhook_secret_sealed, verify_token_hash)
+      VALUES (${appId}, ${input.platform_name}, ${input.name}, ${sealed}, ${tx.json(pub as never)},
+              ${deps.secrets.seal(randomBytes(24).toString('base64url'))})
+      RETURNING *`;
+    await claimRoutingIds(tx, inserted.id, input.platform_name, routingIds);
+    return inserted;
+  });
+  if (!row.ok) return row;
+  return ok(await toPublicConnection(deps, row.value));
+}
+
+/**
+ * Runs a write that claims routing ids in one transaction; a claim another connection holds
+ * rolls the whole write back and comes back as PLATFORM_CONNECTION_CONFLICT.
+ */
+async function claiming<T>(platform: PlatformName, deps: Deps, fn: (tx: Tx) => Promise<T>): Promise<Result<T>> {
+  try {
+    return ok(await transaction(deps.sql, fn));
+  } catch (err) {
+    const conflict = routingConflict(err, platform);
+    if (conflict) return conflict;
+    throw err;
+  }
 }
 
 export async function listConnections(deps: Deps, appId: string): Promise<PublicConnection[]> {
@@ -193,11 +206,16 @@ export async function loadConnectionById(deps: Deps, id: string): Promise<Connec
   return row ? open(deps, row) : undefined;
 }
 
-/** Active connections of a platform whose routing ids include one of `ids` (shared Meta URLs). */
+/**
+ * The active owners of `ids` on `platform` (shared Meta URLs): each id has at most one owner
+ * across all applications (src/connections/routing-ids.ts), so a payload reaches only them.
+ */
 export async function connectionsByRoutingIds(deps: Deps, platform: PlatformName, ids: string[]): Promise<Connection[]> {
   if (ids.length === 0) return [];
   const rows = await deps.sql<ConnectionRow[]>`
-    SELECT * FROM platform_connections WHERE platform = ${platform} AND status = 'ACTIVE' AND routing_ids && ${ids}::text[]`;
+    SELECT * FROM platform_connections
+     WHERE status = 'ACTIVE'
+       AND id IN (SELECT connection_id FROM connection_routing_ids WHERE platform = ${platform} AND routing_id = ANY(${ids}::text[]))`;
   return rows.map((r) => open(deps, r));
 }
 
@@ -229,7 +247,7 @@ export async function updateConnection(deps: Deps, appId: string, id: string, pa
   if (!row) return notFound(id);
   let sealed = row.config_sealed;
   let pub = row.config_public;
-  let routingIds = routingIdsOf(row.platform, open(deps, row).config);
+  let routingIds: string[] | undefined;
   let verifyTokenHash = verifyTokenHashOf(deps, open(deps, row).config);
   if (patch.config) {
     const merged = { ...open(deps, row).config, ...patch.config };
@@ -237,13 +255,20 @@ export async function updateConnection(deps: Deps, appId: string, id: string, pa
     if (!config.ok) return config;
     ({ sealed, pub, routingIds, verifyTokenHash } = splitConfig(deps, row.platform, config.value));
   }
-  const [updated] = await deps.sql<ConnectionRow[]>`
-    UPDATE platform_connections SET
-      name = ${patch.name ?? row.name}, status = ${patch.status ?? row.status},
-      config_sealed = ${sealed}, config_public = ${deps.sql.json(pub as never)}, routing_ids = ${routingIds},
-      verify_token_hash = ${verifyTokenHash}, updated_at = now()
-    WHERE app_id = ${appId} AND id = ${id}
-    RETURNING *`;
+  const written = await claiming(row.platform, deps, async (tx) => {
+    const [updated] = await tx<ConnectionRow[]>`
+      UPDATE platform_connections SET
+        name = ${patch.name ?? row.name}, status = ${patch.status ?? row.status},
+        config_sealed = ${sealed}, config_public = ${tx.json(pub as never)},
+        verify_token_hash = ${verifyTokenHash}, updated_at = now()
+      WHERE app_id = ${appId} AND id = ${id}
+      RETURNING *`;
+    // Only a config change can move the ids; a rename or status change keeps the claims.
+    if (updated && routingIds) await claimRoutingIds(tx, id, row.platform, routingIds);
+    return updated;
+  });
+  if (!written.ok) return written;
+  const updated = written.value;
   if (!updated) return notFound(id);
   await announceChange(deps, 'connections', id);
   return ok(await toPublicConnection(deps, updated));

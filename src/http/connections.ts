@@ -38,6 +38,7 @@ export function registerConnectionRoutes(api: Api): void {
     scope: 'admin',
     body: createConnectionInput,
     responses: { 201: { description: 'The connection, with its inbound webhook URL', schema: connectionOut } },
+    errors: ['PLATFORM_CONNECTION_CONFLICT'],
     handler: async ({ deps, principal, body }) => ({ status: 201, body: unwrap(await createConnection(deps, principal.appId, body)) }),
   });
   api.route({
@@ -66,7 +67,7 @@ export function registerConnectionRoutes(api: Api): void {
     params: idParams,
     body: updateConnectionInput,
     responses: { 200: { description: 'The updated connection', schema: connectionOut } },
-    errors: ['PLATFORM_CONNECTION_NOT_FOUND'],
+    errors: ['PLATFORM_CONNECTION_NOT_FOUND', 'PLATFORM_CONNECTION_CONFLICT'],
     handler: async ({ deps, principal, params, body }) => ({ status: 200, body: unwrap(await updateConnection(deps, principal.appId, params.id, body)) }),
   });
   api.route({

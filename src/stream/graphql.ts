@@ -4,10 +4,12 @@ import type { GqlContext } from '../graphql/context.js';
 import type { GraphqlModule } from '../graphql/schema.js';
 import { zodDetails } from '../http/zod-details.js';
 import { decodeCursor } from '../ledger/cursor.js';
+import type { Principal } from '../auth/api-keys.js';
 import type { Sql } from '../db.js';
 import type { Logger } from '../logger.js';
 import { streamFilterSchema, type StreamFilter } from './filter.js';
 import { startReader, type Reader, type StreamStart } from './reader.js';
+import type { StreamEndReason } from './revoked-keys.js';
 import type { StreamService } from './service.js';
 import type { TailEvent } from './tail.js';
 
@@ -17,6 +19,13 @@ interface EventStreamArgs {
   conversationId?: string | null;
   after?: string | null;
 }
+
+/**
+ * The last item of a subscription whose API key was revoked: it resolves to an UNAUTHORIZED
+ * error (a `next` with `errors`), then the subscription completes, so the client learns why
+ * instead of resubscribing with the dead key.
+ */
+export const KEY_REVOKED = Symbol('api key revoked');
 
 /** Catch-up waits for the consumer once this many events are queued. */
 const CATCH_UP_QUEUE = 100;
@@ -37,16 +46,17 @@ export function eventIterator(
   streams: StreamService,
   logger: Logger,
   limits: IteratorLimits,
-  appId: string,
+  principal: Pick<Principal, 'appId' | 'keyId'>,
   filter: StreamFilter,
   start: StreamStart,
   onOverflow: () => void,
-): AsyncIterableIterator<TailEvent> {
+): AsyncIterableIterator<TailEvent | typeof KEY_REVOKED> {
   const queue: TailEvent[] = [];
   let queuedBytes = 0;
   let lastBatch = -1;
   let done = false;
-  let failure: unknown;
+  let failure: AppError | undefined;
+  let revoked = false;
   let reader: Reader | undefined;
   let taker: (() => void) | undefined;
   let spaceWaiter: (() => void) | undefined;
@@ -56,9 +66,10 @@ export function eventIterator(
     taker = undefined;
     t?.();
   };
-  const finish = () => {
+  const finish = (reason?: StreamEndReason) => {
     if (done) return;
     done = true;
+    revoked = reason === 'revoked';
     clearTimeout(maxTimer);
     untrack();
     reader?.close();
@@ -73,9 +84,9 @@ export function eventIterator(
   };
 
   const maxTimer = setTimeout(finish, limits.maxMs);
-  const untrack = streams.track(finish);
+  const untrack = streams.track(principal.keyId, finish);
 
-  startReader(sql, streams.tails, appId, filter, start, {
+  startReader(sql, streams.tails, principal.appId, filter, start, {
     get closed() {
       return done;
     },
@@ -104,12 +115,12 @@ export function eventIterator(
     },
     (err) => {
       logger.warn({ err }, 'event subscription read failed; the client resumes with `after`');
-      failure = err;
+      failure = new AppError('UNAVAILABLE', 'The event stream was interrupted; resubscribe with `after` set to the last cursor', undefined, { cause: err });
       finish();
     },
   );
 
-  const iterator: AsyncIterableIterator<TailEvent> = {
+  const iterator: AsyncIterableIterator<TailEvent | typeof KEY_REVOKED> = {
     [Symbol.asyncIterator]() {
       return iterator;
     },
@@ -126,7 +137,11 @@ export function eventIterator(
           return { value: e, done: false };
         }
         if (done) {
-          if (failure) throw new AppError('UNAVAILABLE', 'The event stream was interrupted; resubscribe with `after` set to the last cursor');
+          if (failure) throw failure;
+          if (revoked) {
+            revoked = false;
+            return { value: KEY_REVOKED, done: false };
+          }
           return { value: undefined, done: true };
         }
         await new Promise<void>((r) => (taker = r));
@@ -155,7 +170,7 @@ export const eventStreamModule: GraphqlModule = {
     Subscription: {
       eventStream: {
         subscribe: async (_root: unknown, args: EventStreamArgs, ctx: GqlContext) => {
-          const { appId } = ctx.need('events:read');
+          const principal = ctx.need('events:read');
           const parsed = streamFilterSchema.safeParse({
             eventTypes: args.eventTypes ?? undefined,
             userId: args.userId ?? undefined,
@@ -165,11 +180,14 @@ export const eventStreamModule: GraphqlModule = {
           const start: StreamStart = args.after ? { afterSeq: unwrap(decodeCursor(args.after)).seq } : { live: true };
           const { config } = ctx.deps;
           const res = ctx.res as Response | undefined;
-          return eventIterator(ctx.deps.sql, ctx.web.streams, ctx.deps.logger, { maxMs: config.STREAM_MAX_MS, bufferBytes: config.STREAM_BUFFER_BYTES }, appId, parsed.data, start, () =>
+          return eventIterator(ctx.deps.sql, ctx.web.streams, ctx.deps.logger, { maxMs: config.STREAM_MAX_MS, bufferBytes: config.STREAM_BUFFER_BYTES }, principal, parsed.data, start, () =>
             res?.destroy(),
           );
         },
-        resolve: (event: TailEvent) => event.node,
+        resolve: (event: TailEvent | typeof KEY_REVOKED) => {
+          if (event === KEY_REVOKED) throw new AppError('UNAUTHORIZED', 'The API key was revoked');
+          return event.node;
+        },
       },
     },
   },

@@ -3,6 +3,7 @@ import type { Principal } from '../auth/api-keys.js';
 import type { Deps } from '../deps.js';
 import { AppError } from '../errors.js';
 import type { WakeHub } from '../ledger/wake-hub.js';
+import { createRevokedKeyWatch, type StreamEndReason } from './revoked-keys.js';
 import { createStreamSlots, type StreamSlot, type StreamSlots } from './slots.js';
 import { createTailRegistry, type TailRegistry } from './tail.js';
 
@@ -10,8 +11,11 @@ import { createTailRegistry, type TailRegistry } from './tail.js';
 export interface StreamService {
   tails: TailRegistry;
   slots: StreamSlots;
-  /** Registers an open stream so that shutdown can end it; returns the unregister function. */
-  track(end: () => void): () => void;
+  /**
+   * Registers an open stream of `keyId` so that shutdown, or the key's revocation, can end
+   * it; returns the unregister function.
+   */
+  track(keyId: string, end: (reason: StreamEndReason) => void): () => void;
   /** Open streams in this process. */
   open(): number;
   /**
@@ -28,20 +32,24 @@ export function createStreamService(deps: Deps, wakes: WakeHub): StreamService {
     max: config.STREAM_MAX_PER_APP,
     leaseMs: config.STREAM_SLOT_LEASE_MS,
   });
-  const open = new Set<() => void>();
+  const open = new Set<(reason: StreamEndReason) => void>();
+  const revokedKeys = createRevokedKeyWatch(deps.sql, deps.logger, { intervalMs: config.STREAM_RECHECK_MS });
   return {
     tails,
     slots,
-    track(end) {
+    track(keyId, end) {
       open.add(end);
       deps.metrics.streamClients.inc();
+      const unwatch = revokedKeys.add(keyId, end);
       return () => {
+        unwatch();
         if (open.delete(end)) deps.metrics.streamClients.dec();
       };
     },
     open: () => open.size,
     async close() {
-      for (const end of [...open]) end();
+      for (const end of [...open]) end('shutdown');
+      revokedKeys.close();
       tails.close();
       await slots.close();
     },

@@ -1,4 +1,5 @@
 import type { Response } from 'express';
+import type { Principal } from '../auth/api-keys.js';
 import type { Sql } from '../db.js';
 import { unwrap } from '../errors.js';
 import { decodeCursor } from '../ledger/cursor.js';
@@ -8,6 +9,7 @@ import type { Logger } from '../logger.js';
 import { streamQuerySchema, type StreamFilter } from './filter.js';
 import { startReader, type Reader, type StreamSink, type StreamStart } from './reader.js';
 import type { TailEvent } from './tail.js';
+import type { StreamEndReason } from './revoked-keys.js';
 import { holdStreamSlot, type StreamService } from './service.js';
 
 export interface SseLimits {
@@ -20,6 +22,8 @@ export interface SseLimits {
 }
 
 const KEEP_ALIVE = ': keep-alive\n\n';
+/** The last frame of a stream whose API key was revoked: the error body REST answers with. */
+const REVOKED_FRAME = `event: error\ndata: ${JSON.stringify({ error: { code: 'UNAUTHORIZED', message: 'The API key was revoked' } })}\n\n`;
 
 /** GET /events/stream (SPEC 4.4): auth and validation answer as JSON; only then does a stream start. */
 export function registerStreamRoutes(api: Api, { deps, web, onShutdown }: RouteContext): void {
@@ -45,7 +49,7 @@ export function registerStreamRoutes(api: Api, { deps, web, onShutdown }: RouteC
       const start: StreamStart = cursor ? { afterSeq: unwrap(decodeCursor(cursor)).seq } : { backfill: config.STREAM_BACKFILL };
       await holdStreamSlot(web.streams, principal.appId, res);
       const log = (req as { log?: Logger }).log ?? deps.logger;
-      serveSse(res, deps.sql, web.streams, log, limits, principal.appId, query.filter, start);
+      serveSse(res, deps.sql, web.streams, log, limits, principal, query.filter, start);
       return undefined;
     },
   });
@@ -62,7 +66,7 @@ export function serveSse(
   streams: StreamService,
   logger: Logger,
   limits: SseLimits,
-  appId: string,
+  principal: Pick<Principal, 'appId' | 'keyId'>,
   filter: StreamFilter,
   start: StreamStart,
 ): void {
@@ -94,9 +98,11 @@ export function serveSse(
     reader?.close();
     untrack();
   };
-  const end = () => {
+  const end = (reason?: StreamEndReason) => {
     if (closed) return;
     cleanup();
+    // A revoked key's stream says why before it closes, so the client does not just reconnect.
+    if (reason === 'revoked') write(REVOKED_FRAME);
     res.end();
   };
   const drop = () => {
@@ -161,9 +167,9 @@ export function serveSse(
     if (overfull()) drop();
   }, limits.keepAliveMs);
   const maxTimer = setTimeout(end, limits.maxMs);
-  const untrack = streams.track(end);
+  const untrack = streams.track(principal.keyId, end);
 
-  startReader(sql, streams.tails, appId, filter, start, sink).then(
+  startReader(sql, streams.tails, principal.appId, filter, start, sink).then(
     (r) => {
       reader = r;
       if (closed) r.close();

@@ -55,8 +55,8 @@ describe('platform connections over REST', () => {
   });
 
   it('gives the Meta-family platforms one shared URL and every other connection its own', async () => {
-    const wa1 = await connect(s, a, 'WHATSAPP', sampleConfigs().WHATSAPP);
-    const wa2 = await connect(s, b, 'WHATSAPP', { ...sampleConfigs().WHATSAPP, phone_number_id: '1055002' });
+    const wa1 = await connect(s, a, 'WHATSAPP', { ...sampleConfigs().WHATSAPP, phone_number_id: '1055101' });
+    const wa2 = await connect(s, b, 'WHATSAPP', { ...sampleConfigs().WHATSAPP, phone_number_id: '1055102' });
     expect(wa1.webhook_url).toBe(wa2.webhook_url);
     const t1 = await connect(s, a, 'TELEGRAM', sampleConfigs().TELEGRAM);
     const t2 = await connect(s, a, 'TELEGRAM', sampleConfigs().TELEGRAM);
@@ -144,7 +144,7 @@ describe('platform connections over GraphQL', () => {
   });
 
   it('updatePlatformConnection and deletePlatformConnection, scoped to the application', async () => {
-    const c = await connect(s, a, 'DISCORD', sampleConfigs().DISCORD);
+    const c = await connect(s, a, 'DISCORD', { ...sampleConfigs().DISCORD, application_id: '998877665544330146' });
     const stolen = await gql(b, `mutation($id: ID!) { updatePlatformConnection(id: $id, name: "mine now") { id } }`, { id: c.id });
     expect(stolen.json.errors[0].extensions.code).toBe('PLATFORM_CONNECTION_NOT_FOUND');
     const u = await gql(a, `mutation($id: ID!) { updatePlatformConnection(id: $id, name: "guild", status: DISABLED) { id name status config } }`, { id: c.id });

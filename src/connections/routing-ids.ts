@@ -1,0 +1,62 @@
+import type { Sql } from '../db.js';
+import { fail, type Failure } from '../errors.js';
+import type { PlatformName } from '../platforms/types.js';
+
+/**
+ * The config fields naming the platform account a connection speaks for. Each value belongs
+ * to at most one connection across every application (migration 1700000000052): otherwise a
+ * second application could connect someone else's number or page and receive copies of its
+ * inbound traffic. Telegram has none: its inbound URL is the connection's own, and a bot has
+ * one webhook, so a second connection of the same bot moves it rather than copies it. Slack
+ * is claimed by its bot user (one per app installation): a team alone may host several apps.
+ */
+const ROUTING_FIELDS: Partial<Record<PlatformName, readonly string[]>> = {
+  WHATSAPP: ['phone_number_id'],
+  MESSENGER: ['page_id'],
+  INSTAGRAM: ['ig_account_id', 'page_id'],
+  SLACK: ['bot_user_id'],
+  DISCORD: ['application_id'],
+  SMS: ['from', 'messaging_service_sid'],
+  EMAIL: ['from'],
+};
+
+/** `Name <a@b.c>` and `A@B.C` are one mailbox. */
+const mailbox = (from: string) => (from.match(/<([^>]+)>\s*$/)?.[1] ?? from).trim().toLowerCase();
+
+/** The routing ids of a validated config: the accounts this connection owns. */
+export function routingIdsOf(platform: PlatformName, config: Record<string, unknown>): string[] {
+  const ids = (ROUTING_FIELDS[platform] ?? [])
+    .map((k) => config[k])
+    .filter((v): v is string => typeof v === 'string' && v.length > 0)
+    .map((v) => (platform === 'EMAIL' ? mailbox(v) : v));
+  return [...new Set(ids)];
+}
+
+const CONFLICT_CONSTRAINT = 'connection_routing_ids_pkey';
+
+/**
+ * Records that `connectionId` owns `ids` (replacing its earlier claims), inside the caller's
+ * transaction. A taken id raises the primary key's unique violation, which aborts the
+ * transaction: see `routingConflict`.
+ */
+export async function claimRoutingIds(tx: Sql, connectionId: string, platform: PlatformName, ids: string[]): Promise<void> {
+  await tx`DELETE FROM connection_routing_ids WHERE connection_id = ${connectionId}`;
+  if (ids.length === 0) return;
+  await tx`
+    INSERT INTO connection_routing_ids (platform, routing_id, connection_id)
+    SELECT ${platform}, id, ${connectionId}::uuid FROM unnest(${ids}::text[]) AS id`;
+}
+
+/**
+ * The 409 for a claim that lost, or undefined when `err` is another fault. The message names
+ * the account but never the connection or application that owns it.
+ */
+export function routingConflict(err: unknown, platform: PlatformName): { ok: false; error: Failure } | undefined {
+  const e = err as { code?: string; constraint_name?: string };
+  if (e?.code !== '23505' || e.constraint_name !== CONFLICT_CONSTRAINT) return undefined;
+  const fields = (ROUTING_FIELDS[platform] ?? []).join(' / ');
+  return fail(
+    'PLATFORM_CONNECTION_CONFLICT',
+    `This ${platform} account (${fields}) is already connected by another platform connection; delete that connection first`,
+  );
+}
