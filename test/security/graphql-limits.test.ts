@@ -119,6 +119,21 @@ describe('GraphQL admission (both endpoints call it)', () => {
   });
 });
 
+describe('GET /graphql', () => {
+  it('admits a query the same way, refuses a mutation with 405 and a document past a limit with 400', async () => {
+    const app = await s.createApp();
+    const get = (query: string) => fetch(`${s.base}/graphql?query=${encodeURIComponent(query)}`, { headers: app.headers });
+    const ok = await get('{ application { id } }');
+    expect(ok.status).toBe(200);
+    expect((await ok.json()).data.application.id).toBe(app.appId);
+    expect((await get(schemaMutation(1, 'get'))).status).toBe(405);
+    expect(await schemaCount(s, app.appId)).toBe(0);
+    const deep = await get(`{ event(id: "00000000-0000-0000-0000-000000000000") { ${'originEvent { '.repeat(12)}id${' }'.repeat(12)} } }`);
+    expect(deep.status).toBe(400);
+    expect((await deep.json()).errors[0].extensions.code).toBe('QUERY_TOO_COMPLEX');
+  });
+});
+
 describe.each(VIAS)('GraphQL document limits via %s', (via) => {
   it('refuses nested fragment pairs quickly with QUERY_TOO_COMPLEX', async () => {
     const app = await s.createApp();
