@@ -1,3 +1,4 @@
+import { getIntrospectionQuery } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config.js';
 import { admitOperation } from '../../src/graphql/admission.js';
@@ -101,6 +102,21 @@ describe('GraphQL admission (both endpoints call it)', () => {
       if (!a.ok) expect(a.errors.map((e) => e.extensions.code)).toContain('QUERY_TOO_COMPLEX');
     }
     expect(median(times)).toBeLessThan(100);
+  });
+
+  it('admits the standard introspection query that GraphQL tools send', () => {
+    const a = admitOperation(schema, limits, { query: getIntrospectionQuery({ descriptions: true, specifiedByUrl: true, directiveIsRepeatable: true, schemaDescription: true, inputValueDeprecation: true }) });
+    expect(a.ok ? [] : a.errors.map((e) => e.message)).toEqual([]);
+  });
+
+  it('admits a full page of 500 events with every field', () => {
+    const query = `{ events(first: 500) { edges { cursor node {
+      id appId eventType payload attachments createdAt originEventId conversationId platformConnectionId cursor
+      edges { edgeType targetNodeType targetNodeId targetPlatformUser { id externalId name } }
+      originEvent { id eventType }
+    } } pageInfo { hasNextPage endCursor } } }`;
+    const a = admitOperation(schema, limits, { query });
+    expect(a.ok ? [] : a.errors.map((e) => e.message)).toEqual([]);
   });
 
   it('charges a mutation one point per top-level field it runs, fragments included, a query one, a subscription none', () => {
