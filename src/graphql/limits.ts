@@ -15,6 +15,7 @@ export interface GraphqlLimits {
   maxCost: number;
 }
 
+/** The GraphQL limits of this process, read from its config (GRAPHQL_MAX_*). */
 export const graphqlLimits = (config: Config): GraphqlLimits => ({
   maxDepth: config.GRAPHQL_MAX_DEPTH,
   maxAliases: config.GRAPHQL_MAX_ALIASES,
