@@ -9,8 +9,8 @@ export default defineConfig({
     hookTimeout: 60_000,
     teardownTimeout: 30_000,
     reporters: ['default'],
-    // graphql-http/graphql-sse must load the same `graphql` module instance as our code
+    // GraphQL libraries must load the same `graphql` module instance as our code
     // (graphql refuses schemas from "another realm"), so vite processes them too.
-    server: { deps: { inline: ['graphql-http', 'graphql-sse'] } },
+    server: { deps: { inline: ['graphql-http', 'graphql-sse', 'graphql-query-complexity', /@escape\.tech\/graphql-armor/] } },
   },
 });

@@ -75,6 +75,16 @@ const schema = z
     /** Any string of 32+ characters; the AES-256-GCM key for stored secrets is derived from it. */
     SECRETS_KEY: z.string().min(32, 'must be at least 32 characters').optional(),
     RATE_LIMIT_PER_MINUTE: int(100, 1),
+    /** GraphQL documents (both endpoints): deepest selection nesting, fragments counted inline. */
+    GRAPHQL_MAX_DEPTH: int(10, 1),
+    /** GraphQL: aliased fields in one operation, fragments counted at each use. */
+    GRAPHQL_MAX_ALIASES: int(30, 0),
+    /** GraphQL: directives in one operation. */
+    GRAPHQL_MAX_DIRECTIVES: int(50, 0),
+    /** GraphQL: lexical tokens in one document; the parser stops past it. */
+    GRAPHQL_MAX_TOKENS: int(3000, 100),
+    /** GraphQL: estimated cost of one operation (1 per field; a list field multiplies its selection by `first`). */
+    GRAPHQL_MAX_COST: int(20_000, 1),
     /** Largest accepted JSON body, in bytes. */
     BODY_LIMIT_BYTES: int(1_048_576, 1024),
     /**

@@ -9,6 +9,8 @@ export const ERROR_STATUS = {
   RESERVED_EVENT_TYPE: 400,
   MESSAGE_TOO_LONG: 400,
   INVALID_RECIPIENT: 400,
+  /** A GraphQL document past a limit (depth, aliases, directives, tokens, estimated cost): refused before it runs. */
+  QUERY_TOO_COMPLEX: 400,
   UNAUTHORIZED: 401,
   FORBIDDEN: 403,
   NOT_FOUND: 404,

@@ -11,16 +11,21 @@ export interface LimitVerdict {
 }
 
 export interface WindowLimiter {
-  /** Spends one point of `key`'s budget. Rejects when Redis cannot answer. */
-  consume(key: string): Promise<LimitVerdict>;
+  /**
+   * Spends `points` (default 1) of `key`'s budget, all or nothing: refused when they do not all
+   * fit. Rejects when Redis cannot answer.
+   */
+  consume(key: string, points?: number): Promise<LimitVerdict>;
 }
 
 /**
  * `points` per `durationS`-second window per key, counted in Redis (rate-limiter-flexible) so
  * every process draws on the same budget. The calls of one event-loop turn for the same key
- * spend their points in one command: a burst costs a round trip per key, not one per call.
- * The batch took the numbers `consumed − n + 1 … consumed` of its window, in arrival order, so
- * exactly the calls past the budget are refused, as if each had gone alone.
+ * spend their points in one command: a burst costs a round trip per key, not one per call, and
+ * a call spending several points (a GraphQL document of many mutations) is still one command.
+ * The batch took the numbers `consumed − n + 1 … consumed` of its window, each call its own run
+ * of them in arrival order, so exactly the calls past the budget are refused, as if each had
+ * gone alone.
  *
  * With `lease`, each trip to Redis also draws up to `lease` spare points for this process,
  * spent locally by later calls of the same window without a round trip. Points are only ever
@@ -42,24 +47,25 @@ export function createWindowLimiter(redis: Redis, keyPrefix: string, points: num
       throw err;
     }
   };
-  const batched = tickBatch<string, LimitVerdict>(
-    async (keys) => {
+  const batched = tickBatch<{ key: string; n: number }, LimitVerdict>(
+    async (calls) => {
       const byKey = new Map<string, number[]>();
-      keys.forEach((k, i) => {
-        const at = byKey.get(k);
+      calls.forEach((c, i) => {
+        const at = byKey.get(c.key);
         if (at) at.push(i);
-        else byKey.set(k, [i]);
+        else byKey.set(c.key, [i]);
       });
-      const verdicts: LimitVerdict[] = new Array(keys.length);
+      const verdicts: LimitVerdict[] = new Array(calls.length);
       await Promise.all(
         [...byKey].map(async ([key, at]) => {
-          const res = await spend(key, at.length + lease);
-          const first = res.consumedPoints - (at.length + lease) + 1;
-          at.forEach((i, j) => {
-            const taken = first + j;
+          const wanted = at.reduce((sum, i) => sum + calls[i].n, 0);
+          const res = await spend(key, wanted + lease);
+          let taken = res.consumedPoints - (wanted + lease);
+          for (const i of at) {
+            taken += calls[i].n;
             verdicts[i] = { allowed: taken <= points, remaining: Math.max(0, points - taken), resetMs: res.msBeforeNext };
-          });
-          const spare = Math.min(lease, points - (first + at.length) + 1);
+          }
+          const spare = Math.min(lease, points - taken);
           if (spare > 0) {
             const until = performance.now() + res.msBeforeNext;
             const held = leases.get(key);
@@ -73,17 +79,17 @@ export function createWindowLimiter(redis: Redis, keyPrefix: string, points: num
     },
     { maxBatch: 10_000 },
   );
-  const consume = (key: string): Promise<LimitVerdict> => {
+  const consume = (key: string, n = 1): Promise<LimitVerdict> => {
     const held = lease ? leases.get(key) : undefined;
     if (held) {
       const left = held.until - performance.now();
-      if (held.tokens > 0 && left > 0) {
-        held.tokens--;
+      if (held.tokens >= n && left > 0) {
+        held.tokens -= n;
         return Promise.resolve({ allowed: true, remaining: held.tokens, resetMs: left });
       }
-      leases.delete(key);
+      if (left <= 0) leases.delete(key);
     }
-    return batched(key);
+    return batched({ key, n });
   };
   return { consume };
 }

@@ -13,11 +13,13 @@ export const baseModule: GraphqlModule = {
       createdAt: DateTime!
     }
 
+    "A query document spends one request of the application's rate limit. A document past the depth, alias, directive, token or estimated-cost limit is refused before it runs (QUERY_TOO_COMPLEX); a list field costs its \`first\` times its selection."
     type Query {
       "The application the API key belongs to."
       application: Application!
     }
 
+    "Each top-level field of a mutation document spends one request of the application's rate limit; a document that does not fit in what is left is refused whole (RATE_LIMITED)."
     type Mutation {
       "No-op; lets modules extend Mutation."
       _noop: Boolean

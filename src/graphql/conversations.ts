@@ -99,6 +99,7 @@ export const conversationsModule: GraphqlModule = {
     }
 
     extend type Query {
+      "Conversations, filters combined with AND. \`first\` is 1 to ${MAX_FIRST}; outside that the query is refused (VALIDATION_ERROR)."
       conversations(filters: ConversationFilters, first: Int = 50, after: String): ConversationConnection!
       conversation(id: ID!): Conversation
     }

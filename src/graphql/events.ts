@@ -103,7 +103,7 @@ export const eventsModule: GraphqlModule = {
     }
 
     extend type Query {
-      "Events in ledger order (creation time, id), filters combined with AND. \`first\` is capped at ${MAX_FIRST}."
+      "Events in ledger order (creation time, id), filters combined with AND. \`first\` is 1 to ${MAX_FIRST}; outside that the query is refused (VALIDATION_ERROR)."
       events(filters: EventFilters, first: Int = 50, after: String): EventConnection!
       event(id: ID!): Event
     }

@@ -1,3 +1,4 @@
+import { STATUS_CODES } from 'node:http';
 import express, { type Request, type Response, type NextFunction, type Router } from 'express';
 import { printSchema, type GraphQLSchema, type ExecutionResult } from 'graphql';
 import { createHandler as createHttpHandler } from 'graphql-http/lib/use/express';
@@ -7,9 +8,9 @@ import { AppError } from '../errors.js';
 import type { Deps } from '../deps.js';
 import type { RequestGuards } from '../http/guards.js';
 import type { WebServices } from '../http/web-services.js';
+import { admitOperation, type OperationRequest } from './admission.js';
 import { createContext, formatGraphqlError, type GqlContext } from './context.js';
-import { depthLimit } from './limits.js';
-import { storableLiterals } from '../storable-text.js';
+import { graphqlLimits } from './limits.js';
 import { streamSlotGuard } from '../stream/service.js';
 
 const principalOf = (res: Response) => res.locals.principal as Principal;
@@ -30,10 +31,31 @@ export function graphqlRouter(deps: Deps, web: WebServices, guards: RequestGuard
   const mapErrors = (result: ExecutionResult): ExecutionResult =>
     result.errors ? { ...result, errors: result.errors.map((e) => formatGraphqlError(e)) } : result;
 
+  const limits = graphqlLimits(deps.config);
+  /**
+   * Both endpoints admit a document the same way before anything runs: within the limits or
+   * 400, then its points charged to the application's rate limit or 429. `spent` is what the
+   * door already charged (one point on the HTTP face, which counts every request).
+   */
+  const admit = async <C extends GqlContext>(res: Response, params: OperationRequest, spent: number, contextValue: C) => {
+    const admission = admitOperation(schema, limits, params);
+    if (!admission.ok) return refusal(400, { errors: admission.errors.map((e) => formatGraphqlError(e)) });
+    const more = admission.points - spent;
+    if (more > 0) {
+      try {
+        await guards.rateLimit(principalOf(res).appId, res, more);
+      } catch (err) {
+        if (err instanceof AppError) return refusal(err.status, err.toBody(), err.headers);
+        throw err;
+      }
+    }
+    const { operationName, variables } = params;
+    return { schema, document: admission.document, operationName: operationName ?? undefined, variableValues: variables ?? undefined, contextValue };
+  };
+
   const http = createHttpHandler<GqlContext>({
     schema,
-    context: (req) => createContext(deps, web, principalOf(resOf(req))),
-    validationRules: (_req, _args, specified) => [...specified, depthLimit(10), storableLiterals],
+    onSubscribe: (req, params) => admit(resOf(req), params, 1, createContext(deps, web, principalOf(resOf(req)))),
     onOperation: (_req, _args, result) => mapErrors(result),
     // Errors found before execution (syntax, validation, variables) get their code the same way.
     formatError: (err) => formatGraphqlError(err),
@@ -41,7 +63,10 @@ export function graphqlRouter(deps: Deps, web: WebServices, guards: RequestGuard
   const sse = createSseHandler<GqlContext>({
     schema,
     // The response rides along so a subscription can drop a client that cannot keep up.
-    context: (req) => ({ ...createContext(deps, web, principalOf(resOf(req))), res: resOf(req) }),
+    onSubscribe: (req, params) =>
+      admit(resOf(req), params, 0, { ...createContext(deps, web, principalOf(resOf(req))), res: resOf(req) }),
+    // `admit` validated already, with the full rule list.
+    validate: () => [],
     onNext: (_ctx, _req, result) => mapErrors(result as ExecutionResult),
   });
 
@@ -70,6 +95,10 @@ export function graphqlRouter(deps: Deps, web: WebServices, guards: RequestGuard
   router.post('/', auth, serve);
   return router;
 }
+
+/** A refusal answered before anything runs, in the same shape on both endpoints. */
+const refusal = (status: number, body: unknown, headers: Record<string, string> = {}) =>
+  [JSON.stringify(body), { status, statusText: STATUS_CODES[status] ?? '', headers: { ...headers, 'content-type': 'application/json; charset=utf-8' } }] as const;
 
 const isSse = (req: Request) => (req.get('accept') ?? '').includes('text/event-stream');
 

@@ -1,31 +1,100 @@
-import { GraphQLError, Kind, type ASTNode, type ValidationContext, type ASTVisitor, type FragmentDefinitionNode } from 'graphql';
+import { maxAliasesRule } from '@escape.tech/graphql-armor-max-aliases';
+import { maxDepthRule } from '@escape.tech/graphql-armor-max-depth';
+import { maxDirectivesRule } from '@escape.tech/graphql-armor-max-directives';
+import { GraphQLError, specifiedRules, type ASTVisitor, type OperationDefinitionNode, type ValidationContext, type ValidationRule } from 'graphql';
+import { createComplexityRule, simpleEstimator, type ComplexityEstimator } from 'graphql-query-complexity';
+import type { Config } from '../config.js';
+import { storableLiterals } from '../storable-text.js';
+
+/** The limits every GraphQL document meets, whichever endpoint it reaches (src/config.ts). */
+export interface GraphqlLimits {
+  maxDepth: number;
+  maxAliases: number;
+  maxDirectives: number;
+  maxTokens: number;
+  maxCost: number;
+}
+
+/** The GraphQL limits of this process, read from its config (GRAPHQL_MAX_*). */
+export const graphqlLimits = (config: Config): GraphqlLimits => ({
+  maxDepth: config.GRAPHQL_MAX_DEPTH,
+  maxAliases: config.GRAPHQL_MAX_ALIASES,
+  maxDirectives: config.GRAPHQL_MAX_DIRECTIVES,
+  maxTokens: config.GRAPHQL_MAX_TOKENS,
+  maxCost: config.GRAPHQL_MAX_COST,
+});
 
 /**
- * Rejects operations nested deeper than `max` selection levels, so one request cannot fan out
- * into an unbounded number of nested lookups. Page sizes are capped by each connection field.
+ * Fields the cost estimate walks before giving up: a document whose fragments expand past this
+ * (each spread is walked at every use) is refused as too complex rather than walked further.
  */
-export function depthLimit(max: number) {
+const MAX_COST_NODES = 10_000;
+
+/** A document past a limit: refused with this code, before anything runs. */
+export const tooComplex = (message: string): GraphQLError => new GraphQLError(message, { extensions: { code: 'QUERY_TOO_COMPLEX' } });
+
+// graphql-armor reports through callbacks; its own error reads "Syntax Error: …", which this is not.
+const armor = (n: number) => ({
+  n,
+  exposeLimits: true,
+  propagateOnRejection: false,
+  onReject: [(ctx: ValidationContext | null, err: GraphQLError) => ctx?.reportError(tooComplex(err.message.replace(/^Syntax Error: /, '')))],
+});
+
+/**
+ * A list field costs its `first` (the schema's default when absent, a variable's value when
+ * given one) times its selection; any other field costs 1 plus its selection.
+ */
+const pageEstimator: ComplexityEstimator = ({ args, childComplexity }) =>
+  typeof args.first === 'number' ? 1 + Math.max(1, args.first) * Math.max(1, childComplexity) : undefined;
+
+/**
+ * Estimated cost of the operation with the request's variables (graphql-query-complexity),
+ * refused past `maxCost`. The estimate walks fragments at each use, so its walk is capped
+ * (MAX_COST_NODES); a document past the cap is refused like one past the cost.
+ */
+function costLimit(maxCost: number, variables: Record<string, unknown> | undefined, operationName: string | undefined): ValidationRule {
   return (context: ValidationContext): ASTVisitor => {
-    const fragments = new Map<string, FragmentDefinitionNode>();
-    for (const def of context.getDocument().definitions) if (def.kind === Kind.FRAGMENT_DEFINITION) fragments.set(def.name.value, def);
-    const depthOf = (node: ASTNode, seen: Set<string>): number => {
-      if (node.kind === Kind.FIELD) {
-        if (node.name.value.startsWith('__')) return 0;
-        return node.selectionSet ? 1 + Math.max(0, ...node.selectionSet.selections.map((s) => depthOf(s, seen))) : 1;
-      }
-      if (node.kind === Kind.INLINE_FRAGMENT) return Math.max(0, ...node.selectionSet.selections.map((s) => depthOf(s, seen)));
-      if (node.kind === Kind.FRAGMENT_SPREAD) {
-        const frag = fragments.get(node.name.value);
-        if (!frag || seen.has(frag.name.value)) return 0;
-        return Math.max(0, ...frag.selectionSet.selections.map((s) => depthOf(s, new Set([...seen, frag.name.value]))));
-      }
-      return 0;
-    };
+    const estimate = createComplexityRule({
+      maximumComplexity: maxCost,
+      variables: variables ?? {},
+      operationName,
+      maxQueryNodes: MAX_COST_NODES,
+      estimators: [pageEstimator, simpleEstimator({ defaultComplexity: 1 })],
+      createError: (max, actual) => tooComplex(`Query cost ${actual} exceeds the limit of ${max}`),
+    })(context);
+    let gaveUp = false;
     return {
-      OperationDefinition(op) {
-        const depth = Math.max(0, ...op.selectionSet.selections.map((s) => depthOf(s, new Set())));
-        if (depth > max) context.reportError(new GraphQLError(`Query depth ${depth} exceeds the limit of ${max}`, { nodes: [op], extensions: { code: 'VALIDATION_ERROR' } }));
+      OperationDefinition: {
+        enter(node: OperationDefinitionNode) {
+          try {
+            estimate.onOperationDefinitionEnter(node);
+          } catch (err) {
+            if (!(err instanceof GraphQLError)) throw err;
+            gaveUp = true;
+            context.reportError(tooComplex(`Query too complex to estimate: ${err.message}`));
+          }
+        },
+        leave(node: OperationDefinitionNode) {
+          if (!gaveUp) estimate.onOperationDefinitionLeave(node);
+        },
       },
     };
   };
+}
+
+/**
+ * The one list of validation rules of both GraphQL endpoints: the specification's rules, depth
+ * / alias / directive counts that walk each fragment once (graphql-armor), the cost estimate
+ * and the storable-text check. Token count is the parser's (`parseOptions`).
+ */
+export function validationRules(limits: GraphqlLimits, request: { variables?: Record<string, unknown>; operationName?: string }): ValidationRule[] {
+  return [
+    ...specifiedRules,
+    maxDepthRule({ ...armor(limits.maxDepth), flattenFragments: true, ignoreIntrospection: true }),
+    maxAliasesRule(armor(limits.maxAliases)),
+    maxDirectivesRule(armor(limits.maxDirectives)),
+    costLimit(limits.maxCost, request.variables, request.operationName),
+    storableLiterals,
+  ];
 }

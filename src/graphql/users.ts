@@ -70,9 +70,9 @@ export const usersModule: GraphqlModule = {
       createdAt: DateTime!
       updatedAt: DateTime!
       platformUsers: [PlatformUser!]!
-      "Conversations any of the user's platform users took part in."
+      "Conversations any of the user's platform users took part in. \`first\` is 1 to ${MAX_FIRST}; outside that the field is refused (VALIDATION_ERROR)."
       conversations(first: Int = 50, after: String): ConversationConnection!
-      "Events involving any of the user's platform users, in ledger order (needs events:read)."
+      "Events involving any of the user's platform users, in ledger order (needs events:read). \`first\` is 1 to 500; outside that the field is refused (VALIDATION_ERROR)."
       events(first: Int = 50, after: String, eventType: StringFilter): EventConnection!
     }
 
@@ -117,7 +117,7 @@ export const usersModule: GraphqlModule = {
     }
 
     extend type Query {
-      "Live users, oldest first; filters combine with AND. \`first\` is capped at ${MAX_FIRST}."
+      "Live users, oldest first; filters combine with AND. \`first\` is 1 to ${MAX_FIRST}; outside that the query is refused (VALIDATION_ERROR)."
       users(filters: UserFilters, first: Int = 50, after: String): UserConnection!
       "Null for an unknown id; a merged-away id fails with USER_MERGED (extensions.details[0].merged_into)."
       user(id: ID!): User

@@ -134,7 +134,7 @@ export const webhooksModule: GraphqlModule = {
     extend type Query {
       webhookSubscriptions: [WebhookSubscription!]!
       webhookSubscription(id: ID!): WebhookSubscription
-      "Attempts, newest first. \`first\` is capped at ${MAX_FIRST}."
+      "Attempts, newest first. \`first\` is 1 to ${MAX_FIRST}; outside that the query is refused (VALIDATION_ERROR)."
       webhookDeliveryLogs(webhookSubscriptionId: ID!, first: Int = 50, after: String): WebhookDeliveryLogConnection!
     }
 

@@ -20,8 +20,11 @@ export async function authenticateRequest(deps: Deps, req: Request, scope: Scope
 }
 
 export interface RequestGuards {
-  /** Spends one request of the application's budget; throws 429 (or 503 when Redis is down). */
-  rateLimit(appId: string, res: Response): Promise<void>;
+  /**
+   * Spends `points` requests (default 1) of the application's budget in one Redis command;
+   * throws 429 (or 503 when Redis is down). A GraphQL document spends one per mutation it runs.
+   */
+  rateLimit(appId: string, res: Response, points?: number): Promise<void>;
 }
 
 /**
@@ -33,11 +36,11 @@ export function createGuards(deps: Deps): RequestGuards {
   const limit = deps.config.RATE_LIMIT_PER_MINUTE;
   const limiter = createWindowLimiter(deps.redis, `${deps.config.REDIS_PREFIX}:rl`, limit, 60);
   return {
-    async rateLimit(appId, res) {
+    async rateLimit(appId, res, points = 1) {
       await redisReady(deps.redis);
       let verdict: LimitVerdict;
       try {
-        verdict = await limiter.consume(appId);
+        verdict = await limiter.consume(appId, points);
       } catch (err) {
         throw new AppError('UNAVAILABLE', 'Rate limiter unavailable; retry shortly', undefined, { cause: err, headers: { 'Retry-After': '1' } });
       }

@@ -83,6 +83,45 @@ describe('createWindowLimiter (real Redis)', () => {
     expect(verdicts.map((v) => v.allowed)).toEqual([true, true, true, true, false]);
   });
 
+  it('spends the several points of each call of a turn in the one command of a single point, all or nothing, in arrival order', async () => {
+    const limiter = createWindowLimiter(redis, prefix, 10, 60);
+    const monitor = await redis.monitor();
+    const seen: string[][] = [];
+    monitor.on('monitor', (_time: string, args: string[]) => {
+      if (args.some((a) => a.startsWith(`${prefix}:`))) seen.push(args);
+    });
+    // Redis shows commands in execution order: once the marker is seen, everything before it is.
+    const settled = async (marker: string) => {
+      const key = `${prefix}:${marker}`;
+      const shown = new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`MONITOR did not show ${marker}`)), 5_000);
+        const check = (_time: string, args: string[]) => {
+          if (!args.includes(key)) return;
+          clearTimeout(timer);
+          monitor.off('monitor', check);
+          resolve();
+        };
+        monitor.on('monitor', check);
+      });
+      await redis.get(key);
+      await shown;
+      const commands = seen.filter((args) => !args.includes(`${prefix}:${marker}`)).length;
+      seen.length = 0;
+      return commands;
+    };
+    await settled('start');
+    await limiter.consume('single');
+    const perCall = await settled('after-single');
+    expect(perCall).toBeGreaterThan(0);
+
+    const verdicts = await Promise.all([limiter.consume('multi', 4), limiter.consume('multi', 5), limiter.consume('multi', 3), limiter.consume('multi')]);
+    expect(await settled('after-multi')).toBe(perCall);
+    expect(verdicts.map((v) => v.allowed)).toEqual([true, true, false, false]);
+    expect(verdicts.map((v) => v.remaining)).toEqual([6, 1, 0, 0]);
+    expect(Number(await redis.get(`${prefix}:multi`))).toBe(13);
+    monitor.disconnect();
+  });
+
   it('lease: spends leased points without a round trip, and processes sharing a key never admit more than the budget together', async () => {
     const a = createWindowLimiter(redis, prefix, 10, 60, { lease: 3 });
     const b = createWindowLimiter(redis, prefix, 10, 60, { lease: 3 });
