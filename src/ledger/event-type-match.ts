@@ -1,4 +1,5 @@
-import { compileMatcher, type Matcher } from './patterns.js';
+import { z } from 'zod';
+import { compileMatcher, PATTERN_RE, patternProblem, type Matcher } from './patterns.js';
 
 /**
  * The event-type pattern API that webhook subscriptions and the event stream both use
@@ -12,9 +13,16 @@ export function compileEventTypePatterns(patterns: readonly string[]): EventType
   return compileMatcher(patterns);
 }
 
-/** True when any pattern matches; an empty list matches nothing. */
-export function matchesEventType(patterns: readonly string[], eventType: string): boolean {
-  return compileMatcher(patterns)(eventType);
-}
-
-export { PATTERN_RE as EVENT_PATTERN_RE } from './patterns.js';
+/**
+ * One event-type pattern as every face accepts it (webhook subscriptions on REST and GraphQL,
+ * stream filters on SSE and GraphQL): a malformed one is a VALIDATION_ERROR when written.
+ */
+export const eventPatternSchema = z
+  .string()
+  .min(1)
+  .max(200)
+  .regex(PATTERN_RE, 'an event type or an fnmatch pattern such as message.* or *')
+  .superRefine((p, ctx) => {
+    const problem = patternProblem(p);
+    if (problem) ctx.addIssue({ code: 'custom', message: `not a valid pattern: ${problem}` });
+  });

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { compileEventTypePatterns, EVENT_PATTERN_RE } from '../ledger/event-type-match.js';
+import { compileEventTypePatterns, eventPatternSchema } from '../ledger/event-type-match.js';
 import type { EventFilters, EventRecord } from '../ledger/read.js';
 import type { UserScope } from '../identity/user-scope.js';
 
@@ -8,7 +8,7 @@ const uuid = z
   .string()
   .regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i, 'must be a UUID')
   .transform((s) => s.toLowerCase());
-const pattern = z.string().min(1).max(200).regex(EVENT_PATTERN_RE, 'an event type or an fnmatch pattern such as message.*');
+const pattern = eventPatternSchema;
 
 /** What a stream (SSE or GraphQL) selects; every field present must hold (AND). */
 export const streamFilterSchema = z.object({

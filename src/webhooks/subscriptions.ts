@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import { fail, ok, type Result } from '../errors.js';
-import { PATTERN_RE } from '../ledger/patterns.js';
+import { eventPatternSchema } from '../ledger/event-type-match.js';
 import { generateSecret } from './signing.js';
 import { publishSubscriptionsChanged, type SubscriptionStatus } from './subscription-cache.js';
 import { checkTargetUrl } from './target-policy.js';
@@ -9,7 +9,7 @@ import { checkTargetUrl } from './target-policy.js';
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export const isUuid = (s: string) => UUID.test(s);
 
-const pattern = z.string().min(1).max(200).regex(PATTERN_RE, 'an event type or an fnmatch pattern such as message.* or *');
+const pattern = eventPatternSchema;
 const patterns = z.array(pattern).min(1).max(50);
 
 export const createSubscriptionInput = z.object({
