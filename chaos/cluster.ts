@@ -1,8 +1,8 @@
 /**
  * The service as the chaos harness runs it: real processes on loopback (web and worker
  * processes, each its own Node process), a private redis-server configured as production
- * should be, and a fresh database on the machine's PostgreSQL. Every fault is applied to
- * these alone: the machine's Redis and other databases are never touched.
+ * should be, and a private PostgreSQL server the harness may crash, stop and fill. Every
+ * fault is applied to these alone: the machine's Redis and PostgreSQL are never touched.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -11,12 +11,18 @@ import { join } from 'node:path';
 import postgres from 'postgres';
 import { createApplication } from '../src/apps/applications.js';
 import { SCOPES } from '../src/auth/scopes.js';
-import { createSql, type Sql } from '../src/db.js';
+import type { Sql } from '../src/db.js';
 import { migrate } from '../src/migrate.js';
+import { createQueues, QUEUE_NAMES, type QueueName, type Queues } from '../src/queues.js';
+import { createRedis } from '../src/redis.js';
+import { startPostgresServer, type PostgresServer } from '../test/helpers/postgres-server.js';
 import { startRedisServer, type RedisServer } from '../test/helpers/redis-server.js';
 import { freePort, spawnService, type ChildService } from '../test/helpers/stack.js';
 
-const PG_BASE = process.env.CHAOS_PG_BASE ?? 'postgres://postgres@127.0.0.1:5432';
+/** Connection slots of the private server: room for 2 + 2 processes' pools, the harness and the slot-filling scenario. */
+const MAX_CONNECTIONS = 120;
+/** The harness's own sessions carry this name, so faults aimed at the gateway's sessions spare them. */
+const HARNESS_APP_NAME = 'chaos-harness';
 
 export interface ClusterOptions {
   webProcesses: number;
@@ -46,7 +52,11 @@ interface Slot {
 export interface Cluster {
   env: Record<string, string>;
   redis: RedisServer;
+  /** The private PostgreSQL server: `stop('immediate')` is a crash, `start()` brings it back. */
+  postgres: PostgresServer;
   sql: Sql;
+  /** The service's queues, for injecting jobs and watching active ones (the harness's own Redis connection). */
+  queues: Queues;
   dbName: string;
   /** Base URLs of the web processes, by slot (a killed one stays in the list). */
   webBases: string[];
@@ -57,9 +67,14 @@ export interface Cluster {
   kill(kind: 'web' | 'worker', index: number): Promise<void>;
   /** Starts the slot again (same port for web) and waits until it is serving. */
   restart(kind: 'web' | 'worker', index: number): Promise<void>;
-  /** Closes the chaos database to new connections and terminates its backends (a PostgreSQL outage, this database only). */
-  closeDatabase(): Promise<void>;
-  reopenDatabase(): Promise<void>;
+  /** Sends a signal to a running process (SIGSTOP / SIGCONT: a process frozen, then thawed). */
+  signal(kind: 'web' | 'worker', index: number, signal: NodeJS.Signals): void;
+  /** Terminates every backend the gateway's processes hold (pg_terminate_backend); returns how many. */
+  terminateBackends(): Promise<number>;
+  /** Opens sessions until the server refuses more (every slot taken); `release` closes them. */
+  fillSlots(): Promise<{ held: number; release(): Promise<void> }>;
+  /** Holds an exclusive lock on `table` for `ms`: every statement touching it waits (pool exhaustion). */
+  lockTable(table: string, ms: number): Promise<void>;
   /** The tail of every process's output (for diagnosing a failed run). */
   outputs(): string;
   /** Log lines of errors that reached a client as 500 ("unhandled error"), from every process. */
@@ -73,12 +88,15 @@ export interface Cluster {
 
 export async function startCluster(o: ClusterOptions): Promise<Cluster> {
   const redis = await startRedisServer({ durable: true, args: ['--maxmemory-policy', 'noeviction'] });
+  const pg = await startPostgresServer({ settings: { max_connections: String(MAX_CONNECTIONS) } });
   const runId = randomBytes(5).toString('hex');
   const dbName = `gw_chaos_${runId}`;
   const logDir = join(tmpdir(), `gw-chaos-${runId}`);
-  const dbUrl = `${PG_BASE}/${dbName}`;
-  const admin = postgres(`${PG_BASE}/postgres`, { max: 1, onnotice: () => {} });
-  o.log(`redis-server on port ${redis.port} (appendonly yes, appendfsync always, noeviction), database ${dbName}`);
+  const dbUrl = `${pg.base}/${dbName}`;
+  const harnessDb = (url: string, max: number) =>
+    postgres(url, { max, onnotice: () => {}, connect_timeout: 5, connection: { application_name: HARNESS_APP_NAME } });
+  const admin = harnessDb(`${pg.base}/postgres`, 1);
+  o.log(`redis-server on port ${redis.port} (appendonly yes, appendfsync always, noeviction), private PostgreSQL on port ${pg.port}, database ${dbName}`);
   await migrate(dbUrl);
   const env: Record<string, string> = {
     NODE_ENV: 'production',
@@ -94,7 +112,9 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     SHUTDOWN_TIMEOUT_MS: '3000',
     ...o.env,
   };
-  const sql = createSql(dbUrl, { max: 4 });
+  const sql = harnessDb(dbUrl, 4) as unknown as Sql;
+  const queueRedis = createRedis(redis.url, 'request');
+  const queues = createQueues(queueRedis, env.REDIS_PREFIX);
 
   const slots: Record<'web' | 'worker', Slot[]> = { web: [], worker: [] };
   for (let i = 0; i < o.webProcesses; i++) slots.web.push({ name: `web${i}`, entry: 'src/web.ts', port: await freePort(), previous: [] });
@@ -123,7 +143,9 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
   const cluster: Cluster = {
     env,
     redis,
+    postgres: pg,
     sql,
+    queues,
     dbName,
     webBases: slots.web.map((s) => `http://127.0.0.1:${s.port}`),
     liveWebBases: () => slots.web.filter((s) => s.proc && s.proc.proc.exitCode === null && s.proc.proc.signalCode === null).map((s) => `http://127.0.0.1:${s.port}`),
@@ -144,15 +166,41 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
       await launch(slot);
       o.log(`${slot.name} restarted (pid ${slot.proc!.proc.pid})`);
     },
-    async closeDatabase() {
-      await admin.unsafe(`ALTER DATABASE "${dbName}" ALLOW_CONNECTIONS false`);
-      const [{ n }] = await admin<{ n: number }[]>`
-        SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE datname = ${dbName} AND pid <> pg_backend_pid()`;
-      o.log(`database ${dbName} closed to connections, ${n} backends terminated`);
+    signal(kind, index, signal) {
+      const slot = slots[kind][index];
+      slot.proc?.kill(signal);
+      o.log(`${signal} ${slot.name} (pid ${slot.proc?.proc.pid})`);
     },
-    async reopenDatabase() {
-      await admin.unsafe(`ALTER DATABASE "${dbName}" ALLOW_CONNECTIONS true`);
-      o.log(`database ${dbName} open again`);
+    async terminateBackends() {
+      const [{ n }] = await admin<{ n: number }[]>`
+        SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity
+         WHERE datname = ${dbName} AND application_name <> ${HARNESS_APP_NAME} AND pid <> pg_backend_pid()`;
+      return n;
+    },
+    async fillSlots() {
+      const held: postgres.Sql[] = [];
+      for (let i = 0; i < MAX_CONNECTIONS; i++) {
+        const c = harnessDb(`${pg.base}/postgres`, 1);
+        try {
+          await c`SELECT 1`;
+          held.push(c);
+        } catch {
+          await c.end({ timeout: 1 }).catch(() => {});
+          break; // 53300 too many clients: every slot is taken
+        }
+      }
+      return { held: held.length, release: async () => void (await Promise.all(held.map((c) => c.end({ timeout: 1 }).catch(() => {})))) };
+    },
+    async lockTable(table, ms) {
+      const c = harnessDb(dbUrl, 1);
+      try {
+        await c.begin(async (tx) => {
+          await tx.unsafe(`LOCK TABLE ${table} IN ACCESS EXCLUSIVE MODE`);
+          await tx`SELECT pg_sleep(${ms / 1000})`;
+        });
+      } finally {
+        await c.end({ timeout: 1 }).catch(() => {});
+      }
     },
     outputs() {
       return all()
@@ -186,10 +234,11 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
           clearTimeout(timer);
         }),
       );
+      await Promise.all(QUEUE_NAMES.map((q: QueueName) => queues[q].close().catch(() => {})));
+      queueRedis.disconnect();
       await sql.end({ timeout: 5 }).catch(() => {});
-      await admin.unsafe(`ALTER DATABASE "${dbName}" ALLOW_CONNECTIONS true`).catch(() => {});
-      await admin.unsafe(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`).catch(() => {});
-      await admin.end();
+      await admin.end({ timeout: 1 }).catch(() => {});
+      await pg.destroy();
       await redis.destroy();
     },
   };

@@ -40,6 +40,13 @@ export interface TelegramFake {
   answers: Record<string, number>;
   /** Answers every sendMessage with `status` (500, or 429 with retry_after) for `ms`. */
   burst(status: 500 | 429, ms: number): void;
+  /**
+   * Reads every sendMessage for `ms` and never answers it (the connection stays open until the
+   * caller gives up): a platform that may or may not have delivered. `heard` counts the texts.
+   */
+  silence(ms: number): void;
+  /** Texts received while silent, with how many times each. */
+  heard: Map<string, number>;
   /** Called once a send is accepted, before the answer goes out (a test can break something there). */
   onAccept?: (text: string) => Promise<void> | void;
   stop(): Promise<void>;
@@ -53,7 +60,9 @@ export interface TelegramFake {
 export async function startTelegramFake(): Promise<TelegramFake> {
   const accepted = new Map<string, number>();
   const answers: Record<string, number> = {};
+  const heard = new Map<string, number>();
   let failing: { status: 500 | 429; until: number } | undefined;
+  let silentUntil = 0;
   let nextId = 1;
   const server = createServer(async (req, res) => {
     const raw = await readBody(req);
@@ -73,6 +82,10 @@ export async function startTelegramFake(): Promise<TelegramFake> {
     } catch {
       return reply(400, { ok: false, error_code: 400, description: 'Bad Request: body is not JSON' });
     }
+    if (Date.now() < silentUntil) {
+      heard.set(text, (heard.get(text) ?? 0) + 1);
+      return; // no answer: the caller times out
+    }
     accepted.set(text, (accepted.get(text) ?? 0) + 1);
     await fake.onAccept?.(text);
     reply(200, { ok: true, result: { message_id: nextId++, date: Math.floor(Date.now() / 1000), text } });
@@ -84,6 +97,10 @@ export async function startTelegramFake(): Promise<TelegramFake> {
     answers,
     burst(status, ms) {
       failing = { status, until: Date.now() + ms };
+    },
+    heard,
+    silence(ms) {
+      silentUntil = Date.now() + ms;
     },
     stop: () => close(server),
   };

@@ -24,12 +24,12 @@ export interface HttpResult {
 }
 
 /** One request; never throws: a refused connection or a hang is a status like any other. */
-export async function call(url: string, init: { method: string; headers?: Record<string, string>; body?: unknown }): Promise<HttpResult> {
+export async function call(url: string, init: { method: string; headers?: Record<string, string>; body?: unknown; raw?: string }): Promise<HttpResult> {
   try {
     const res = await fetch(url, {
       method: init.method,
       headers: { ...(init.body !== undefined ? { 'Content-Type': 'application/json' } : {}), ...init.headers },
-      body: init.body === undefined ? undefined : JSON.stringify(init.body),
+      body: init.raw ?? (init.body === undefined ? undefined : JSON.stringify(init.body)),
       signal: AbortSignal.timeout(HANG_MS),
     });
     const text = await res.text();
@@ -163,7 +163,10 @@ export const sendWrites = (app: AppCredentials, connectionId: string, webBases: 
     headers: { ...app.headers, 'Idempotency-Key': key },
     body: { platform_connection_id: connectionId, to_external_id: String(1_000_000 + w * 100_000 + n), message: key },
   }),
-  ackedId: accepted,
+  // A send that may have reached the platform answers 502 DELIVERY_UNCERTAIN with its message
+  // id: the client has its outcome (failed, not resent), as with a 201.
+  ackedId: (status, json) =>
+    accepted(status, json) ?? (status === '502' && json?.error?.code === 'DELIVERY_UNCERTAIN' ? json.error.details?.[0]?.message_id : undefined),
   // A send the platform refused for good answers 4xx or 502; retrying it changes nothing.
   refusal: (s) => (/^4/.test(s) && s !== '429') || s === '502',
 });

@@ -11,6 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { startCluster, type AppCredentials, type Cluster } from './cluster.js';
 import { startTelegramFake, startWebhookReceiver, type TelegramFake, type WebhookReceiver } from './fakes.js';
+import { QUEUE_NAMES } from '../src/queues.js';
 import { call, eventWrites, inboundWrites, sendWrites, startCursorReader, startSseReader, startWriters, type Tally, type Writes } from './load.js';
 import { failed, formatTable, reconcileStream, reconcileWrites, total, type Row } from './reconcile.js';
 import { SCENARIOS, type Scenario, type Timing } from './scenarios.js';
@@ -27,7 +28,9 @@ if (unknown.length) {
   process.exit(2);
 }
 
-const timing: Timing = short ? { warmupMs: 1_500, downMs: 2_000, settleMs: 2_000 } : { warmupMs: 4_000, downMs: 5_000, settleMs: 5_000 };
+const timing: Timing = short
+  ? { warmupMs: 1_500, downMs: 2_000, outageMs: 4_000, settleMs: 2_000 }
+  : { warmupMs: 4_000, downMs: 5_000, outageMs: 20_000, settleMs: 5_000 };
 /** Clients per kind of load and their pause between writes (ms). */
 const load = short
   ? { events: 3, sends: 2, inbound: 2, pauseMs: 30, readers: 2, streams: 2 }
@@ -35,6 +38,14 @@ const load = short
 /** After the writers stop: how long in-flight writes may keep retrying, and how long everything may take to settle. */
 const GRACE_MS = 30_000;
 const DRAIN_MS = 60_000;
+/**
+ * A job active longer than this is stuck (the frozen webhook pipeline of a stranded driver
+ * renewed its locks for minutes and passed every loss check): the longest legitimate run is a
+ * platform or webhook call (a few seconds here) or a ledger batch waiting out an outage.
+ */
+const STUCK_MS = 45_000;
+/** After the drain every queue must come to rest: no job left active. */
+const REST_MS = 20_000;
 const WEBHOOK_SECRET_BYTES = 24;
 
 const started = Date.now();
@@ -96,6 +107,43 @@ async function observe(cluster: Cluster, app: AppCredentials, w: { events: Write
   return { ...s, done: s.missingEvents + s.unsettledSends + s.missingInbound + s.undelivered === 0 };
 }
 
+/** Samples every queue's active jobs once a second; `stop` answers the ones seen active past STUCK_MS. */
+function watchActiveJobs(cluster: Cluster) {
+  const stuck = new Map<string, number>();
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      for (const q of QUEUE_NAMES) {
+        const jobs = await cluster.queues[q].getActive(0, 500).catch(() => []);
+        for (const j of jobs) {
+          const age = Date.now() - (j.processedOn ?? Date.now());
+          if (age > STUCK_MS) stuck.set(`${q}/${j.id}`, Math.max(age, stuck.get(`${q}/${j.id}`) ?? 0));
+        }
+      }
+      await sleep(1_000);
+    }
+  })();
+  return {
+    async stop() {
+      running = false;
+      await loop;
+      return [...stuck].map(([job, age]) => `job ${job} active for ${Math.round(age / 1000)} s`);
+    },
+  };
+}
+
+/** Waits (bounded) until no queue has an active job; answers what is still active. */
+async function atRest(cluster: Cluster): Promise<string[]> {
+  const deadline = Date.now() + REST_MS;
+  for (;;) {
+    const counts = await Promise.all(QUEUE_NAMES.map(async (q) => [q, await cluster.queues[q].getActiveCount().catch(() => -1)] as const));
+    const busy = counts.filter(([, n]) => n !== 0);
+    if (!busy.length) return [];
+    if (Date.now() > deadline) return busy.map(([q, n]) => `${n} ${q} jobs still active ${REST_MS / 1000} s after the drain`);
+    await sleep(250);
+  }
+}
+
 async function runScenario(cluster: Cluster, telegram: TelegramFake, scenario: Scenario, index: number): Promise<Row> {
   log(`--- ${scenario.name}: ${scenario.description}`);
   const app = await cluster.createApp();
@@ -112,8 +160,9 @@ async function runScenario(cluster: Cluster, telegram: TelegramFake, scenario: S
   };
   const readers = Array.from({ length: load.readers }, (_, i) => startCursorReader({ name: `cursor-reader-${i}`, app, webBases: bases, idleMs: 50 }));
 
+  const watch = watchActiveJobs(cluster);
   await sleep(timing.warmupMs);
-  await scenario.fault({ cluster, timing, log, receiver: wiring.receiver, telegram });
+  const check = await scenario.fault({ cluster, timing, log, receiver: wiring.receiver, telegram });
   await sleep(timing.settleMs);
   const [events, sends, inbound] = await Promise.all([writers.events.stop(GRACE_MS), writers.sends.stop(GRACE_MS), writers.inbound.stop(GRACE_MS)]);
   const w = { events, sends, inbound };
@@ -141,7 +190,8 @@ async function runScenario(cluster: Cluster, telegram: TelegramFake, scenario: S
   const inboundRows = s.ledger.filter((r) => r.event_type.startsWith('message.') && r.event_type.endsWith('inbound'));
   const inboundDup = inboundRows.length - new Set(inboundRows.map((r) => r.external_message_id)).size;
   const sendKeys = [...sends.acked.keys()];
-  const doubled = sendKeys.filter((k) => (telegram.accepted.get(k) ?? 0) > 1);
+  // A send the fake read while silent counts as a call too: it may have been delivered.
+  const doubled = sendKeys.filter((k) => (telegram.accepted.get(k) ?? 0) + (telegram.heard.get(k) ?? 0) > 1);
   const outcomes = await cluster.sql<{ outcome: string; n: number }[]>`
     SELECT CASE WHEN status = 'failed' THEN 'failed ' || (error->>'code') ELSE status END AS outcome, count(*)::int AS n
       FROM outbound_messages WHERE app_id = ${app.appId} GROUP BY 1 ORDER BY 1`;
@@ -157,6 +207,9 @@ async function runScenario(cluster: Cluster, telegram: TelegramFake, scenario: S
     dups += r.duplicates;
   }
   const faults = [
+    ...(await watch.stop()),
+    ...(await atRest(cluster)),
+    ...(check ? await check() : []),
     ...Object.entries(w).flatMap(([kind, x]) => contractFaults(kind, x.tally)),
     ...logs.flatMap((l) => contractFaults(l.name, l.tally)),
     ...Object.entries(w).flatMap(([kind, x]) => [...x.refused].slice(0, 3).map(([k, why]) => `${kind} ${k} refused: ${why}`)),
@@ -187,6 +240,8 @@ const cluster = await startCluster({
     JOB_LOCK_MS: '5000',
     EVENT_WAIT_MS: '5000',
     SEND_WAIT_MS: '3000',
+    // A silent platform settles a send as DELIVERY_UNCERTAIN after this; production waits 15 s.
+    PLATFORM_TIMEOUT_MS: '2000',
     // Production spreads webhook retries over 2.5 h; the harness over ~15 s, same number of attempts.
     WEBHOOK_RETRY_DELAYS_MS: '0,1000,2000,4000,8000',
   },

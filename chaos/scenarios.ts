@@ -1,12 +1,16 @@
+import { randomUUID } from 'node:crypto';
 import { createRedis } from '../src/redis.js';
 import type { Cluster } from './cluster.js';
 import type { TelegramFake, WebhookReceiver } from './fakes.js';
+import { call } from './load.js';
 
 export interface Timing {
   /** Load before the fault (ms). */
   warmupMs: number;
   /** How long a dependency stays down (ms). */
   downMs: number;
+  /** The long outages (PostgreSQL stopped, backends terminated, slots filled): 20 s in the full run. */
+  outageMs: number;
   /** Load after recovery, before the writers stop (ms). */
   settleMs: number;
 }
@@ -21,11 +25,17 @@ export interface ScenarioContext {
   telegram: TelegramFake;
 }
 
+/** A scenario's own reconciliation, run after the drain: the faults it finds (empty when whole). */
+export type ScenarioCheck = () => Promise<string[]>;
+
 export interface Scenario {
   name: string;
   description: string;
-  /** Applies the fault under load and undoes it; returns once the service should be whole again. */
-  fault(ctx: ScenarioContext): Promise<void>;
+  /**
+   * Applies the fault under load and undoes it; returns once the service should be whole
+   * again, optionally with a check of what only this scenario can know.
+   */
+  fault(ctx: ScenarioContext): Promise<void | ScenarioCheck>;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -81,12 +91,69 @@ export const SCENARIOS: Scenario[] = [
   },
   {
     name: 'postgres-restart',
-    description:
-      "PostgreSQL restart, simulated on the chaos database only: new connections refused and every backend terminated, then reopened (the machine's server is never stopped)",
-    async fault({ cluster, timing }) {
-      await cluster.closeDatabase();
+    description: 'the private PostgreSQL server crashes (shutdown -m immediate: no checkpoint, crash recovery) and starts again',
+    async fault({ cluster, timing, log }) {
+      await cluster.postgres.stop('immediate');
+      log('PostgreSQL stopped -m immediate');
       await sleep(timing.downMs);
-      await cluster.reopenDatabase();
+      await cluster.postgres.start();
+      log('PostgreSQL started again');
+    },
+  },
+  {
+    name: 'postgres-stopped',
+    description: 'PostgreSQL is stopped (-m fast) for the long outage, then started: the service answers 503 meanwhile and reconnects within ~1 s',
+    async fault({ cluster, timing, log }) {
+      await cluster.postgres.stop('fast');
+      log(`PostgreSQL stopped for ${timing.outageMs} ms`);
+      await sleep(timing.outageMs);
+      await cluster.postgres.start();
+      log('PostgreSQL started again');
+    },
+  },
+  {
+    name: 'backends-terminated',
+    description: "the gateway's PostgreSQL backends are terminated every 300 ms for the long outage (connections die mid-query, mid-transaction, mid-start-up)",
+    async fault({ cluster, timing, log }) {
+      const until = Date.now() + timing.outageMs;
+      let rounds = 0;
+      let killed = 0;
+      while (Date.now() < until) {
+        killed += await cluster.terminateBackends().catch(() => 0);
+        rounds++;
+        await sleep(300);
+      }
+      log(`${killed} backends terminated in ${rounds} rounds`);
+    },
+  },
+  {
+    name: 'slots-filled',
+    description: 'every PostgreSQL connection slot is taken by someone else for the long outage: new sessions are refused (53300), pools must cope',
+    async fault({ cluster, timing, log }) {
+      const slots = await cluster.fillSlots();
+      log(`${slots.held} connection slots held`);
+      await sleep(timing.outageMs);
+      await slots.release();
+      log('connection slots released');
+    },
+  },
+  {
+    name: 'pool-exhausted',
+    description: 'the events table is locked exclusively for a while: every pooled connection that touches it waits, so pools run dry; requests must not hang',
+    async fault({ cluster, timing, log }) {
+      log(`events locked for ${timing.downMs * 2} ms`);
+      await cluster.lockTable('events', timing.downMs * 2);
+      log('events unlocked');
+    },
+  },
+  {
+    name: 'worker-sigstop',
+    description: 'a worker is frozen (SIGSTOP) past its job lock, so its jobs are taken over, then thawed (SIGCONT): nothing may be done twice',
+    async fault({ cluster, timing }) {
+      await whileJobsActive(cluster, 'ledger', () => {});
+      cluster.signal('worker', 0, 'SIGSTOP');
+      await sleep(Number(cluster.env.JOB_LOCK_MS) + timing.downMs);
+      cluster.signal('worker', 0, 'SIGCONT');
     },
   },
   {
@@ -111,4 +178,62 @@ export const SCENARIOS: Scenario[] = [
       }
     },
   },
+  {
+    name: 'platform-silent',
+    description: 'the platform reads every send and never answers: each message is called once, then fails as DELIVERY_UNCERTAIN',
+    async fault({ telegram, timing, log }) {
+      telegram.silence(timing.downMs);
+      log(`platform fake silent for ${timing.downMs} ms`);
+      await sleep(timing.downMs + 500);
+    },
+  },
+  {
+    name: 'poison-neighbour',
+    description: "another application sends payloads nested thousands deep, and ledger jobs PostgreSQL refuses reach the queue behind the door: the scenario application's work is untouched, the poison ends dead-lettered",
+    fault: poisonNeighbour,
+  },
 ];
+
+/** Levels of nesting a poison payload has: far past any sane limit, short of the body limit. */
+const POISON_DEPTH = 4_150;
+const POISON_JOBS = 5;
+
+async function poisonNeighbour({ cluster, timing, log }: ScenarioContext): Promise<ScenarioCheck> {
+  const other = await cluster.createApp();
+  const deep = `{"event_type":"poison.deep","payload":${'{"a":'.repeat(POISON_DEPTH)}1${'}'.repeat(POISON_DEPTH)}}`;
+  const answers: Record<string, number> = {};
+  const jobIds: string[] = [];
+  const until = Date.now() + timing.downMs;
+  for (let i = 0; Date.now() < until; i++) {
+    const base = cluster.liveWebBases()[i % cluster.liveWebBases().length];
+    const r = await call(`${base}/v1/events`, { method: 'POST', headers: { ...other.headers, 'Content-Type': 'application/json' }, raw: deep });
+    answers[r.status] = (answers[r.status] ?? 0) + 1;
+    if (i < POISON_JOBS) {
+      // Behind the door: a job PostgreSQL refuses (U+0000 in jsonb), as a bug elsewhere could queue.
+      const id = randomUUID();
+      const job = await cluster.queues.ledger.add('ledger', { event: { id, app_id: other.appId, event_type: 'poison.nul', payload: { text: 'nul \u0000 here' }, edges: [], attachments: [] } }, { jobId: `ev-${id}`, attempts: 3, backoff: { type: 'fixed', delay: 100 } });
+      jobIds.push(job.id!);
+    }
+    await sleep(50);
+  }
+  log(`deep payloads answered ${JSON.stringify(answers)}; ${jobIds.length} poison ledger jobs queued`);
+  return async () => {
+    const faults = Object.entries(answers)
+      .filter(([status]) => status !== '400')
+      .map(([status, n]) => `${n} payloads nested ${POISON_DEPTH} deep answered ${status} (expected 400 at the door)`);
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      const states = await Promise.all(jobIds.map(async (id) => (await cluster.queues.ledger.getJob(id))?.getState() ?? 'gone'));
+      const open = states.filter((st) => st !== 'failed');
+      if (!open.length) break;
+      if (Date.now() > deadline) {
+        faults.push(`poison ledger jobs not dead-lettered after 30 s: ${open.join(', ')}`);
+        break;
+      }
+      await sleep(250);
+    }
+    const [{ n }] = await cluster.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM events WHERE app_id = ${other.appId}`;
+    if (n) faults.push(`${n} poison events were written to the ledger`);
+    return faults;
+  };
+}

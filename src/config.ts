@@ -121,6 +121,8 @@ const schema = z
     /** Lease on a stream slot in Redis (ms): renewed while the stream is open, reclaimed this long after its process dies. */
     STREAM_SLOT_LEASE_MS: int(30_000, 300),
     SEND_WAIT_MS: int(10_000, 0),
+    /** Bound on one platform API call (ms). A call that reached the platform and timed out is not repeated: it may have been delivered. */
+    PLATFORM_TIMEOUT_MS: int(15_000, 100),
     /** Send jobs one worker process runs at once: they mostly wait on platforms (up to 15 s each). */
     SEND_CONCURRENCY: int(64, 1),
     /** Per-connection flood guard on inbound platform webhooks (deliveries per second). */

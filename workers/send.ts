@@ -21,7 +21,6 @@ import { getAdapter } from '../src/platforms/registry.js';
 import type { JobData } from '../src/queues.js';
 import type { ProcessorDef } from './host.js';
 
-const PLATFORM_TIMEOUT_MS = 15_000;
 /**
  * A send waiting for its predecessor is woken by that predecessor's settlement; this is only
  * the safety net for a wake lost to a crash between the two.
@@ -111,7 +110,7 @@ export const sendProcessor: ProcessorDef<'send'> = {
       }
       if (!(await markSending(deps, msg))) return { skipped: 'settled elsewhere' };
       const outcome = await getAdapter(conn.platform).send(conn.config, outbound, {
-        timeoutMs: PLATFORM_TIMEOUT_MS,
+        timeoutMs: deps.config.PLATFORM_TIMEOUT_MS,
         defaultBaseUrl: deps.config.PLATFORM_API_BASES[conn.platform],
         webhookUrl: dedicatedWebhookUrl(deps, conn),
       });

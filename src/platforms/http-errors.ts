@@ -49,13 +49,26 @@ export function fromHttpStatus(
   return platformError('PLATFORM_REJECTED', `${platform} refused the message (HTTP ${status})${text}`, extra);
 }
 
-/** A call that got no usable answer: refused, reset, timed out. Never echoes the URL (it may hold a token). */
-export function networkFailure(platform: string, err: unknown): PlatformError {
+/**
+ * Failures that happen before a byte of the request can have reached the platform: the call
+ * can be made again without risk of a second copy.
+ */
+const NEVER_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'UND_ERR_CONNECT_TIMEOUT']);
+
+/**
+ * A call that got no usable answer: refused, reset, timed out. Never echoes the URL (it may
+ * hold a token). A call that never connected is retried; one the platform may have read
+ * (timed out waiting for the answer, connection cut mid-call) is DELIVERY_UNCERTAIN and not
+ * repeated, since a platform that read it may have delivered it and none of them deduplicates
+ * a repeat. Pass `{ repeatable: true }` for a call whose repeat creates no second copy (an
+ * upload that is only referenced by a later call).
+ */
+export function networkFailure(platform: string, err: unknown, options: { repeatable?: boolean } = {}): PlatformError {
   const e = err as { code?: string; name?: string } | undefined;
-  const why = e?.name === 'TimeoutError' || e?.name === 'AbortError' || e?.code === 'UND_ERR_HEADERS_TIMEOUT' || e?.code === 'UND_ERR_BODY_TIMEOUT'
-    ? 'timed out'
-    : `failed (${e?.code ?? e?.name ?? 'network error'})`;
-  return platformError('PLATFORM_UNAVAILABLE', `The call to ${platform} ${why}`);
+  const timedOut = e?.name === 'TimeoutError' || e?.name === 'AbortError' || e?.code === 'UND_ERR_HEADERS_TIMEOUT' || e?.code === 'UND_ERR_BODY_TIMEOUT';
+  const why = timedOut ? 'timed out' : `failed (${e?.code ?? e?.name ?? 'network error'})`;
+  if (options.repeatable || NEVER_SENT.has(e?.code ?? '')) return platformError('PLATFORM_UNAVAILABLE', `The call to ${platform} ${why}`);
+  return platformError('DELIVERY_UNCERTAIN', `The call to ${platform} ${why} after it was sent; the platform may or may not have delivered the message, so it was not sent again`);
 }
 
 /**

@@ -13,7 +13,8 @@ export type PlatformErrorCode =
   | 'PLATFORM_RATE_LIMITED'
   | 'PLATFORM_AUTH_FAILED'
   | 'PLATFORM_UNAVAILABLE'
-  | 'PLATFORM_REJECTED';
+  | 'PLATFORM_REJECTED'
+  | 'DELIVERY_UNCERTAIN';
 
 export interface PlatformError {
   code: PlatformErrorCode;

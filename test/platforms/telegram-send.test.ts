@@ -55,20 +55,24 @@ describe('Telegram send', () => {
     expect(await send('42', 'bad', { parseMode: 'Bogus' })).toMatchObject({ ok: false, error: { code: 'PLATFORM_REJECTED', platformCode: 400 } });
   });
 
-  it('maps 5xx and a dropped connection to PLATFORM_UNAVAILABLE (retryable), without the token in the message', async () => {
+  it('maps 5xx to PLATFORM_UNAVAILABLE (retryable) and a connection dropped after the call was read to DELIVERY_UNCERTAIN (not retried), without the token in the message', async () => {
     fake.server.script(1, { status: 502, body: 'Bad Gateway' }).script(1, { status: 500, destroy: true });
     const a = await send('42', 'hi');
     const b = await send('42', 'hi');
-    for (const out of [a, b]) {
-      expect(out).toMatchObject({ ok: false, error: { code: 'PLATFORM_UNAVAILABLE', retryable: true } });
-      expect(JSON.stringify(out)).not.toContain(token.split(':')[1]);
-    }
+    expect(a).toMatchObject({ ok: false, error: { code: 'PLATFORM_UNAVAILABLE', retryable: true } });
+    expect(b).toMatchObject({ ok: false, error: { code: 'DELIVERY_UNCERTAIN', retryable: false } });
+    for (const out of [a, b]) expect(JSON.stringify(out)).not.toContain(token.split(':')[1]);
   });
 
-  it('times out a platform that does not answer', async () => {
+  it('times out a platform that does not answer, as uncertain: it may have delivered', async () => {
     fake.server.script(1, { status: 200, body: { ok: true, result: { message_id: 1 } }, delayMs: 1500 });
     const out = await telegramSend.send(config(), { to: '42', text: 'hi' }, { timeoutMs: 300 });
-    expect(out).toMatchObject({ ok: false, error: { code: 'PLATFORM_UNAVAILABLE', message: expect.stringContaining('timed out') } });
+    expect(out).toMatchObject({ ok: false, error: { code: 'DELIVERY_UNCERTAIN', retryable: false, message: expect.stringContaining('timed out') } });
+  });
+
+  it('retries a platform that refuses the connection: nothing was sent', async () => {
+    const out = await telegramSend.send({ ...config(), api_base_url: 'http://127.0.0.1:1' }, { to: '42', text: 'hi' }, { timeoutMs: 300 });
+    expect(out).toMatchObject({ ok: false, error: { code: 'PLATFORM_UNAVAILABLE', retryable: true } });
   });
 
   it('sends a photo with the text as caption, a voice note with sendVoice, a PDF with sendDocument', async () => {

@@ -37,6 +37,9 @@ function read(answer: PlatformAnswer): SlackCall {
   return { ok: false, error: slackError(answer.status, body?.error, retryAfterHeaderMs(answer.headers['retry-after'])) };
 }
 
+/** Methods whose repeat posts nothing: an upload only appears once completeUploadExternal shares it. */
+const REPEATABLE = new Set(['files.getUploadURLExternal']);
+
 async function api(config: SlackConfig, ctx: SendContext, method: string, body: { json?: unknown; form?: Record<string, string> }): Promise<SlackCall> {
   try {
     const answer = await callPlatform({
@@ -48,7 +51,7 @@ async function api(config: SlackConfig, ctx: SendContext, method: string, body: 
     });
     return read(answer);
   } catch (err) {
-    return { ok: false, error: networkFailure('Slack', err) };
+    return { ok: false, error: networkFailure('Slack', err, { repeatable: REPEATABLE.has(method) }) };
   }
 }
 
@@ -62,7 +65,7 @@ async function upload(config: SlackConfig, ctx: SendContext, file: OutboundFile)
     const put = await callPlatform({ method: 'POST', url: uploadUrl, bytes: { data: file.data, contentType: file.mimeType }, timeoutMs: ctx.timeoutMs });
     if (put.status !== 200) return { ok: false, error: slackError(put.status, undefined, retryAfterHeaderMs(put.headers['retry-after'])) };
   } catch (err) {
-    return { ok: false, error: networkFailure('Slack', err) };
+    return { ok: false, error: networkFailure('Slack', err, { repeatable: true }) };
   }
   return { ok: true, id };
 }
