@@ -137,6 +137,28 @@ export function isUnavailable(err: unknown): boolean {
   );
 }
 
+/**
+ * SQLSTATE classes of errors caused by the data of a statement, not by the session: 22 data
+ * exception (U+0000 in text, a value out of range, malformed JSON), 23 integrity constraint
+ * violation, 54 program limit exceeded (stack depth: JSON nested too deep). Run again with the
+ * same data they fail again; run without that data the rest succeeds.
+ */
+const DATA_ERROR_CLASSES = new Set(['22', '23', '54']);
+
+/**
+ * Whether `err` is one item's fault rather than the batch's: PostgreSQL refused its data, or
+ * serialising it overflowed the stack or a string's length (RangeError). A batch failing with
+ * one is split to find the item (src/tick-batch.ts); its job fails for good (no retry can
+ * help). Outages and lost sessions (`isUnavailable`), deadlocks and anything unknown are not:
+ * they fail the batch and are retried whole.
+ */
+export function isItemFault(err: unknown): boolean {
+  if (err instanceof RangeError) return true;
+  if (isUnavailable(err)) return false;
+  const code = (err as { code?: unknown } | undefined)?.code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && DATA_ERROR_CLASSES.has(code.slice(0, 2));
+}
+
 /** The UNAVAILABLE error: 503 with `Retry-After: 1`, so clients back off briefly and retry. */
 export function unavailable(service = 'A backing service', cause?: unknown): AppError {
   return new AppError('UNAVAILABLE', `${service} is unavailable; retry shortly`, undefined, { cause, headers: { 'Retry-After': '1' } });
