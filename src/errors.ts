@@ -159,6 +159,13 @@ export function isItemFault(err: unknown): boolean {
   return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && DATA_ERROR_CLASSES.has(code.slice(0, 2));
 }
 
+/** Why an item was refused (see `isItemFault`), in words safe to show whoever sent it. */
+export function describeItemFault(err: unknown): string {
+  if (err instanceof RangeError) return 'it is nested too deeply or too large to serialise';
+  const e = err as { code?: string; message?: string };
+  return `the database refused its data: ${e.message ?? 'unknown error'} (SQLSTATE ${e.code})`;
+}
+
 /** The UNAVAILABLE error: 503 with `Retry-After: 1`, so clients back off briefly and retry. */
 export function unavailable(service = 'A backing service', cause?: unknown): AppError {
   return new AppError('UNAVAILABLE', `${service} is unavailable; retry shortly`, undefined, { cause, headers: { 'Retry-After': '1' } });

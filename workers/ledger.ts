@@ -1,6 +1,8 @@
+import { UnrecoverableError } from 'bullmq';
 import { withDeadline } from '../src/availability.js';
 import type { Deps } from '../src/deps.js';
-import { addCommitReports } from '../src/ledger/commit-reports.js';
+import { describeItemFault, isItemFault } from '../src/errors.js';
+import { addCommitReports, addRefusalReport } from '../src/ledger/commit-reports.js';
 import { createGroupCommit } from '../src/ledger/group-commit.js';
 import { addWakes } from '../src/ledger/wake.js';
 import { writeEvents, type CommittedEvent } from '../src/ledger/write.js';
@@ -27,8 +29,10 @@ interface Pending {
  * many events (a web process's batch). Each job resolves only after all its events have
  * committed, the wakes and commit reports are published and the after-commit hooks ran; a
  * failure anywhere fails every job of the batch, and their retries write nothing twice. When
- * the database refuses one event, the group commit retries the others alone, so they commit
- * (and are reported) while only the job holding the bad one fails.
+ * the database refuses one event's data, the group commit splits the batch until that event is
+ * alone, so the others commit (and are reported) while only the job holding the bad one fails
+ * — for good, as no retry can store it: it waits in the failed set (the dead letter) for an
+ * operator, and the web process waiting on it hears why.
  */
 export const ledgerProcessor: ProcessorDef<'ledger'> = {
   queue: 'ledger',
@@ -52,7 +56,24 @@ export const ledgerProcessor: ProcessorDef<'ledger'> = {
     return async (job) => {
       const data = job.data as JobData<'ledger'>;
       const items: Pending[] = 'event' in data ? [{ event: data.event }] : data.events.map((event) => ({ event, replyTo: data.reply_to }));
-      const results = await Promise.all(items.map((p) => commit(p)));
+      const settled = await Promise.allSettled(items.map((p) => commit(p)));
+      const faults = settled.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
+      const retryable = faults.find((err) => !isItemFault(err));
+      // Retried whole: the events that did commit are written once, and reported again.
+      if (retryable !== undefined) throw retryable;
+      if (faults.length) {
+        const refused = items.flatMap((p, i) => {
+          const r = settled[i];
+          return r.status === 'rejected' ? [{ app_id: p.event.app_id, id: p.event.id, reason: describeItemFault(r.reason) }] : [];
+        });
+        if ('reply_to' in data && data.reply_to) {
+          const pipeline = deps.redis.pipeline();
+          addRefusalReport(pipeline, deps.config.REDIS_PREFIX, data.reply_to, refused);
+          await pipeline.exec();
+        }
+        throw new UnrecoverableError(`ledger refused ${refused.map((r) => `event ${r.id} (application ${r.app_id}): ${r.reason}`).join('; ')}`);
+      }
+      const results = settled.map((r) => (r as PromiseFulfilledResult<CommittedEvent[]>).value);
       const seqs = items.map((p, i) => results[i].find((c) => c.id === p.event.id)?.seq);
       return 'event' in data ? { seq: seqs[0] } : { seqs };
     };
