@@ -56,11 +56,32 @@ export function adminGuard(adminToken: string) {
   };
 }
 
+/** How deep Bull Board shows a job's data; a dead-lettered job can be nested thousands of levels. */
+const BOARD_DATA_DEPTH = 32;
+
+/**
+ * `value` with everything below `depth` levels replaced by a marker: Bull Board answers the job
+ * list with JSON.stringify, which overflows the stack on a job nested ~5,000 levels deep and
+ * left the whole list (and so the failed jobs an operator must see) answering 500.
+ */
+function cutDepth(value: unknown, depth = BOARD_DATA_DEPTH): unknown {
+  if (typeof value !== 'object' || value === null) return value;
+  if (depth === 0) return `[nested deeper than ${BOARD_DATA_DEPTH} levels; read the job from Redis or the dead-letter CLI]`;
+  if (Array.isArray(value)) return value.map((v) => cutDepth(v, depth - 1));
+  return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, cutDepth(v, depth - 1)]));
+}
+
 /** Bull Board at /admin/queues listing every queue, behind ADMIN_TOKEN. */
 export function adminRouter(deps: Deps): Router {
   const serverAdapter = new ExpressAdapter();
   serverAdapter.setBasePath('/admin/queues');
-  createBullBoard({ queues: Object.values(deps.queues).map((q) => new BullMQAdapter(q)), serverAdapter });
+  const adapters = Object.values(deps.queues).map((q) => {
+    const adapter = new BullMQAdapter(q);
+    adapter.setFormatter('data', (data) => cutDepth(data));
+    adapter.setFormatter('returnValue', (value) => cutDepth(value));
+    return adapter;
+  });
+  createBullBoard({ queues: adapters, serverAdapter });
   const router = express.Router();
   router.use('/admin/queues', adminGuard(deps.config.ADMIN_TOKEN), serverAdapter.getRouter());
   return router;
