@@ -37,6 +37,7 @@ interface Pending {
 export const ledgerProcessor: ProcessorDef<'ledger'> = {
   queue: 'ledger',
   create(deps) {
+    deps.metrics.ledgerProgress.started();
     const commit = createGroupCommit<Pending, CommittedEvent[]>(async (items) => {
       // The group commit runs one flush at a time: a write that never settles (a connection
       // left hanging by a PostgreSQL restart) would stall every later ledger job of this
@@ -44,6 +45,7 @@ export const ledgerProcessor: ProcessorDef<'ledger'> = {
       // late anyway is harmless (ids are written once, positions under the head's row lock).
       const committed = await withDeadline(writeEvents(deps.sql, items.map((p) => p.event)), LEDGER_WRITE_DEADLINE_MS, 'PostgreSQL');
       deps.metrics.ledgerBatchSize.observe(items.length);
+      deps.metrics.ledgerProgress.committed();
       const replyTo = new Map<string, string>();
       for (const p of items) if (p.replyTo) replyTo.set(p.event.id, p.replyTo);
       const pipeline = deps.redis.pipeline();

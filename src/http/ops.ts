@@ -20,7 +20,7 @@ export function opsRouter(deps: Deps): Router {
     const [pg, redis] = checks.map((c) => (c.status === 'fulfilled' ? 'ok' : 'down'));
     res.status(pg === 'ok' && redis === 'ok' ? 200 : 503).json({ status: pg === 'ok' && redis === 'ok' ? 'ok' : 'unavailable', postgres: pg, redis });
   });
-  deps.metrics.watchQueues(deps.queues);
+  deps.metrics.watchQueues(deps.queues, { stuckAfterMs: deps.config.JOB_STUCK_MS });
   router.get('/metrics', async (_req, res) => {
     res.setHeader('Content-Type', deps.metrics.registry.contentType);
     res.send(await deps.metrics.registry.metrics());
