@@ -80,4 +80,20 @@ describe('a ledger batch holding one event PostgreSQL refuses', () => {
     const seqs = (await s.deps.sql<{ seq: number }[]>`SELECT seq FROM events WHERE app_id = ${a.appId} ORDER BY seq`).map((r) => Number(r.seq));
     expect(seqs).toEqual(seqs.map((_, i) => i + 1));
   });
+
+  it('refuses an event nested too deep to serialise (the 500 / stranded-write payload) while its batch-mates commit', async () => {
+    const ok = good(b.appId, 6);
+    const deep = good(a.appId, 7);
+    // Queued held back, then given a payload nested 6,000 levels (as a producer that got it
+    // into Redis would leave it: JSON.parse reads it, JSON.stringify overflows the stack).
+    const job = await s.deps.queues.ledger.add('ledger', { events: [ok, deep] }, { jobId: JOBS.ledger.jobId({ events: [ok, deep] }), delay: 600_000 });
+    const depth = 6_000;
+    const deepJson = JSON.stringify({ events: [ok, { ...deep, payload: '\u0001' }] }).replace('"\\u0001"', '{"a":'.repeat(depth) + '1' + '}'.repeat(depth));
+    await s.deps.redis.hset(`${queuePrefix(s.config.REDIS_PREFIX)}:ledger:${job.id}`, 'data', deepJson);
+    await job.promote();
+    const outcome = await finished(job);
+    expect(outcome).toMatchObject({ state: 'failed', attemptsMade: 1 });
+    expect(outcome.failedReason).toContain(`event ${deep.id} (application ${a.appId}): it is nested too deeply`);
+    expect(await storedIds([ok.id, deep.id])).toEqual([ok.id]);
+  });
 });
