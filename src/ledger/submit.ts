@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Deps } from '../deps.js';
+import { describeItemFault, isItemFault } from '../errors.js';
 import { enqueue, type LedgerEvent } from '../queues.js';
 import { subscribeCommitReports } from './commit-reports.js';
 import { createCommitWaiter, eventCommitted, type CommitOutcome } from './commit-waiter.js';
@@ -11,7 +12,7 @@ const ENQUEUE_BATCH_MAX = 200;
 export interface LedgerSubmitter {
   /**
    * Enqueues `event` on the ledger and waits (bounded) for its commit: where it landed, why
-   * the database refused it for good (`refused`), or undefined when it was not committed
+   * it cannot be queued or the database refused it for good (`refused`), or undefined when it was not committed
    * within `timeoutMs` (it stays queued). Throws the UNAVAILABLE AppError when it could not be
    * enqueued.
    */
@@ -45,6 +46,8 @@ export function createLedgerSubmitter(deps: Deps): LedgerSubmitter {
         await enqueueBatch(event);
       } catch (err) {
         commits.settle(event.app_id, event.id, undefined);
+        // Its own fault (it cannot be serialised into a job): refused, as the ledger would.
+        if (isItemFault(err)) return { refused: describeItemFault(err) };
         throw err;
       }
       return committed;

@@ -96,4 +96,16 @@ describe('a ledger batch holding one event PostgreSQL refuses', () => {
     expect(outcome.failedReason).toContain(`event ${deep.id} (application ${a.appId}): it is nested too deeply`);
     expect(await storedIds([ok.id, deep.id])).toEqual([ok.id]);
   });
+
+  it('answers 400 VALIDATION_ERROR (not 500) for an event too deep to queue, while an event posted beside it is answered 201', async () => {
+    const depth = 5_000;
+    const deepBody = `{"event_type":"deep.z","payload":${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}}`;
+    const [deepPost, okPost] = await Promise.all([
+      s.request('POST', '/v1/events', { auth: a, body: deepBody }),
+      s.request('POST', '/v1/events', { auth: b, body: { event_type: 'good.beside', payload: {} } }),
+    ]);
+    expect(okPost.status).toBe(201);
+    expect(deepPost.status).toBe(400);
+    expect(deepPost.json.error.code).toBe('VALIDATION_ERROR');
+  });
 });
