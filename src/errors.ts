@@ -147,13 +147,14 @@ const DATA_ERROR_CLASSES = new Set(['22', '23', '54']);
 
 /**
  * Whether `err` is one item's fault rather than the batch's: PostgreSQL refused its data, or
- * serialising it overflowed the stack or a string's length (RangeError). A batch failing with
+ * serialising it overflowed the stack or the longest string (RangeError). A batch failing with
  * one is split to find the item (src/tick-batch.ts); its job fails for good (no retry can
  * help). Outages and lost sessions (`isUnavailable`), deadlocks and anything unknown are not:
  * they fail the batch and are retried whole.
  */
 export function isItemFault(err: unknown): boolean {
-  if (err instanceof RangeError) return true;
+  // Only serialisation's overflows: a RangeError from a buffer (a corrupted protocol stream) is the session's.
+  if (err instanceof RangeError) return /Maximum call stack size exceeded|Invalid string length/.test(err.message);
   if (isUnavailable(err)) return false;
   const code = (err as { code?: unknown } | undefined)?.code;
   return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && DATA_ERROR_CLASSES.has(code.slice(0, 2));

@@ -92,6 +92,7 @@ describe('tickBatch poison isolation', () => {
     ['PostgreSQL shutting down', pgError('57P01', 'terminating connection due to administrator command')],
     ['a deadlock', pgError('40P01', 'deadlock detected')],
     ['an unknown fault', new Error('something else')],
+    ['a buffer read out of range (a corrupted stream, not an item)', Object.assign(new RangeError('The value of "offset" is out of range.'), { code: 'ERR_OUT_OF_RANGE' })],
   ])('fails the whole batch at once on %s, without splitting it item by item', async (_what, error) => {
     let runs = 0;
     const write = tickBatch<number, number>(async () => {
