@@ -6,6 +6,7 @@
  *   key revoke KEY_ID                       → {"key_id","revoked":true}
  *   dead list [--queue Q] [--limit N]       → one JSON line per dead-lettered (failed) job
  *   dead requeue --queue Q JOB_ID           → {"queue","id","result":"requeued"}
+ *   dead requeue --queue Q --all [--limit N] → {"queue","requeued":N}
  *   dead discard --queue Q JOB_ID           → {"queue","id","result":"discarded"}
  */
 import { parseArgs } from 'node:util';
@@ -14,7 +15,7 @@ import { createApiKey, isUuid, revokeApiKey } from './auth/api-keys.js';
 import { parseScopeList } from './auth/scopes.js';
 import { loadConfig } from './config.js';
 import { createSql } from './db.js';
-import { discardDeadLetter, listDeadLetters, requeueDeadLetter } from './dead-letters.js';
+import { discardDeadLetter, listDeadLetters, requeueAllDeadLetters, requeueDeadLetter } from './dead-letters.js';
 import { closeQueues, createQueues, QUEUE_NAMES, type QueueName, type Queues } from './queues.js';
 import { createRedis } from './redis.js';
 
@@ -25,6 +26,7 @@ const USAGE = `usage:
   cli key revoke KEY_ID
   cli dead list [--queue ${QUEUE_NAMES.join('|')}] [--limit N]
   cli dead requeue --queue Q JOB_ID
+  cli dead requeue --queue Q --all [--limit N]
   cli dead discard --queue Q JOB_ID`;
 
 function die(message: string): never {
@@ -34,7 +36,7 @@ function die(message: string): never {
 
 const { values, positionals } = parseArgs({
   args: process.argv.slice(2),
-  options: { name: { type: 'string' }, scopes: { type: 'string' }, app: { type: 'string' }, queue: { type: 'string' }, limit: { type: 'string' } },
+  options: { name: { type: 'string' }, scopes: { type: 'string' }, app: { type: 'string' }, queue: { type: 'string' }, limit: { type: 'string' }, all: { type: 'boolean' } },
   allowPositionals: true,
   strict: true,
 });
@@ -54,7 +56,9 @@ async function deadLetters(verb: string | undefined, id: string | undefined): Pr
   try {
     if (verb === 'list') {
       for (const name of queue ? [queue] : QUEUE_NAMES) for (const d of await listDeadLetters(queues, name, limit)) print(d);
-    } else if ((verb === 'requeue' || verb === 'discard') && queue && id) {
+    } else if (verb === 'requeue' && queue && values.all && !id) {
+      print({ queue, requeued: await requeueAllDeadLetters(queues, queue, limit) });
+    } else if ((verb === 'requeue' || verb === 'discard') && queue && id && !values.all) {
       const result = await (verb === 'requeue' ? requeueDeadLetter : discardDeadLetter)(queues, queue, id);
       if (result === 'not_found') die(`no dead-lettered job ${id} in queue ${queue}`);
       print({ queue, id, result });

@@ -67,6 +67,24 @@ export async function requeueDeadLetter(queues: Queues, queue: QueueName, id: st
   return 'requeued';
 }
 
+/**
+ * Requeues up to `limit` dead letters of `queue` (the newest first), attempts reset: after a
+ * fault that failed many jobs for good (a bad deploy, a database refusing every write) is fixed.
+ */
+export async function requeueAllDeadLetters(queues: Queues, queue: QueueName, limit: number): Promise<number> {
+  const jobs = (await queues[queue].getFailed(0, Math.max(0, limit - 1))).filter((j): j is Job => Boolean(j));
+  let requeued = 0;
+  for (const job of jobs) {
+    // One may have been requeued or removed meanwhile (another operator, its retention).
+    const done = await job.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true }).then(
+      () => true,
+      () => false,
+    );
+    if (done) requeued++;
+  }
+  return requeued;
+}
+
 /** Deletes a dead-lettered job for good. */
 export async function discardDeadLetter(queues: Queues, queue: QueueName, id: string): Promise<DeadLetterAction> {
   const job = await failedJob(queues, queue, id);

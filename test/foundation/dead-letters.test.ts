@@ -11,12 +11,11 @@ let a: AppCredentials;
 let b: AppCredentials;
 const jobIds: string[] = [];
 
-beforeAll(async () => {
-  s = await startTestStack({ workers: false });
-  a = await s.createApp();
-  b = await s.createApp();
-  // A real worker that refuses every job for good, as the ledger worker does with an event the
-  // database refuses: each job goes straight to the failed set (the dead letter).
+/**
+ * A real worker that refuses the next `n` ledger jobs for good, as the ledger worker does with
+ * an event the database refuses: each goes straight to the failed set (the dead letter).
+ */
+async function refuseNext(n: number): Promise<void> {
   const connection = createRedis(s.config.REDIS_URL, 'blocking');
   let failed = 0;
   let allFailed!: () => void;
@@ -28,14 +27,21 @@ beforeAll(async () => {
     },
     { connection, prefix: queuePrefix(s.config.REDIS_PREFIX) },
   );
-  worker.on('failed', () => ++failed === 2 && allFailed());
+  worker.on('failed', () => ++failed === n && allFailed());
+  await done;
+  await worker.close();
+  await connection.quit();
+}
+
+beforeAll(async () => {
+  s = await startTestStack({ workers: false });
+  a = await s.createApp();
+  b = await s.createApp();
   for (const app of [a, b]) {
     const job = await enqueue(s.deps.queues, 'ledger', { event: { id: randomUUID(), app_id: app.appId, event_type: 'dead.one', payload: {}, edges: [], attachments: [] } });
     jobIds.push(job.id!);
   }
-  await done;
-  await worker.close();
-  await connection.quit();
+  await refuseNext(2);
 });
 afterAll(() => s.close());
 
@@ -78,5 +84,14 @@ describe('dead letters (the failed set) through the operator CLI', () => {
       expect(r.stderr).not.toBe('');
     }
     expect(lines((await cli(['dead', 'list', '--queue', 'ledger'])).stdout)).toEqual([]);
+  });
+
+  it('requeues every dead letter of a queue at once with --all', async () => {
+    // The job requeued above failed again for good: it is the queue's only dead letter.
+    await refuseNext(1);
+    expect(lines((await cli(['dead', 'list', '--queue', 'ledger'])).stdout).map((d) => d.id)).toEqual([jobIds[0]]);
+    const r = await cli(['dead', 'requeue', '--queue', 'ledger', '--all']);
+    expect(lines(r.stdout)).toEqual([{ queue: 'ledger', requeued: 1 }]);
+    expect(await (await s.deps.queues.ledger.getJob(jobIds[0]))!.getState()).toBe('waiting');
   });
 });
