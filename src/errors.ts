@@ -160,6 +160,16 @@ export function isItemFault(err: unknown): boolean {
   return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && DATA_ERROR_CLASSES.has(code.slice(0, 2));
 }
 
+/**
+ * An item's fault that no retry can cure: its data is malformed for PostgreSQL (class 22), past
+ * one of its limits (class 54) or cannot be serialised. An integrity violation (class 23) is
+ * the item's too, but can be a race another attempt wins (a row not yet committed, two
+ * inserts of one key), so it is retried.
+ */
+export function isPermanentItemFault(err: unknown): boolean {
+  return isItemFault(err) && !String((err as { code?: unknown }).code).startsWith('23');
+}
+
 /** Why an item was refused (see `isItemFault`), in words safe to show whoever sent it. */
 export function describeItemFault(err: unknown): string {
   if (err instanceof RangeError) return 'it is nested too deeply or too large to serialise';

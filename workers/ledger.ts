@@ -1,7 +1,7 @@
 import { UnrecoverableError } from 'bullmq';
 import { withDeadline } from '../src/availability.js';
 import type { Deps } from '../src/deps.js';
-import { describeItemFault, isItemFault } from '../src/errors.js';
+import { describeItemFault, isPermanentItemFault } from '../src/errors.js';
 import { addCommitReports, addRefusalReport } from '../src/ledger/commit-reports.js';
 import { createGroupCommit } from '../src/ledger/group-commit.js';
 import { addWakes } from '../src/ledger/wake.js';
@@ -60,7 +60,7 @@ export const ledgerProcessor: ProcessorDef<'ledger'> = {
       const items: Pending[] = 'event' in data ? [{ event: data.event }] : data.events.map((event) => ({ event, replyTo: data.reply_to }));
       const settled = await Promise.allSettled(items.map((p) => commit(p)));
       const faults = settled.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
-      const retryable = faults.find((err) => !isItemFault(err));
+      const retryable = faults.find((err) => !isPermanentItemFault(err));
       // Retried whole: the events that did commit are written once, and reported again.
       if (retryable !== undefined) throw retryable;
       if (faults.length) {
