@@ -18,6 +18,19 @@ export const AFTER_COMMIT: AfterCommit[] = [fanOutCommitted, recordParticipants]
 /** Far beyond a healthy group commit (milliseconds), well within the 30 s job lock. */
 const LEDGER_WRITE_DEADLINE_MS = 15_000;
 
+/**
+ * Fails a job for good whose events the database refused, after telling the web process
+ * waiting on them why (it answers 400 instead of waiting out its bound).
+ */
+async function refuse(deps: Deps, replyTo: string | undefined, refused: { app_id: string; id: string; reason: string }[]): Promise<never> {
+  if (replyTo) {
+    const pipeline = deps.redis.pipeline();
+    addRefusalReport(pipeline, deps.config.REDIS_PREFIX, replyTo, refused);
+    await pipeline.exec();
+  }
+  throw new UnrecoverableError(`ledger refused ${refused.map((r) => `event ${r.id} (application ${r.app_id}): ${r.reason}`).join('; ')}`);
+}
+
 /** One event to commit, and the web process waiting for its commit report, if any. */
 interface Pending {
   event: LedgerEvent;
@@ -68,12 +81,7 @@ export const ledgerProcessor: ProcessorDef<'ledger'> = {
           const r = settled[i];
           return r.status === 'rejected' ? [{ app_id: p.event.app_id, id: p.event.id, reason: describeItemFault(r.reason) }] : [];
         });
-        if ('reply_to' in data && data.reply_to) {
-          const pipeline = deps.redis.pipeline();
-          addRefusalReport(pipeline, deps.config.REDIS_PREFIX, data.reply_to, refused);
-          await pipeline.exec();
-        }
-        throw new UnrecoverableError(`ledger refused ${refused.map((r) => `event ${r.id} (application ${r.app_id}): ${r.reason}`).join('; ')}`);
+        return refuse(deps, 'reply_to' in data ? data.reply_to : undefined, refused);
       }
       const results = settled.map((r) => (r as PromiseFulfilledResult<CommittedEvent[]>).value);
       const seqs = items.map((p, i) => results[i].find((c) => c.id === p.event.id)?.seq);
