@@ -4,6 +4,10 @@
  *   app list                                → one JSON line per application
  *   key create --app APP_ID [--scopes a,b]  → {"key_id","api_key"}
  *   key revoke KEY_ID                       → {"key_id","revoked":true}
+ *   dead list [--queue Q] [--limit N]       → one JSON line per dead-lettered (failed) job
+ *   dead requeue --queue Q JOB_ID           → {"queue","id","result":"requeued"}
+ *   dead requeue --queue Q --all [--limit N] → {"queue","requeued":N}
+ *   dead discard --queue Q JOB_ID           → {"queue","id","result":"discarded"}
  */
 import { parseArgs } from 'node:util';
 import { createApplication, listApplications, applicationExists } from './apps/applications.js';
@@ -11,12 +15,19 @@ import { createApiKey, isUuid, revokeApiKey } from './auth/api-keys.js';
 import { parseScopeList } from './auth/scopes.js';
 import { loadConfig } from './config.js';
 import { createSql } from './db.js';
+import { discardDeadLetter, listDeadLetters, requeueAllDeadLetters, requeueDeadLetter } from './dead-letters.js';
+import { closeQueues, createQueues, QUEUE_NAMES, type QueueName, type Queues } from './queues.js';
+import { createRedis } from './redis.js';
 
 const USAGE = `usage:
   cli app create --name NAME [--scopes a,b]
   cli app list
   cli key create --app APP_ID [--scopes a,b]
-  cli key revoke KEY_ID`;
+  cli key revoke KEY_ID
+  cli dead list [--queue ${QUEUE_NAMES.join('|')}] [--limit N]
+  cli dead requeue --queue Q JOB_ID
+  cli dead requeue --queue Q --all [--limit N]
+  cli dead discard --queue Q JOB_ID`;
 
 function die(message: string): never {
   process.stderr.write(`${message}\n`);
@@ -25,7 +36,7 @@ function die(message: string): never {
 
 const { values, positionals } = parseArgs({
   args: process.argv.slice(2),
-  options: { name: { type: 'string' }, scopes: { type: 'string' }, app: { type: 'string' } },
+  options: { name: { type: 'string' }, scopes: { type: 'string' }, app: { type: 'string' }, queue: { type: 'string' }, limit: { type: 'string' }, all: { type: 'boolean' } },
   allowPositionals: true,
   strict: true,
 });
@@ -33,6 +44,32 @@ const [noun, verb, arg] = positionals;
 const config = loadConfig();
 const sql = createSql(config.DATABASE_URL, { max: 1 });
 const print = (obj: unknown) => process.stdout.write(JSON.stringify(obj) + '\n');
+
+/** The dead-letter commands: they need Redis (the queues), not the database. */
+async function deadLetters(verb: string | undefined, id: string | undefined): Promise<void> {
+  const queue = values.queue as QueueName | undefined;
+  if (queue !== undefined && !QUEUE_NAMES.includes(queue)) die(`--queue must be one of ${QUEUE_NAMES.join(', ')}`);
+  const limit = values.limit === undefined ? 100 : Number(values.limit);
+  if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) die('--limit must be an integer from 1 to 10000');
+  const redis = createRedis(config.REDIS_URL);
+  const queues: Queues = createQueues(redis, config.REDIS_PREFIX);
+  try {
+    if (verb === 'list') {
+      for (const name of queue ? [queue] : QUEUE_NAMES) for (const d of await listDeadLetters(queues, name, limit)) print(d);
+    } else if (verb === 'requeue' && queue && values.all && !id) {
+      print({ queue, requeued: await requeueAllDeadLetters(queues, queue, limit) });
+    } else if ((verb === 'requeue' || verb === 'discard') && queue && id && !values.all) {
+      const result = await (verb === 'requeue' ? requeueDeadLetter : discardDeadLetter)(queues, queue, id);
+      if (result === 'not_found') die(`no dead-lettered job ${id} in queue ${queue}`);
+      print({ queue, id, result });
+    } else {
+      die(USAGE);
+    }
+  } finally {
+    await closeQueues(queues);
+    await redis.quit().catch(() => redis.disconnect());
+  }
+}
 
 try {
   const scopes = (() => {
@@ -52,6 +89,8 @@ try {
     if (!values.app || !isUuid(values.app) || !(await applicationExists(sql, values.app))) die(`key create needs --app with an existing application id`);
     const key = await createApiKey(sql, values.app, scopes);
     print({ key_id: key.keyId, api_key: key.apiKey, scopes });
+  } else if (noun === 'dead') {
+    await deadLetters(verb, arg);
   } else if (noun === 'key' && verb === 'revoke') {
     if (!arg) die('key revoke needs KEY_ID');
     if (!(await revokeApiKey(sql, arg))) die(`no active key ${arg}`);

@@ -69,6 +69,8 @@ const schema = z
      * over by another worker after about this long (BullMQ lockDuration and stalledInterval).
      */
     JOB_LOCK_MS: int(30_000, 1000),
+    /** A job active longer than this (ms) counts as stuck in /metrics (`queue_stuck_jobs`). */
+    JOB_STUCK_MS: int(120_000, 1000),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     /** Guards /admin/queues (Bull Board) and other operator routes. */
     ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),

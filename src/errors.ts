@@ -141,6 +141,46 @@ export function isUnavailable(err: unknown): boolean {
   );
 }
 
+/**
+ * SQLSTATE classes of errors caused by the data of a statement, not by the session: 22 data
+ * exception (U+0000 in text, a value out of range, malformed JSON), 23 integrity constraint
+ * violation, 54 program limit exceeded (stack depth: JSON nested too deep). Run again with the
+ * same data they fail again; run without that data the rest succeeds.
+ */
+const DATA_ERROR_CLASSES = new Set(['22', '23', '54']);
+
+/**
+ * Whether `err` is one item's fault rather than the batch's: PostgreSQL refused its data, or
+ * serialising it overflowed the stack or the longest string (RangeError). A batch failing with
+ * one is split to find the item (src/tick-batch.ts); its job fails for good (no retry can
+ * help). Outages and lost sessions (`isUnavailable`), deadlocks and anything unknown are not:
+ * they fail the batch and are retried whole.
+ */
+export function isItemFault(err: unknown): boolean {
+  // Only serialisation's overflows: a RangeError from a buffer (a corrupted protocol stream) is the session's.
+  if (err instanceof RangeError) return /Maximum call stack size exceeded|Invalid string length/.test(err.message);
+  if (isUnavailable(err)) return false;
+  const code = (err as { code?: unknown } | undefined)?.code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && DATA_ERROR_CLASSES.has(code.slice(0, 2));
+}
+
+/**
+ * An item's fault that no retry can cure: its data is malformed for PostgreSQL (class 22), past
+ * one of its limits (class 54) or cannot be serialised. An integrity violation (class 23) is
+ * the item's too, but can be a race another attempt wins (a row not yet committed, two
+ * inserts of one key), so it is retried.
+ */
+export function isPermanentItemFault(err: unknown): boolean {
+  return isItemFault(err) && !String((err as { code?: unknown }).code).startsWith('23');
+}
+
+/** Why an item was refused (see `isItemFault`), in words safe to show whoever sent it. */
+export function describeItemFault(err: unknown): string {
+  if (err instanceof RangeError) return 'it is nested too deeply or too large to serialise';
+  const e = err as { code?: string; message?: string };
+  return `the database refused its data: ${e.message ?? 'unknown error'} (SQLSTATE ${e.code})`;
+}
+
 /** The UNAVAILABLE error: 503 with `Retry-After: 1`, so clients back off briefly and retry. */
 export function unavailable(service = 'A backing service', cause?: unknown): AppError {
   return new AppError('UNAVAILABLE', `${service} is unavailable; retry shortly`, undefined, { cause, headers: { 'Retry-After': '1' } });

@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Queues } from './queues.js';
+import { registerQueueHealth } from './queue-health.js';
 
 /**
  * One registry per process (not prom-client's global), so tests can build several apps in one
@@ -12,8 +13,13 @@ export interface Metrics {
   ledgerBatchSize: Histogram<never>;
   streamClients: Gauge<never>;
   webhookAttempts: Counter<'outcome'>;
-  /** Adds queue waiting/active/failed gauges read from Redis at scrape time. */
-  watchQueues(queues: Queues): void;
+  /**
+   * Adds queue gauges read from Redis at scrape time: jobs per state (failed = dead letters),
+   * stuck jobs (active longer than `stuckAfterMs`) and the oldest waiting job's age.
+   */
+  watchQueues(queues: Queues, options: { stuckAfterMs: number }): void;
+  /** Ledger progress in this process: `started` when its ledger worker starts, `committed` after each group commit. */
+  ledgerProgress: { started(): void; committed(): void };
 }
 
 export function createMetrics(options: { defaults?: boolean } = {}): Metrics {
@@ -46,17 +52,36 @@ export function createMetrics(options: { defaults?: boolean } = {}): Metrics {
     labelNames: ['outcome'] as const,
     registers: [registry],
   });
+  // Ledger progress: seconds since this process's ledger worker last committed (since it
+  // started, before its first commit). No series in a process without a ledger worker.
+  let ledgerStartedAt: number | undefined;
+  let ledgerCommittedAt: number | undefined;
+  new Gauge({
+    name: 'ledger_last_commit_age_seconds',
+    help: "Seconds since this process's ledger worker last committed a batch (since it started, before any)",
+    registers: [registry],
+    collect() {
+      const since = ledgerCommittedAt ?? ledgerStartedAt;
+      if (since !== undefined) this.set((Date.now() - since) / 1000);
+    },
+  });
+  const ledgerProgress = {
+    started: () => void (ledgerStartedAt ??= Date.now()),
+    committed: () => void (ledgerCommittedAt = Date.now()),
+  };
   let watched = false;
   return {
+    ledgerProgress,
     registry,
     httpDuration,
     jobDuration,
     ledgerBatchSize,
     streamClients,
     webhookAttempts,
-    watchQueues(queues) {
+    watchQueues(queues, options) {
       if (watched) return;
       watched = true;
+      registerQueueHealth(registry, queues, options.stuckAfterMs);
       new Gauge({
         name: 'queue_jobs',
         help: 'Jobs per queue and state (waiting, active, delayed, failed)',

@@ -1,6 +1,7 @@
 import { DelayedError, UnrecoverableError, Worker, type Job, type WorkerOptions } from 'bullmq';
 import type { QueueName } from '../src/config.js';
 import type { Deps } from '../src/deps.js';
+import { describeItemFault, isPermanentItemFault } from '../src/errors.js';
 import { JOBS, queuePrefix } from '../src/queues.js';
 import { createRedis, watchConnection, type Redis } from '../src/redis.js';
 
@@ -39,7 +40,14 @@ export function startWorkerHost(deps: Deps, defs: ProcessorDef[]): WorkerHost {
         const parsed = schema.safeParse(job.data);
         if (!parsed.success) throw new UnrecoverableError(`invalid ${def.queue} payload: ${parsed.error.issues[0]?.message}`);
         job.data = parsed.data;
-        return run(job, token);
+        try {
+          return await run(job, token);
+        } catch (err) {
+          // Data the database can never accept: retrying only repeats the job's side effects
+          // (a webhook re-sent each time); straight to the dead letter, where an operator sees it.
+          if (isPermanentItemFault(err)) throw new UnrecoverableError(`refused for good: ${describeItemFault(err)}`);
+          throw err;
+        }
       },
       {
         connection,

@@ -1,6 +1,8 @@
+import { UnrecoverableError } from 'bullmq';
 import { withDeadline } from '../src/availability.js';
 import type { Deps } from '../src/deps.js';
-import { addCommitReports } from '../src/ledger/commit-reports.js';
+import { describeItemFault, isPermanentItemFault } from '../src/errors.js';
+import { addCommitReports, addRefusalReport } from '../src/ledger/commit-reports.js';
 import { createGroupCommit } from '../src/ledger/group-commit.js';
 import { addWakes } from '../src/ledger/wake.js';
 import { writeEvents, type CommittedEvent } from '../src/ledger/write.js';
@@ -16,6 +18,19 @@ export const AFTER_COMMIT: AfterCommit[] = [fanOutCommitted, recordParticipants]
 /** Far beyond a healthy group commit (milliseconds), well within the 30 s job lock. */
 const LEDGER_WRITE_DEADLINE_MS = 15_000;
 
+/**
+ * Fails a job for good whose events the database refused, after telling the web process
+ * waiting on them why (it answers 400 instead of waiting out its bound).
+ */
+async function refuse(deps: Deps, replyTo: string | undefined, refused: { app_id: string; id: string; reason: string }[]): Promise<never> {
+  if (replyTo) {
+    const pipeline = deps.redis.pipeline();
+    addRefusalReport(pipeline, deps.config.REDIS_PREFIX, replyTo, refused);
+    await pipeline.exec();
+  }
+  throw new UnrecoverableError(`ledger refused ${refused.map((r) => `event ${r.id} (application ${r.app_id}): ${r.reason}`).join('; ')}`);
+}
+
 /** One event to commit, and the web process waiting for its commit report, if any. */
 interface Pending {
   event: LedgerEvent;
@@ -27,12 +42,15 @@ interface Pending {
  * many events (a web process's batch). Each job resolves only after all its events have
  * committed, the wakes and commit reports are published and the after-commit hooks ran; a
  * failure anywhere fails every job of the batch, and their retries write nothing twice. When
- * the database refuses one event, the group commit retries the others alone, so they commit
- * (and are reported) while only the job holding the bad one fails.
+ * the database refuses one event's data, the group commit splits the batch until that event is
+ * alone, so the others commit (and are reported) while only the job holding the bad one fails
+ * — for good, as no retry can store it: it waits in the failed set (the dead letter) for an
+ * operator, and the web process waiting on it hears why.
  */
 export const ledgerProcessor: ProcessorDef<'ledger'> = {
   queue: 'ledger',
   create(deps) {
+    deps.metrics.ledgerProgress.started();
     const commit = createGroupCommit<Pending, CommittedEvent[]>(async (items) => {
       // The group commit runs one flush at a time: a write that never settles (a connection
       // left hanging by a PostgreSQL restart) would stall every later ledger job of this
@@ -40,6 +58,7 @@ export const ledgerProcessor: ProcessorDef<'ledger'> = {
       // late anyway is harmless (ids are written once, positions under the head's row lock).
       const committed = await withDeadline(writeEvents(deps.sql, items.map((p) => p.event)), LEDGER_WRITE_DEADLINE_MS, 'PostgreSQL');
       deps.metrics.ledgerBatchSize.observe(items.length);
+      deps.metrics.ledgerProgress.committed();
       const replyTo = new Map<string, string>();
       for (const p of items) if (p.replyTo) replyTo.set(p.event.id, p.replyTo);
       const pipeline = deps.redis.pipeline();
@@ -52,7 +71,19 @@ export const ledgerProcessor: ProcessorDef<'ledger'> = {
     return async (job) => {
       const data = job.data as JobData<'ledger'>;
       const items: Pending[] = 'event' in data ? [{ event: data.event }] : data.events.map((event) => ({ event, replyTo: data.reply_to }));
-      const results = await Promise.all(items.map((p) => commit(p)));
+      const settled = await Promise.allSettled(items.map((p) => commit(p)));
+      const faults = settled.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
+      const retryable = faults.find((err) => !isPermanentItemFault(err));
+      // Retried whole: the events that did commit are written once, and reported again.
+      if (retryable !== undefined) throw retryable;
+      if (faults.length) {
+        const refused = items.flatMap((p, i) => {
+          const r = settled[i];
+          return r.status === 'rejected' ? [{ app_id: p.event.app_id, id: p.event.id, reason: describeItemFault(r.reason) }] : [];
+        });
+        return refuse(deps, 'reply_to' in data ? data.reply_to : undefined, refused);
+      }
+      const results = settled.map((r) => (r as PromiseFulfilledResult<CommittedEvent[]>).value);
       const seqs = items.map((p, i) => results[i].find((c) => c.id === p.event.id)?.seq);
       return 'event' in data ? { seq: seqs[0] } : { seqs };
     };

@@ -20,7 +20,7 @@ export function opsRouter(deps: Deps): Router {
     const [pg, redis] = checks.map((c) => (c.status === 'fulfilled' ? 'ok' : 'down'));
     res.status(pg === 'ok' && redis === 'ok' ? 200 : 503).json({ status: pg === 'ok' && redis === 'ok' ? 'ok' : 'unavailable', postgres: pg, redis });
   });
-  deps.metrics.watchQueues(deps.queues);
+  deps.metrics.watchQueues(deps.queues, { stuckAfterMs: deps.config.JOB_STUCK_MS });
   router.get('/metrics', async (_req, res) => {
     res.setHeader('Content-Type', deps.metrics.registry.contentType);
     res.send(await deps.metrics.registry.metrics());
@@ -88,11 +88,32 @@ export function adminGuard(adminToken: string, publicBaseUrl: string) {
   };
 }
 
+/** How deep Bull Board shows a job's data; a dead-lettered job can be nested thousands of levels. */
+const BOARD_DATA_DEPTH = 32;
+
+/**
+ * `value` with everything below `depth` levels replaced by a marker: Bull Board answers the job
+ * list with JSON.stringify, which overflows the stack on a job nested ~5,000 levels deep and
+ * left the whole list (and so the failed jobs an operator must see) answering 500.
+ */
+function cutDepth(value: unknown, depth = BOARD_DATA_DEPTH): unknown {
+  if (typeof value !== 'object' || value === null) return value;
+  if (depth === 0) return `[nested deeper than ${BOARD_DATA_DEPTH} levels; read the job from Redis or the dead-letter CLI]`;
+  if (Array.isArray(value)) return value.map((v) => cutDepth(v, depth - 1));
+  return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, cutDepth(v, depth - 1)]));
+}
+
 /** Bull Board at /admin/queues listing every queue, behind ADMIN_TOKEN. */
 export function adminRouter(deps: Deps): Router {
   const serverAdapter = new ExpressAdapter();
   serverAdapter.setBasePath('/admin/queues');
-  createBullBoard({ queues: Object.values(deps.queues).map((q) => new BullMQAdapter(q)), serverAdapter });
+  const adapters = Object.values(deps.queues).map((q) => {
+    const adapter = new BullMQAdapter(q);
+    adapter.setFormatter('data', (data) => cutDepth(data));
+    adapter.setFormatter('returnValue', (value) => cutDepth(value));
+    return adapter;
+  });
+  createBullBoard({ queues: adapters, serverAdapter });
   const router = express.Router();
   router.use('/admin/queues', adminGuard(deps.config.ADMIN_TOKEN, deps.config.PUBLIC_BASE_URL), serverAdapter.getRouter());
   return router;

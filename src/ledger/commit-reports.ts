@@ -1,7 +1,7 @@
 import type { ChainableCommander } from 'ioredis';
 import type { Logger } from '../logger.js';
 import { createRedis, watchConnection } from '../redis.js';
-import type { CommittedPosition } from './commit-waiter.js';
+import type { CommitOutcome } from './commit-waiter.js';
 import type { CommittedEvent } from './write.js';
 
 /**
@@ -13,8 +13,12 @@ import type { CommittedEvent } from './write.js';
  */
 export const commitReportChannel = (redisPrefix: string, replyTo: string) => `${redisPrefix}:committed:${replyTo}`;
 
-/** [app_id, id, seq, created_at] per committed event. */
-type ReportEntry = [string, string, number, string];
+/**
+ * [app_id, id, seq, created_at] per committed event; [app_id, id, reason] per event the
+ * database refused for good (its data), so its caller gets an answer instead of waiting out
+ * its bound. A process that does not know the second form ignores it.
+ */
+type ReportEntry = [string, string, number, string] | [string, string, string];
 
 /** Adds one publish per web process waiting on events of `committed` to `pipeline`. */
 export function addCommitReports(pipeline: ChainableCommander, redisPrefix: string, committed: CommittedEvent[], replyTo: Map<string, string>): void {
@@ -29,6 +33,12 @@ export function addCommitReports(pipeline: ChainableCommander, redisPrefix: stri
   for (const [to, entries] of byProcess) pipeline.publish(commitReportChannel(redisPrefix, to), JSON.stringify(entries));
 }
 
+/** Adds the report of events refused for good to `pipeline` (each `reason` is shown to the event's caller). */
+export function addRefusalReport(pipeline: ChainableCommander, redisPrefix: string, replyTo: string, refused: { app_id: string; id: string; reason: string }[]): void {
+  const entries: ReportEntry[] = refused.map((e) => [e.app_id, e.id, e.reason]);
+  if (entries.length) pipeline.publish(commitReportChannel(redisPrefix, replyTo), JSON.stringify(entries));
+}
+
 export interface CommitReportSubscription {
   /** Resolves once the subscription is active. */
   ready: Promise<void>;
@@ -41,7 +51,7 @@ export function subscribeCommitReports(
   redisPrefix: string,
   replyTo: string,
   logger: Logger,
-  onCommitted: (appId: string, id: string, position: CommittedPosition) => void,
+  onReport: (appId: string, id: string, outcome: CommitOutcome) => void,
 ): CommitReportSubscription {
   const sub = watchConnection(createRedis(redisUrl, 'blocking'), 'commit reports', logger);
   const channel = commitReportChannel(redisPrefix, replyTo);
@@ -55,9 +65,9 @@ export function subscribeCommitReports(
     }
     if (!Array.isArray(entries)) return;
     for (const e of entries) {
-      if (Array.isArray(e) && typeof e[0] === 'string' && typeof e[1] === 'string' && typeof e[2] === 'number' && typeof e[3] === 'string') {
-        onCommitted(e[0], e[1], { seq: e[2], created_at: e[3] });
-      }
+      if (!Array.isArray(e) || typeof e[0] !== 'string' || typeof e[1] !== 'string') continue;
+      if (typeof e[2] === 'number' && typeof e[3] === 'string') onReport(e[0], e[1], { seq: e[2], created_at: e[3] });
+      else if (typeof e[2] === 'string' && e.length === 3) onReport(e[0], e[1], { refused: e[2] });
     }
   });
   const ready = sub.subscribe(channel).then(() => undefined);

@@ -21,6 +21,9 @@ export interface CommittedPosition {
   created_at: string;
 }
 
+/** What a commit report says of an event: where it landed, or why the ledger refused it for good. */
+export type CommitOutcome = CommittedPosition | { refused: string };
+
 export const eventCommitted: OutcomeCheck<CommittedPosition> = async (sql, appId, ids) =>
   (
     await sql<({ id: string } & CommittedPosition)[]>`

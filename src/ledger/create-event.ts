@@ -104,6 +104,8 @@ export async function createCustomEvent(
   };
   const position = await ledger.submit(event, deps.config.EVENT_WAIT_MS);
   if (!position) return ok({ committed: false, id });
+  // Past every check at the door, the database still refused its data (a path the checks missed).
+  if ('refused' in position) return fail('VALIDATION_ERROR', `The event cannot be stored: ${position.refused}`, [{ path: ['payload'], message: position.refused }]);
   // A replayed key may have raced its first request, whose copy is the one stored: read it.
   // Otherwise the id is this request's own, and the stored event is exactly what it enqueued.
   if (claim.value.replay) {

@@ -1,26 +1,16 @@
-import { isUnavailable } from '../errors.js';
-import { ItemFailed, tickBatch } from '../tick-batch.js';
+import { tickBatch } from '../tick-batch.js';
 
 /**
  * Gathers items from many concurrent callers into batches, one batch at a time: while one
  * flush runs, new items queue up and go together in the next (src/tick-batch.ts, serial).
- * Every caller of a batch gets the flush's result.
+ * Every caller of a batch gets the flush's result. A batch the database refuses for one item's
+ * data is split by the tick batch until that item is alone, so only its caller fails.
  */
 export function createGroupCommit<T, R>(flush: (items: T[]) => Promise<R>, maxBatch: number): (item: T) => Promise<R> {
   return tickBatch<T, R>(
     async (items) => {
-      try {
-        const result = await flush(items);
-        return items.map(() => result);
-      } catch (err) {
-        // One item the database refuses (bad data) must not fail the callers it happened to
-        // share a batch with: each is flushed on its own, so only the bad one fails. An outage
-        // fails them all at once instead — alone they would only fail again, one by one.
-        if (items.length === 1 || isUnavailable(err)) throw err;
-        const outputs: (R | ItemFailed)[] = [];
-        for (const item of items) outputs.push(await flush([item]).catch((e: unknown) => new ItemFailed(e)));
-        return outputs;
-      }
+      const result = await flush(items);
+      return items.map(() => result);
     },
     { maxBatch, serial: true },
   );

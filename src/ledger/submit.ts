@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Deps } from '../deps.js';
+import { describeItemFault, isItemFault } from '../errors.js';
 import { enqueue, type LedgerEvent } from '../queues.js';
 import { subscribeCommitReports } from './commit-reports.js';
-import { createCommitWaiter, eventCommitted, type CommittedPosition } from './commit-waiter.js';
+import { createCommitWaiter, eventCommitted, type CommitOutcome } from './commit-waiter.js';
 import { createGroupCommit } from './group-commit.js';
 
 /** The most events one ledger job carries. */
@@ -10,11 +11,12 @@ const ENQUEUE_BATCH_MAX = 200;
 
 export interface LedgerSubmitter {
   /**
-   * Enqueues `event` on the ledger and waits (bounded) for its commit: where it landed, or
-   * undefined when it was not committed within `timeoutMs` (it stays queued). Throws the
-   * UNAVAILABLE AppError when it could not be enqueued.
+   * Enqueues `event` on the ledger and waits (bounded) for its commit: where it landed, why
+   * it cannot be queued or the database refused it for good (`refused`), or undefined when it was not committed
+   * within `timeoutMs` (it stays queued). Throws the UNAVAILABLE AppError when it could not be
+   * enqueued.
    */
-  submit(event: LedgerEvent, timeoutMs: number): Promise<CommittedPosition | undefined>;
+  submit(event: LedgerEvent, timeoutMs: number): Promise<CommitOutcome | undefined>;
   /** Resolves once commit reports are subscribed. */
   ready: Promise<void>;
   close(): Promise<void>;
@@ -29,9 +31,9 @@ export interface LedgerSubmitter {
  */
 export function createLedgerSubmitter(deps: Deps): LedgerSubmitter {
   const replyTo = randomUUID();
-  const commits = createCommitWaiter(deps.sql, undefined, eventCommitted);
-  const reports = subscribeCommitReports(deps.config.REDIS_URL, deps.config.REDIS_PREFIX, replyTo, deps.logger, (appId, id, position) =>
-    commits.settle(appId, id, position),
+  const commits = createCommitWaiter<CommitOutcome>(deps.sql, undefined, eventCommitted);
+  const reports = subscribeCommitReports(deps.config.REDIS_URL, deps.config.REDIS_PREFIX, replyTo, deps.logger, (appId, id, outcome) =>
+    commits.settle(appId, id, outcome),
   );
   const enqueueBatch = createGroupCommit<LedgerEvent, void>(async (events) => {
     await enqueue(deps.queues, 'ledger', { events, reply_to: replyTo });
@@ -44,6 +46,8 @@ export function createLedgerSubmitter(deps: Deps): LedgerSubmitter {
         await enqueueBatch(event);
       } catch (err) {
         commits.settle(event.app_id, event.id, undefined);
+        // Its own fault (it cannot be serialised into a job): refused, as the ledger would.
+        if (isItemFault(err)) return { refused: describeItemFault(err) };
         throw err;
       }
       return committed;

@@ -40,6 +40,29 @@ export async function writeEvents(sql: Sql, events: LedgerEvent[]): Promise<Comm
   for (const e of unique) byApp.set(e.app_id, [...(byApp.get(e.app_id) ?? []), e]);
   const appIds = [...byApp.keys()].sort();
 
+  // Serialised before the transaction: an event that cannot be (a RangeError: nested too deep)
+  // fails here, as the item's fault, instead of inside the driver with a transaction open.
+  // Sent as text (`::text::jsonb`): a jsonb parameter would be serialised again by the driver.
+  const perApp = new Map(
+    appIds.map((appId) => {
+      const batch = byApp.get(appId)!;
+      const rows = batch.map((e, i) => ({
+        ord: i + 1,
+        id: e.id,
+        event_type: e.event_type,
+        // U+0000 cannot be stored in jsonb; producers refuse or replace it, this is the last guard.
+        payload: storableText(e.payload),
+        attachments: storableText(e.attachments ?? []),
+        origin_event_id: e.origin_event_id ?? null,
+        conversation_id: e.conversation_id ?? null,
+        platform_connection_id: e.platform_connection_id ?? null,
+        validation_errors: e.validation_errors ?? null,
+      }));
+      const edges = batch.flatMap((e) => e.edges.map((edge, ord) => ({ event_id: e.id, ord, ...edge })));
+      return [appId, { n: batch.length, rows: JSON.stringify(rows), edges: JSON.stringify(edges) }] as const;
+    }),
+  );
+
   const committed = await transaction(sql, async (tx) => {
     const out: CommittedEvent[] = [];
     // Sent together (postgres.js pipelines them on the one connection): the head rows must
@@ -48,21 +71,7 @@ export async function writeEvents(sql: Sql, events: LedgerEvent[]): Promise<Comm
     heads.catch(() => {});
     try {
       for (const appId of appIds) {
-        const batch = byApp.get(appId)!;
-        const n = batch.length;
-        const rows = batch.map((e, i) => ({
-          ord: i + 1,
-          id: e.id,
-          event_type: e.event_type,
-          // U+0000 cannot be stored in jsonb; producers refuse or replace it, this is the last guard.
-          payload: storableText(e.payload),
-          attachments: storableText(e.attachments ?? []),
-          origin_event_id: e.origin_event_id ?? null,
-          conversation_id: e.conversation_id ?? null,
-          platform_connection_id: e.platform_connection_id ?? null,
-          validation_errors: e.validation_errors ?? null,
-        }));
-        const edges = batch.flatMap((e) => e.edges.map((edge, ord) => ({ event_id: e.id, ord, ...edge })));
+        const { n, rows, edges } = perApp.get(appId)!;
         // One statement per application writes its events and their edges; an edge joins the
         // inserted rows, so an event already written by an earlier attempt adds no edge twice.
         const inserted = await tx<CommittedEvent[]>`
@@ -78,7 +87,7 @@ export async function writeEvents(sql: Sql, events: LedgerEvent[]): Promise<Comm
             SELECT r.id, ${appId}, head.base_seq + r.ord, head.base_at + (r.ord - 1) * interval '1 microsecond',
                    r.event_type, r.payload, r.attachments, r.origin_event_id, r.conversation_id,
                    r.platform_connection_id, r.validation_errors
-              FROM head, jsonb_to_recordset(${tx.json(rows as never)}::jsonb) AS r(
+              FROM head, jsonb_to_recordset(${rows}::text::jsonb) AS r(
                    ord int, id uuid, event_type text, payload jsonb, attachments jsonb, origin_event_id uuid,
                    conversation_id uuid, platform_connection_id uuid, validation_errors jsonb)
             ORDER BY r.ord
@@ -87,7 +96,7 @@ export async function writeEvents(sql: Sql, events: LedgerEvent[]): Promise<Comm
           ), edges AS (
             INSERT INTO event_edges (event_id, app_id, event_seq, edge_type, target_node_type, target_node_id, ord)
             SELECT r.event_id, ${appId}, ins.seq, r.edge_type, r.target_node_type, r.target_node_id, r.ord
-              FROM jsonb_to_recordset(${tx.json(edges as never)}::jsonb) AS r(
+              FROM jsonb_to_recordset(${edges}::text::jsonb) AS r(
                    event_id uuid, edge_type text, target_node_type text, target_node_id uuid, ord int)
               JOIN ins ON ins.id = r.event_id
           )

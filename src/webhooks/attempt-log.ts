@@ -3,6 +3,7 @@ import type { Deps } from '../deps.js';
 import { derivedId } from '../ids.js';
 import { createGroupCommit } from '../ledger/group-commit.js';
 import { enqueue } from '../queues.js';
+import { storableText } from '../storable-text.js';
 import { capBody } from './http-client.js';
 import { publishSubscriptionsChanged } from './subscription-cache.js';
 
@@ -33,7 +34,12 @@ export interface AttemptRecord {
   log?: boolean;
 }
 
-const cap = (s: string | null) => (s === null ? null : capBody(s));
+/**
+ * Receivers' answers and transport errors are text from outside, already received: stored
+ * with U+0000 and lone surrogates replaced (PostgreSQL refuses them), so a receiver's odd body
+ * cannot fail its delivery's log write on every attempt.
+ */
+const cap = (s: string | null) => (s === null ? null : storableText(capBody(s)));
 
 /** Group commits running side by side; a subscription's records always go to the same one. */
 const SHARDS = 4;
@@ -65,11 +71,11 @@ async function writeAttempts(deps: Deps, records: AttemptRecord[]): Promise<void
       status_code: r.statusCode,
       attempt_count: r.attempt,
       duration_ms: r.durationMs,
-      error_message: r.error,
+      error_message: cap(r.error),
       request_body: cap(r.requestBody),
       response_body: cap(r.responseBody),
     }));
-  const outcome = (r: AttemptRecord) => ({ id: r.deliveryId, app_id: r.appId, status: r.status, attempt: r.attempt, status_code: r.statusCode, error: r.error, first_ts: r.firstAttemptTs });
+  const outcome = (r: AttemptRecord) => ({ id: r.deliveryId, app_id: r.appId, status: r.status, attempt: r.attempt, status_code: r.statusCode, error: cap(r.error), first_ts: r.firstAttemptTs });
   const inserts = records
     .filter((r) => r.newDelivery && r.deliveryId)
     .map((r) => ({ ...outcome(r), subscription_id: r.subscriptionId, event_id: r.eventId, event_type: r.eventType, body: r.newDelivery!.body }));

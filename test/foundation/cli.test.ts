@@ -1,8 +1,7 @@
-import { execFile } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { authenticate } from '../../src/auth/api-keys.js';
 import { SCOPES } from '../../src/auth/scopes.js';
-import { projectRoot } from '../../src/project-root.js';
+import { runCli } from '../helpers/cli.js';
 import { startTestStack, type TestStack } from '../helpers/stack.js';
 
 let s: TestStack;
@@ -11,17 +10,7 @@ beforeAll(async () => {
 });
 afterAll(() => s.close());
 
-/** Runs the CLI exactly as an operator does: `npm run -s cli -- …`. */
-function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(
-      'npm',
-      ['run', '-s', 'cli', '--', ...args],
-      { cwd: projectRoot(), env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...s.env }, timeout: 30_000 },
-      (err, stdout, stderr) => resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
+const cli = (args: string[]) => runCli(s.env, args);
 
 /** The one JSON line a command prints. */
 function oneJsonLine(stdout: string): Record<string, any> {

@@ -53,6 +53,70 @@ describe('tickBatch', () => {
   });
 });
 
+describe('tickBatch poison isolation', () => {
+  /** An error as postgres.js raises it when PostgreSQL refuses a statement's data. */
+  const pgError = (code: string, message: string) => Object.assign(new Error(message), { name: 'PostgresError', code });
+
+  it('bisects a batch failing on one item\'s data until only that item\'s caller fails, keeping arrival order', async () => {
+    const runs: string[][] = [];
+    const write = tickBatch<string, string>(async (items) => {
+      runs.push(items);
+      if (items.includes('poison')) throw pgError('22P05', 'unsupported Unicode escape sequence');
+      return items.map((i) => i.toUpperCase());
+    }, { maxBatch: 100, serial: true });
+    const items = ['a', 'b', 'c', 'poison', 'd', 'e', 'f', 'g'];
+    const results = await Promise.allSettled(items.map(write));
+    expect(results.map((r) => (r.status === 'fulfilled' ? r.value : (r.reason as { code: string }).code))).toEqual(['A', 'B', 'C', '22P05', 'D', 'E', 'F', 'G']);
+    // Every good item was written exactly once, in the order it arrived.
+    expect(runs.filter((r) => !r.includes('poison')).flat()).toEqual(['a', 'b', 'c', 'd', 'e', 'f', 'g']);
+    // Bisection, not item by item: the batch, its poisoned halves down to the item alone.
+    expect(runs).toEqual([items, ['a', 'b', 'c', 'poison'], ['a', 'b'], ['c', 'poison'], ['c'], ['poison'], ['d', 'e', 'f', 'g']]);
+  });
+
+  it('isolates an item whose serialisation overflows the stack (a RangeError)', async () => {
+    let deep: unknown = 1;
+    for (let i = 0; i < 200_000; i++) deep = { a: deep };
+    const runs: number[] = [];
+    const write = tickBatch<unknown, number>(async (items) => {
+      runs.push(items.length);
+      return items.map((i) => JSON.stringify(i).length);
+    }, { maxBatch: 100 });
+    const results = await Promise.allSettled([{ x: 1 }, deep, { y: 22 }].map(write));
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect((results[1] as PromiseRejectedResult).reason).toBeInstanceOf(RangeError);
+    expect(runs.length).toBeLessThanOrEqual(5);
+  });
+
+  it.each([
+    ['a lost connection', Object.assign(new Error('write CONNECTION_CLOSED'), { code: 'CONNECTION_CLOSED' })],
+    ['PostgreSQL shutting down', pgError('57P01', 'terminating connection due to administrator command')],
+    ['a deadlock', pgError('40P01', 'deadlock detected')],
+    ['an unknown fault', new Error('something else')],
+    ['a buffer read out of range (a corrupted stream, not an item)', Object.assign(new RangeError('The value of "offset" is out of range.'), { code: 'ERR_OUT_OF_RANGE' })],
+  ])('fails the whole batch at once on %s, without splitting it item by item', async (_what, error) => {
+    let runs = 0;
+    const write = tickBatch<number, number>(async () => {
+      runs++;
+      throw error;
+    }, { maxBatch: 100, serial: true });
+    const results = await Promise.allSettled([1, 2, 3, 4, 5, 6].map(write));
+    expect(results.every((r) => r.status === 'rejected' && r.reason === error)).toBe(true);
+    expect(runs).toBe(1);
+  });
+
+  it('fails every item of a batch whose items are all poison, each with its own error, in bounded runs', async () => {
+    let runs = 0;
+    const write = tickBatch<number, number>(async (items) => {
+      runs++;
+      if (items.length === 1) throw pgError('54001', `stack depth limit exceeded (item ${items[0]})`);
+      throw pgError('54001', 'stack depth limit exceeded');
+    }, { maxBatch: 100 });
+    const results = await Promise.allSettled([1, 2, 3, 4].map(write));
+    expect(results.map((r) => ((r as PromiseRejectedResult).reason as Error).message)).toEqual([1, 2, 3, 4].map((i) => `stack depth limit exceeded (item ${i})`));
+    expect(runs).toBe(7); // 1 + 2 + 4: a full binary split, never more
+  });
+});
+
 describe('createWindowLimiter (real Redis)', () => {
   let redis: Redis;
   const prefix = `test-wl-${randomBytes(4).toString('hex')}`;
