@@ -154,7 +154,7 @@ export async function createConnection(deps: Deps, appId: string, input: z.infer
     const [inserted] = await tx<ConnectionRow[]>`
       INSERT INTO platform_connections (app_id, platform, name, config_sealed, config_public, webhook_secret_sealed, verify_token_hash)
       VALUES (${appId}, ${input.platform_name}, ${input.name}, ${sealed}, ${tx.json(pub as never)},
-              ${deps.secrets.seal(randomBytes(24).toString('base64url'))})
+              ${deps.secrets.seal(randomBytes(24).toString('base64url'))}, ${verifyTokenHash})
       RETURNING *`;
     await claimRoutingIds(tx, inserted.id, input.platform_name, routingIds);
     return inserted;
