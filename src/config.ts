@@ -160,6 +160,9 @@ const schema = z
       }),
     /** How long the inbound receiver and worker reuse a connection they looked up (ms). Changes are announced to every process at once; this bounds staleness when an announcement is lost. */
     INBOUND_LOOKUP_CACHE_MS: int(2000, 0),
+    /** Where the service may send requests: webhooks, media downloads, platform APIs (see src/net/outbound-policy.ts). */
+    OUTBOUND_ADDRESS_POLICY: z.enum(['public-https', 'any']).optional(),
+    /** The earlier name of OUTBOUND_ADDRESS_POLICY, still read when that is unset. */
     WEBHOOK_TARGET_POLICY: z.enum(['public-https', 'any']).optional(),
     WEBHOOK_TIMEOUT_MS: int(30_000, 1),
     WEBHOOK_RETRY_DELAYS_MS: msList('0,60000,300000,1800000,7200000'),
@@ -227,7 +230,7 @@ const schema = z
     ADMIN_TOKEN: env.ADMIN_TOKEN ?? DEV_ADMIN_TOKEN,
     SECRETS_KEY: env.SECRETS_KEY ?? DEV_SECRETS_KEY,
     PUBLIC_BASE_URL: (env.PUBLIC_BASE_URL ?? `http://localhost:${env.PORT}`).replace(/\/$/, ''),
-    WEBHOOK_TARGET_POLICY: env.WEBHOOK_TARGET_POLICY ?? (env.NODE_ENV === 'production' ? 'public-https' : 'any'),
+    OUTBOUND_ADDRESS_POLICY: env.OUTBOUND_ADDRESS_POLICY ?? env.WEBHOOK_TARGET_POLICY ?? (env.NODE_ENV === 'production' ? 'public-https' : 'any'),
     usingDevSecrets: !env.ADMIN_TOKEN || !env.SECRETS_KEY,
   }));
 

@@ -113,6 +113,8 @@ export const sendProcessor: ProcessorDef<'send'> = {
         timeoutMs: deps.config.PLATFORM_TIMEOUT_MS,
         defaultBaseUrl: deps.config.PLATFORM_API_BASES[conn.platform],
         webhookUrl: dedicatedWebhookUrl(deps, conn),
+        // The operator's PLATFORM_API_BASES are trusted; a tenant's api_base_url (and the real platforms) go through the policy.
+        guarded: deps.config.OUTBOUND_ADDRESS_POLICY === 'public-https' && (conn.config.api_base_url !== undefined || !deps.config.PLATFORM_API_BASES[conn.platform]),
       });
       if (outcome.ok) {
         // The row first, and it must outlast a database blip: the platform has the message, so a

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import { fail, ok, type ErrorDetail, type Result } from '../errors.js';
 import { zodDetails } from '../http/zod-details.js';
+import { checkOutboundUrl, refusedHost } from '../net/outbound-policy.js';
 import { getAdapter } from '../platforms/registry.js';
 import { PLATFORM_NAMES, type PlatformName } from '../platforms/types.js';
 import { announceChange } from '../change-feed.js';
@@ -72,11 +73,25 @@ function verifyTokenHashOf(deps: Deps, config: Record<string, unknown>): string 
   return typeof config.verify_token === 'string' && config.verify_token ? deps.secrets.fingerprint(config.verify_token) : null;
 }
 
-function validateConfig(platform: PlatformName, config: Record<string, unknown>): Result<Record<string, unknown>> {
+function validateConfig(deps: Deps, platform: PlatformName, config: Record<string, unknown>): Result<Record<string, unknown>> {
   const parsed = getAdapter(platform).configSchema.safeParse(config);
-  if (parsed.success) return ok(parsed.data as Record<string, unknown>);
-  const details: ErrorDetail[] = zodDetails(parsed.error, ['config']);
-  return fail('VALIDATION_ERROR', `Invalid ${platform} config: ${details.map((d) => `${d.path?.join('.')}: ${d.message}`).join('; ')}`, details);
+  if (!parsed.success) {
+    const details: ErrorDetail[] = zodDetails(parsed.error, ['config']);
+    return fail('VALIDATION_ERROR', `Invalid ${platform} config: ${details.map((d) => `${d.path?.join('.')}: ${d.message}`).join('; ')}`, details);
+  }
+  const value = parsed.data as Record<string, unknown>;
+  const policy = deps.config.OUTBOUND_ADDRESS_POLICY;
+  // A tenant's api_base_url is where our workers will send its credentials and read answers
+  // from: it passes the same outbound address policy as webhook targets.
+  if (typeof value.api_base_url === 'string') {
+    const checked = checkOutboundUrl(value.api_base_url, policy, ['config', 'api_base_url'], 'VALIDATION_ERROR');
+    if (!checked.ok) return checked;
+  }
+  if (typeof value.smtp_url === 'string') {
+    const refused = refusedHost(new URL(value.smtp_url).hostname, policy);
+    if (refused) return fail('VALIDATION_ERROR', `config.smtp_url refused: ${refused}`, [{ path: ['config', 'smtp_url'], message: refused }]);
+  }
+  return ok(value);
 }
 
 function open(deps: Deps, row: ConnectionRow): Connection {
@@ -147,7 +162,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const notFound = (id: string) => fail('PLATFORM_CONNECTION_NOT_FOUND', `Platform connection ${id} not found`);
 
 export async function createConnection(deps: Deps, appId: string, input: z.infer<typeof createConnectionInput>): Promise<Result<PublicConnection>> {
-  const config = validateConfig(input.platform_name, input.config);
+  const config = validateConfig(deps, input.platform_name, input.config);
   if (!config.ok) return config;
   const { sealed, pub, routingIds, verifyTokenHash } = splitConfig(deps, input.platform_name, config.value);
   const row = await claiming(input.platform_name, deps, async (tx) => {
@@ -251,7 +266,7 @@ export async function updateConnection(deps: Deps, appId: string, id: string, pa
   let verifyTokenHash = verifyTokenHashOf(deps, open(deps, row).config);
   if (patch.config) {
     const merged = { ...open(deps, row).config, ...patch.config };
-    const config = validateConfig(row.platform, merged);
+    const config = validateConfig(deps, row.platform, merged);
     if (!config.ok) return config;
     ({ sealed, pub, routingIds, verifyTokenHash } = splitConfig(deps, row.platform, config.value));
   }

@@ -97,7 +97,7 @@ export async function recordMessage(ctx: RecordContext, r: Rec<'message'>): Prom
   let audioFileId: string | undefined;
   if (media) {
     try {
-      const got = await downloadMedia(conn.platform, conn.config, media);
+      const got = await downloadMedia(conn.platform, conn.config, media, deps.config.OUTBOUND_ADDRESS_POLICY);
       const file = await storeFile(deps.sql, conn.appId, {
         filename: got.filename ?? media.filename,
         // "audio/ogg; codecs=opus" (WhatsApp) is stored as its media type alone.
@@ -110,8 +110,9 @@ export async function recordMessage(ctx: RecordContext, r: Rec<'message'>): Prom
       edges.push({ edge_type: 'attachment', target_node_type: 'file', target_node_id: file.id });
       if (isAudio) audioFileId = file.id;
     } catch (err) {
-      // A transient download failure retries the job; on the last attempt the message is kept without its file.
-      if (!ctx.finalAttempt) throw err;
+      // A transient download failure retries the job; on the last attempt, or when the outbound
+      // address policy refused the URL (it would again), the message is kept without its file.
+      if (!ctx.finalAttempt && (err as { code?: string }).code !== 'ETARGETREFUSED') throw err;
       message.media = { id: null, mime_type: media.mimeType ?? null, url: null, error: (err as Error).message };
     }
   }

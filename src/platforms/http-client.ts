@@ -1,4 +1,5 @@
 import { request, type FormData } from 'undici';
+import { guardedDispatcher, refusedUrl, TargetRefusedError } from '../net/outbound-policy.js';
 
 export interface PlatformCall {
   method: 'GET' | 'POST';
@@ -10,6 +11,8 @@ export interface PlatformCall {
   multipart?: FormData;
   bytes?: { data: Buffer; contentType: string };
   timeoutMs: number;
+  /** Only public addresses may be reached (SendContext.guarded). */
+  guarded?: boolean;
 }
 
 export interface PlatformAnswer {
@@ -40,10 +43,16 @@ export async function callPlatform(call: PlatformCall): Promise<PlatformAnswer> 
     headers['content-type'] = call.bytes.contentType;
     body = call.bytes.data;
   }
+  if (call.guarded) {
+    const refused = refusedUrl(new URL(call.url), 'public-https');
+    // Never the URL itself in the message: it may carry a token.
+    if (refused) throw new TargetRefusedError(`refused by the outbound address policy: ${refused}`);
+  }
   const res = await request(call.url, {
     method: call.method,
     headers,
     body,
+    ...(call.guarded ? { dispatcher: guardedDispatcher() } : {}),
     signal: AbortSignal.timeout(call.timeoutMs),
     headersTimeout: call.timeoutMs,
     bodyTimeout: call.timeoutMs,

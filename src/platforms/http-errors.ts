@@ -66,6 +66,10 @@ const NEVER_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNRE
 export function networkFailure(platform: string, err: unknown, options: { repeatable?: boolean } = {}): PlatformError {
   const e = err as { code?: string; name?: string } | undefined;
   const timedOut = e?.name === 'TimeoutError' || e?.name === 'AbortError' || e?.code === 'UND_ERR_HEADERS_TIMEOUT' || e?.code === 'UND_ERR_BODY_TIMEOUT';
+  if (e?.code === 'ETARGETREFUSED') {
+    // Nothing was sent, and nothing will be until the connection's api_base_url changes.
+    return platformError('PLATFORM_REJECTED', `The call to ${platform} was refused by the outbound address policy: the connection's api_base_url does not lead to a public address`);
+  }
   const why = timedOut ? 'timed out' : `failed (${e?.code ?? e?.name ?? 'network error'})`;
   if (options.repeatable || NEVER_SENT.has(e?.code ?? '')) return platformError('PLATFORM_UNAVAILABLE', `The call to ${platform} ${why}`);
   return platformError('DELIVERY_UNCERTAIN', `The call to ${platform} ${why} after it was sent; the platform may or may not have delivered the message, so it was not sent again`);

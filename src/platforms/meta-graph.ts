@@ -64,11 +64,11 @@ export function graphError(platform: string, status: number, body: GraphErrorBod
 /** One authenticated Graph call; success answers as parsed JSON, anything else as a mapped error. */
 export async function graphCall<T>(
   platform: string,
-  call: { url: string; token: string; json?: unknown; multipart?: FormData; timeoutMs: number },
+  call: { url: string; token: string; json?: unknown; multipart?: FormData; timeoutMs: number; guarded?: boolean },
 ): Promise<{ ok: true; body: T } | { ok: false; error: PlatformError }> {
   let answer;
   try {
-    answer = await callPlatform({ method: 'POST', url: call.url, headers: { authorization: `Bearer ${call.token}` }, json: call.json, multipart: call.multipart, timeoutMs: call.timeoutMs });
+    answer = await callPlatform({ method: 'POST', url: call.url, headers: { authorization: `Bearer ${call.token}` }, json: call.json, multipart: call.multipart, timeoutMs: call.timeoutMs, guarded: call.guarded });
   } catch (err) {
     return { ok: false, error: networkFailure(platform, err) };
   }

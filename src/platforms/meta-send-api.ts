@@ -13,6 +13,7 @@ export async function sendPageMessage(platform: string, url: string, token: stri
     token,
     json: { recipient: { id: m.to }, messaging_type: 'RESPONSE', message: { text: m.text } },
     timeoutMs: ctx.timeoutMs,
+    guarded: ctx.guarded,
   });
   if (!r.ok) return r;
   if (!r.body.message_id) return { ok: false, error: unexpectedAnswer(platform, 200) };

@@ -163,6 +163,11 @@ export interface SendContext {
   timeoutMs: number;
   /** The connection's inbound URL, for platforms told per message where to report status (Twilio StatusCallback). */
   webhookUrl?: string;
+  /**
+   * Calls go through the outbound address policy (public addresses only): set unless every URL
+   * this send can reach was chosen by the operator (PLATFORM_API_BASES, no tenant api_base_url).
+   */
+  guarded?: boolean;
 }
 
 /**

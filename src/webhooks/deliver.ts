@@ -69,7 +69,7 @@ const COLUMNS = 'd.id, d.app_id, d.subscription_id, d.event_id, d.event_type, d.
 export function createDeliverer(deps: Deps): Deliverer {
   const schedule = deps.config.WEBHOOK_RETRY_DELAYS_MS;
   const cache = subscriptionCacheFor(deps);
-  const http = createWebhookHttpClient({ policy: deps.config.WEBHOOK_TARGET_POLICY, timeoutMs: deps.config.WEBHOOK_TIMEOUT_MS });
+  const http = createWebhookHttpClient({ policy: deps.config.OUTBOUND_ADDRESS_POLICY, timeoutMs: deps.config.WEBHOOK_TIMEOUT_MS });
   const log = createAttemptLog(deps);
   const queueRuns = createGroupCommit<DeliveryRun, void>((runs) => enqueueDeliveryRuns(deps, runs), 500);
 

@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import { Pool, type Dispatcher } from 'undici';
-import { guardedLookup, isPublicAddress, TargetRefusedError, type TargetPolicy } from './target-policy.js';
+import { guardedLookup, isPublicAddress, TargetRefusedError, type TargetPolicy } from '../net/outbound-policy.js';
 
 /** Response bodies (and request bodies in logs) are kept up to this many bytes. */
 export const LOG_BODY_LIMIT = 64 * 1024;

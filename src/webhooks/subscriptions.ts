@@ -4,7 +4,7 @@ import { fail, ok, type Result } from '../errors.js';
 import { eventPatternSchema } from '../ledger/event-type-match.js';
 import { generateSecret } from './signing.js';
 import { publishSubscriptionsChanged, type SubscriptionStatus } from './subscription-cache.js';
-import { checkTargetUrl } from './target-policy.js';
+import { checkTargetUrl } from '../net/outbound-policy.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export const isUuid = (s: string) => UUID.test(s);
@@ -85,7 +85,7 @@ function toPublic(r: Row): PublicSubscription {
 const notFound = (id: string) => fail('NOT_FOUND', `No webhook subscription ${id}`);
 
 export async function createSubscription(deps: Deps, appId: string, input: CreateSubscriptionInput): Promise<Result<PublicSubscription & { secret?: string }>> {
-  const url = checkTargetUrl(input.target_url, deps.config.WEBHOOK_TARGET_POLICY);
+  const url = checkTargetUrl(input.target_url, deps.config.OUTBOUND_ADDRESS_POLICY);
   if (!url.ok) return url;
   const generated = input.secret === undefined ? generateSecret() : undefined;
   const secret = input.secret ?? generated!;
@@ -112,7 +112,7 @@ export async function updateSubscription(deps: Deps, appId: string, id: string, 
   if (!isUuid(id)) return notFound(id);
   let targetUrl: string | undefined;
   if (patch.target_url !== undefined) {
-    const url = checkTargetUrl(patch.target_url, deps.config.WEBHOOK_TARGET_POLICY);
+    const url = checkTargetUrl(patch.target_url, deps.config.OUTBOUND_ADDRESS_POLICY);
     if (!url.ok) return url;
     targetUrl = url.value.toString();
   }

@@ -43,7 +43,7 @@ export async function sendTestDelivery(deps: Deps, appId: string, subscriptionId
     timestamp: now,
   });
   const ts = Math.floor(now.getTime() / 1000);
-  const http = createWebhookHttpClient({ policy: deps.config.WEBHOOK_TARGET_POLICY, timeoutMs: deps.config.WEBHOOK_TIMEOUT_MS, connectionsPerOrigin: 1 });
+  const http = createWebhookHttpClient({ policy: deps.config.OUTBOUND_ADDRESS_POLICY, timeoutMs: deps.config.WEBHOOK_TIMEOUT_MS, connectionsPerOrigin: 1 });
   try {
     const res = await http.post(sub.targetUrl, body, signatureHeaders({ deliveryId, timestamp: ts, body, secrets: sub.secrets }));
     const success = res.error === undefined && res.statusCode !== undefined && res.statusCode >= 200 && res.statusCode < 300;

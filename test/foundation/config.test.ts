@@ -9,7 +9,7 @@ describe('config', () => {
     expect(c.RATE_LIMIT_PER_MINUTE).toBe(100);
     expect(c.WORKER_QUEUES).toEqual(['inbound', 'send', 'transcription', 'ledger', 'webhook']);
     expect(c.WEBHOOK_RETRY_DELAYS_MS).toEqual([0, 60000, 300000, 1800000, 7200000]);
-    expect(c.WEBHOOK_TARGET_POLICY).toBe('any');
+    expect(c.OUTBOUND_ADDRESS_POLICY).toBe('any');
   });
 
   it('names the variable of a bad value', () => {
@@ -23,7 +23,7 @@ describe('config', () => {
   it('requires ADMIN_TOKEN and SECRETS_KEY in production', () => {
     expect(() => parseConfig({ NODE_ENV: 'production', SECRETS_KEY: 'x'.repeat(32) })).toThrow(/^ADMIN_TOKEN: is required in production/);
     const c = parseConfig({ NODE_ENV: 'production', SECRETS_KEY: 'x'.repeat(32), ADMIN_TOKEN: 'y'.repeat(16) });
-    expect(c.WEBHOOK_TARGET_POLICY).toBe('public-https');
+    expect(c.OUTBOUND_ADDRESS_POLICY).toBe('public-https');
   });
 
   it('stops the web process at start-up with one line naming the variable', async () => {

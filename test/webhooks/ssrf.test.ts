@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isPublicAddress } from '../../src/webhooks/target-policy.js';
+import { isPublicAddress } from '../../src/net/outbound-policy.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
 import { eventually } from './receiver.js';
 

@@ -49,6 +49,7 @@ async function send(config: DiscordConfig, m: OutboundMessage, ctx: SendContext)
       url,
       headers: { authorization: `Bot ${config.bot_token}` },
       timeoutMs: ctx.timeoutMs,
+      guarded: ctx.guarded,
       ...(files.length
         ? { multipart: multipartOf({ payload_json: JSON.stringify(payload) }, files.map((f, i) => [`files[${i}]`, f] as [string, typeof f])) }
         : { json: payload }),

@@ -1,3 +1,4 @@
+import { checkResolvedHost } from '../../net/outbound-policy.js';
 import nodemailer from 'nodemailer';
 import { platformError } from '../http-errors.js';
 import { emailAddress } from '../recipients.js';
@@ -54,7 +55,12 @@ export function smtpError(err: unknown): PlatformError {
  * inbound e-mail carries In-Reply-To/References so mail clients thread it.
  */
 async function send(config: EmailConfig, m: OutboundMessage, ctx: SendContext): Promise<SendOutcome> {
-  const transport = nodemailer.createTransport(smtpServerUrl(config), {
+  const server = smtpServerUrl(config);
+  if (ctx.guarded) {
+    const refused = await checkResolvedHost(new URL(server).hostname, 'public-https');
+    if (refused) return { ok: false, error: platformError('PLATFORM_REJECTED', `The SMTP server was refused by the outbound address policy: ${refused}`) };
+  }
+  const transport = nodemailer.createTransport(server, {
     connectionTimeout: ctx.timeoutMs,
     greetingTimeout: ctx.timeoutMs,
     socketTimeout: ctx.timeoutMs,

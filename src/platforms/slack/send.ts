@@ -47,6 +47,7 @@ async function api(config: SlackConfig, ctx: SendContext, method: string, body: 
       url: `${baseUrl(config, ctx, REAL_BASE)}/api/${method}`,
       headers: { authorization: `Bearer ${config.bot_token}` },
       timeoutMs: ctx.timeoutMs,
+      guarded: ctx.guarded,
       ...body,
     });
     return read(answer);
@@ -62,7 +63,7 @@ async function upload(config: SlackConfig, ctx: SendContext, file: OutboundFile)
   const { upload_url: uploadUrl, file_id: id } = reserved.body as { upload_url?: string; file_id?: string };
   if (!uploadUrl || !id) return { ok: false, error: unexpectedAnswer('Slack', 200) };
   try {
-    const put = await callPlatform({ method: 'POST', url: uploadUrl, bytes: { data: file.data, contentType: file.mimeType }, timeoutMs: ctx.timeoutMs });
+    const put = await callPlatform({ method: 'POST', url: uploadUrl, bytes: { data: file.data, contentType: file.mimeType }, timeoutMs: ctx.timeoutMs, guarded: ctx.guarded });
     if (put.status !== 200) return { ok: false, error: slackError(put.status, undefined, retryAfterHeaderMs(put.headers['retry-after'])) };
   } catch (err) {
     return { ok: false, error: networkFailure('Slack', err, { repeatable: true }) };

@@ -60,6 +60,7 @@ async function send(config: SmsConfig, m: OutboundMessage, ctx: SendContext): Pr
       headers: { authorization: `Basic ${Buffer.from(`${config.account_sid}:${config.auth_token}`).toString('base64')}` },
       form,
       timeoutMs: ctx.timeoutMs,
+      guarded: ctx.guarded,
     });
   } catch (err) {
     return { ok: false, error: networkFailure('Twilio', err) };

@@ -67,7 +67,7 @@ async function call(config: TelegramConfig, ctx: SendContext, method: string, bo
   const url = `${baseUrl(config, ctx, REAL_BASE)}/bot${config.bot_token}/${method}`;
   let answer;
   try {
-    answer = await callPlatform({ method: 'POST', url, timeoutMs: ctx.timeoutMs, ...body });
+    answer = await callPlatform({ method: 'POST', url, timeoutMs: ctx.timeoutMs, guarded: ctx.guarded, ...body });
   } catch (err) {
     return { ok: false, error: networkFailure('Telegram', err) };
   }

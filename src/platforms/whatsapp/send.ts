@@ -37,6 +37,7 @@ async function postMessage(config: WhatsappConfig, ctx: SendContext, to: string,
     token: config.access_token,
     json: { messaging_product: 'whatsapp', recipient_type: 'individual', to, ...content },
     timeoutMs: ctx.timeoutMs,
+    guarded: ctx.guarded,
   });
   if (!r.ok) return r;
   const id = r.body.messages?.[0]?.id;
@@ -64,6 +65,7 @@ async function send(config: WhatsappConfig, m: OutboundMessage, ctx: SendContext
       token: config.access_token,
       multipart: multipartOf({ messaging_product: 'whatsapp', type: file.mimeType }, [['file', file]]),
       timeoutMs: ctx.timeoutMs,
+      guarded: ctx.guarded,
     });
     if (!upload.ok) return upload;
     if (!upload.body.id) return { ok: false, error: unexpectedAnswer('WhatsApp', 200) };
