@@ -122,6 +122,8 @@ const schema = z
     STREAM_BUFFER_BYTES: int(1_048_576, 1024),
     /** Lease on a stream slot in Redis (ms): renewed while the stream is open, reclaimed this long after its process dies. */
     STREAM_SLOT_LEASE_MS: int(30_000, 300),
+    /** Deepest nesting of objects/arrays accepted in JSON input (API bodies, GraphQL variables); deeper parts of an acknowledged platform delivery are stored as a marker. */
+    JSON_MAX_DEPTH: int(64, 8),
     SEND_WAIT_MS: int(10_000, 0),
     /** Bound on one platform API call (ms). A call that reached the platform and timed out is not repeated: it may have been delivered. */
     PLATFORM_TIMEOUT_MS: int(15_000, 100),

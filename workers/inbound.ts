@@ -31,8 +31,12 @@ export const inboundProcessor: ProcessorDef<'inbound'> = {
       if (!conn) return { skipped: 'connection deleted' };
       let records: NormalisedRecord[];
       try {
-        // A platform may deliver U+0000 in a text; it is already acknowledged, so it is replaced rather than refused.
-        records = storableText(getInbound(conn.platform).normalise({ rawBody: Buffer.from(d.body, 'base64'), headers: d.headers, receivedAt: d.received_at }));
+        // A platform may deliver U+0000 in a text, or a field nested thousands deep where it
+        // documents a string; the delivery is already acknowledged, so it is recorded in a form
+        // PostgreSQL accepts (text repaired, parts past JSON_MAX_DEPTH replaced by a marker)
+        // rather than failing on every attempt and being lost.
+        const normalised = getInbound(conn.platform).normalise({ rawBody: Buffer.from(d.body, 'base64'), headers: d.headers, receivedAt: d.received_at });
+        records = storableText(normalised, deps.config.JSON_MAX_DEPTH);
       } catch (err) {
         // Only a delivery that is not the platform's shape is dropped; any other throw is a bug, retried and visible.
         if (err instanceof MalformedPayloadError) throw new UnrecoverableError(`malformed ${conn.platform} payload: ${err.message}`);

@@ -1,4 +1,5 @@
 import { GraphQLError, Kind, getOperationAST, parse, validate, type DocumentNode, type FragmentDefinitionNode, type GraphQLSchema, type OperationDefinitionNode, type SelectionSetNode } from 'graphql';
+import { unstorableError } from '../storable-text.js';
 import { tooComplex, validationRules, type GraphqlLimits } from './limits.js';
 
 /** What a client sends: the GraphQL-over-HTTP request parameters. */
@@ -19,6 +20,10 @@ export type Admission =
  * operation spends of the application's rate limit (`operationPoints`).
  */
 export function admitOperation(schema: GraphQLSchema, limits: GraphqlLimits, request: OperationRequest): Admission {
+  // A POST body was checked at the door with the rest of the JSON; GET's variables arrive as
+  // query-string text parsed by the GraphQL handler, so the same entrance check runs here.
+  const unstorable = unstorableError(request.variables ?? undefined, ['variables'], limits.maxJsonDepth);
+  if (unstorable) return { ok: false, errors: [new GraphQLError(unstorable.message, { extensions: { code: 'VALIDATION_ERROR', path: unstorable.details?.[0]?.path } })] };
   let document: DocumentNode;
   try {
     document = parse(request.query, { maxTokens: limits.maxTokens });

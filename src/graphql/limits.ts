@@ -13,6 +13,8 @@ export interface GraphqlLimits {
   maxDirectives: number;
   maxTokens: number;
   maxCost: number;
+  /** Deepest nesting in the variables (JSON_MAX_DEPTH, as for every JSON entrance). */
+  maxJsonDepth: number;
 }
 
 /** The GraphQL limits of this process, read from its config (GRAPHQL_MAX_*). */
@@ -22,6 +24,7 @@ export const graphqlLimits = (config: Config): GraphqlLimits => ({
   maxDirectives: config.GRAPHQL_MAX_DIRECTIVES,
   maxTokens: config.GRAPHQL_MAX_TOKENS,
   maxCost: config.GRAPHQL_MAX_COST,
+  maxJsonDepth: config.JSON_MAX_DEPTH,
 });
 
 /**

@@ -3,7 +3,7 @@ import type { Deps } from '../deps.js';
 import { graphqlRouter } from '../graphql/handler.js';
 import { createSchema } from '../graphql/schema.js';
 import { Api } from './api.js';
-import { rejectUnstorableBody } from '../storable-text.js';
+import { rejectUnstorableInput } from '../storable-text.js';
 import { errorHandler, notFound } from './errors.js';
 import { loggableUrl, requestLog } from './request-log.js';
 import { createGuards } from './guards.js';
@@ -54,7 +54,7 @@ export function createApp(deps: Deps): WebApp {
       },
     }),
   );
-  app.use(rejectUnstorableBody);
+  app.use(rejectUnstorableInput(deps.config.JSON_MAX_DEPTH));
 
   const web = createWebServices(deps);
   onShutdown.push(() => web.wakes.close(), () => web.ledger.close());

@@ -33,7 +33,7 @@ export function registerFileRoutes(api: Api): void {
       if (!file) throw new AppError('VALIDATION_ERROR', 'Missing "file" field', [{ path: ['file'], message: 'required' }]);
       // Busboy decodes `filename*` (RFC 5987) in any charset, so a name can carry NUL or a lone
       // surrogate that the JSON-body check never saw and the insert would fail on.
-      const unstorable = unstorableError({ filename: file.originalname, mime_type: file.mimetype, fields: req.body }, ['file']);
+      const unstorable = unstorableError({ filename: file.originalname, mime_type: file.mimetype, fields: req.body }, ['file'], deps.config.JSON_MAX_DEPTH);
       if (unstorable) throw unstorable;
       const meta = await storeFile(deps.sql, principal.appId, { filename: file.originalname, declaredMime: file.mimetype, data: file.buffer }, fileStore(deps.config));
       return { status: 201, body: toRestFile(meta) };

@@ -45,7 +45,7 @@ describe('U+0000 and unpaired surrogates, which PostgreSQL cannot store', () => 
   });
 
   it('is replaced, not refused, in text the service has already accepted (inbound records, ledger writes)', () => {
-    expect(findUnstorable({ a: [1, { b: 'x\u0000' }] })).toEqual(['a', 1, 'b']);
+    expect(findUnstorable({ a: [1, { b: 'x\u0000' }] })).toEqual({ path: ['a', 1, 'b'], problem: 'text' });
     expect(storableText({ text: 'a\u0000b', list: ['\u0000', 'x\udc00', '😀'], 'k\u0000': 1 })).toEqual({ text: 'a\uFFFDb', list: ['\uFFFD', 'x\uFFFD', '😀'], 'k\uFFFD': 1 });
     const clean = { text: 'fine' };
     expect(storableText(clean)).toBe(clean);
