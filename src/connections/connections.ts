@@ -83,13 +83,17 @@ function validateConfig(deps: Deps, platform: PlatformName, config: Record<strin
   const policy = deps.config.OUTBOUND_ADDRESS_POLICY;
   // A tenant's api_base_url is where our workers will send its credentials and read answers
   // from: it passes the same outbound address policy as webhook targets.
-  if (typeof value.api_base_url === 'string') {
+  // E-mail's addresses are SMTP servers (smtp_url, and api_base_url replacing its server):
+  // only their host is judged; every other api_base_url is an HTTP API.
+  const smtpFields = platform === 'EMAIL' ? ['smtp_url', 'api_base_url'] : [];
+  for (const field of smtpFields) {
+    if (typeof value[field] !== 'string') continue;
+    const refused = refusedHost(new URL(value[field]).hostname, policy);
+    if (refused) return fail('VALIDATION_ERROR', `config.${field} refused: ${refused}`, [{ path: ['config', field], message: refused }]);
+  }
+  if (platform !== 'EMAIL' && typeof value.api_base_url === 'string') {
     const checked = checkOutboundUrl(value.api_base_url, policy, ['config', 'api_base_url'], 'VALIDATION_ERROR');
     if (!checked.ok) return checked;
-  }
-  if (typeof value.smtp_url === 'string') {
-    const refused = refusedHost(new URL(value.smtp_url).hostname, policy);
-    if (refused) return fail('VALIDATION_ERROR', `config.smtp_url refused: ${refused}`, [{ path: ['config', 'smtp_url'], message: refused }]);
   }
   return ok(value);
 }

@@ -55,7 +55,7 @@ describe('credentials', () => {
     const ids: Record<string, string> = {};
     for (const p of ['TELEGRAM', 'WHATSAPP', 'SMS', 'EMAIL']) {
       const r = await call('POST', '/v1/platform-connections', { platform_name: p, name: p, config: configs[p] });
-      expect(r.status).toBe(201);
+      expect(r.status, JSON.stringify(r.json)).toBe(201);
       ids[p] = r.json.id;
     }
     // An inbound delivery to the Telegram connection's own URL: its secret is part of the path.
