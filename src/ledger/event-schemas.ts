@@ -1,5 +1,6 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
+import { RE2JS } from 're2js';
 import { z } from 'zod';
 import { bumpStamp, stampedCacheFor } from '../change-stamps.js';
 import type { Sql } from '../db.js';
@@ -29,18 +30,45 @@ export interface EventSchemaRecord {
   updated_at: Date;
 }
 
-const ajv = new Ajv({ allErrors: true, useDefaults: true, strict: false, coerceTypes: false });
-addFormats(ajv);
+/**
+ * The regex engine of schema `pattern` and `patternProperties`: RE2 (re2js, pure JS), whose
+ * matching time is linear in the input. Schemas are tenant input run on shared processes, and
+ * JavaScript's backtracking engine took 101 s on `^(a+)+$` against 40 characters. Patterns RE2
+ * cannot run (backreferences, lookaround) make the schema invalid when it is written.
+ */
+const linearRegExp = Object.assign(
+  (pattern: string) => {
+    const re = RE2JS.compile(pattern);
+    return { test: (s: string) => re.test(s) };
+  },
+  { code: 're2js' },
+);
+
+/**
+ * An Ajv instance of its own for every schema compiled: a schema's `$id` is registered in the
+ * instance that compiles it, so a shared instance let one application `$ref` another's schema
+ * (and read its field names from the errors), refused an `$id` another had taken, and made
+ * enforcement depend on which schemas happened to be loaded first. Compiling is rare (cached
+ * per schema version below); validating is the hot path.
+ */
+function newAjv(): Ajv {
+  const ajv = new Ajv({ allErrors: true, useDefaults: true, strict: false, coerceTypes: false, code: { regExp: linearRegExp } });
+  addFormats(ajv);
+  return ajv;
+}
+
+/** Compiled schemas by version; bounded, since each holds its own Ajv instance. */
 const compiled = new Map<string, ValidateFunction>();
+const COMPILED_MAX = 1000;
 
 /** Compiles a JSON Schema; a schema Ajv refuses is a VALIDATION_ERROR naming the problem. */
 function compile(schema: Record<string, unknown>, cacheKey?: string): Result<ValidateFunction> {
   const hit = cacheKey ? compiled.get(cacheKey) : undefined;
   if (hit) return ok(hit);
   try {
-    const fn = ajv.compile(schema);
+    const fn = newAjv().compile(schema);
     if (cacheKey) {
-      if (compiled.size > 5000) compiled.clear();
+      if (compiled.size >= COMPILED_MAX) compiled.delete(compiled.keys().next().value!);
       compiled.set(cacheKey, fn);
     }
     return ok(fn);
