@@ -1,0 +1,114 @@
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createSql, type Sql } from '../../src/db.js';
+import { projectRoot } from '../../src/project-root.js';
+import { createTestEnv, type TestEnv } from '../helpers/stack.js';
+import { startPgProxy, type PgProxy } from './support/pg-proxy.js';
+
+/**
+ * postgres.js 3.4.9 failure modes the project patches (patches/postgres+3.4.9.patch), each
+ * driven to its exact protocol moment through a proxy on loopback in front of this file's
+ * own database.
+ */
+let t: TestEnv;
+let proxy: PgProxy;
+let sql: Sql;
+beforeAll(async () => {
+  t = await createTestEnv();
+});
+afterEach(async () => {
+  await sql?.end({ timeout: 1 });
+  await proxy?.close();
+});
+afterAll(async () => {
+  await t.dropDatabase();
+});
+
+/** How `p` settled within `ms`: a hang shows as 'pending' instead of stalling the test. */
+function settlement(p: Promise<unknown>, ms: number): Promise<string> {
+  return Promise.race([
+    p.then(
+      () => 'resolved',
+      (e: { code?: string }) => `rejected ${e.code}`,
+    ),
+    new Promise<string>((r) => setTimeout(() => r('pending'), ms)),
+  ]);
+}
+
+async function throughProxy(max: number) {
+  proxy = await startPgProxy();
+  sql = createSql(proxy.url(t.env.DATABASE_URL), { max });
+  await sql`SELECT 1`;
+}
+
+/** A reserve() waiting for the pool's only connection while that connection is cut. */
+async function reserveQueuedBehindCut(refuseReconnects: number) {
+  const holder = await sql.reserve();
+  const waiter = sql.reserve();
+  // The waiter is queued once reserve() has run its synchronous part; give it a turn.
+  await new Promise((r) => setImmediate(r));
+  proxy.refuseStartups(refuseReconnects);
+  proxy.cutAll();
+  await expect(holder`SELECT 1`).rejects.toMatchObject({ code: expect.stringMatching(/CONNECTION_CLOSED|ECONNRESET/) });
+  // Wrapped: an async function returning the promise itself would wait for it.
+  return { waiter };
+}
+
+describe('postgres.js under connection faults', () => {
+  it('settles a queued reserve() when the connection it waits for is cut and reconnects (porsager/postgres#1195)', async () => {
+    await throughProxy(1);
+    const { waiter } = await reserveQueuedBehindCut(0);
+    expect(await settlement(waiter, 5_000)).toBe('resolved');
+    const tx = await waiter;
+    expect(await tx`SELECT 3 AS x`).toEqual([{ x: 3 }]);
+    tx.release();
+    expect(await sql`SELECT 4 AS x`).toEqual([{ x: 4 }]);
+  });
+
+  it('settles a queued reserve() whose reconnect first meets FATAL 57P03, and loses no pool slot', async () => {
+    await throughProxy(1);
+    const { waiter } = await reserveQueuedBehindCut(1);
+    const outcome = await settlement(waiter, 5_000);
+    expect(outcome).toMatch(/^(resolved|rejected 57P03)$/);
+    if (outcome === 'resolved') (await waiter).release();
+    // The pool's one connection is usable again, by a reservation as well as a plain query.
+    const again = await settlement(sql.reserve().then((tx) => tx.release()), 5_000);
+    expect(again).toBe('resolved');
+    expect(await sql`SELECT 5 AS x`).toEqual([{ x: 5 }]);
+  });
+
+  it('settles a cold reserve() whose first start-up meets FATAL 57P03, then serves the next one', async () => {
+    proxy = await startPgProxy();
+    sql = createSql(proxy.url(t.env.DATABASE_URL), { max: 1 });
+    proxy.refuseStartups(1);
+    expect(await settlement(sql.reserve(), 5_000)).toBe('rejected 57P03');
+    expect(await settlement(sql.reserve().then((tx) => tx.release()), 5_000)).toBe('resolved');
+    expect(await sql`SELECT 6 AS x`).toEqual([{ x: 6 }]);
+  });
+
+  it('starts the next result at row 0 after an error arrived mid-result (porsager/postgres#1181)', async () => {
+    await throughProxy(1);
+    // Rows 1 and 2 reach the client before the division by zero on row 3.
+    await expect(sql`SELECT CASE WHEN i < 3 THEN i ELSE 1 / (i - i) END AS v FROM generate_series(1, 5) i`).rejects.toMatchObject({ code: '22012' });
+    const rows = await sql<{ x: number }[]>`SELECT 7 AS x`;
+    expect(rows.length).toBe(1);
+    expect([...rows]).toEqual([{ x: 7 }]);
+  });
+
+  for (const mode of ['query', 'reserve'] as const) {
+    it(`does not crash the process when the connection resets during its type query (${mode}; #1192, #1205, #1223)`, { timeout: 20_000 }, async () => {
+      const child = spawn(process.execPath, ['--import', 'tsx', join(projectRoot(), 'test/driver/support/type-query-reset.ts'), mode, t.env.DATABASE_URL], {
+        cwd: projectRoot(),
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+      const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+      expect(out).toMatch(/first (resolved|rejected ECONNRESET)\n/);
+      expect(out).toMatch(/then 2\n/);
+      expect(code).toBe(0);
+    });
+  }
+});
