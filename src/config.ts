@@ -124,6 +124,16 @@ const schema = z
     STREAM_SLOT_LEASE_MS: int(30_000, 300),
     /** Deepest nesting of objects/arrays accepted in JSON input (API bodies, GraphQL variables); deeper parts of an acknowledged platform delivery are stored as a marker. */
     JSON_MAX_DEPTH: int(64, 8),
+    /** Safety net on one ledger group commit (ms; 0 = none): past it its jobs fail as UNAVAILABLE and retry. */
+    LEDGER_WRITE_DEADLINE_MS: int(15_000, 0),
+    /** Longest a transaction waits for a free pool connection (ms) before answering UNAVAILABLE. */
+    DB_ACQUIRE_TIMEOUT_MS: int(5_000, 1),
+    /** PostgreSQL cancels a web process's statement running longer than this (ms; 0 = no limit). */
+    DB_STATEMENT_TIMEOUT_MS: int(15_000, 0),
+    /** The same for worker processes, whose batches are larger (ms; 0 = no limit). */
+    DB_WORKER_STATEMENT_TIMEOUT_MS: int(120_000, 0),
+    /** PostgreSQL ends a session idle inside a transaction this long (ms; 0 = never), freeing its connection and locks. */
+    DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: int(30_000, 0),
     SEND_WAIT_MS: int(10_000, 0),
     /** Bound on one platform API call (ms). A call that reached the platform and timed out is not repeated: it may have been delivered. */
     PLATFORM_TIMEOUT_MS: int(15_000, 100),

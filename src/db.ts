@@ -1,26 +1,100 @@
 import postgres from 'postgres';
+import { unavailable } from './errors.js';
 
 export type Sql = postgres.Sql<Record<string, never>>;
 
 export interface DbOptions {
   /** Pool size. @default 10 */
   max?: number;
+  /**
+   * Longest a transaction waits for a pool connection (ms); then UNAVAILABLE (503 with
+   * Retry-After on the web) instead of a hang. @default 5000
+   */
+  acquireTimeoutMs?: number;
+  /** The server cancels a statement running longer (ms; 0 = no limit). @default 0 */
+  statementTimeoutMs?: number;
+  /**
+   * The server ends a session left idle inside a transaction this long (ms; 0 = never):
+   * whatever path forgot to end a transaction, its connection and locks come back. @default 0
+   */
+  idleInTransactionTimeoutMs?: number;
 }
+
+/** Pool connections held by transactions, and transactions waiting for one (the /metrics and /readyz gauges). */
+export interface PoolUse {
+  reserved: number;
+  waiting: number;
+}
+const poolUse = new WeakMap<object, PoolUse>();
+/** How many connections `sql`'s transactions hold and how many wait for one. */
+export const poolUseOf = (sql: Sql): PoolUse => poolUse.get(sql) ?? { reserved: 0, waiting: 0 };
+
+/**
+ * Reconnect delay after a failed connect, in seconds: 50 ms doubling to 1 s. The driver's own
+ * grows to 20 s, so after an outage the first request could wait that long for a server that
+ * had been answering for seconds.
+ */
+const reconnectBackoff = (retries: number) => Math.min(0.05 * 2 ** retries, 1);
 
 /** One postgres.js pool per process; every query goes through it. */
 export function createSql(url: string, options: DbOptions = {}): Sql {
-  return postgres(url, {
+  const sql = postgres(url, {
     max: options.max ?? 10,
     onnotice: () => {},
     // Seconds. A request waits at most this for a connection to an unreachable server, then
     // answers 503; the default (30 s) would outlast most clients' patience.
     connect_timeout: 5,
+    // Seconds a plain query waits for a connection while every one is reserved (patches/):
+    // the same bound as a transaction's, so neither can queue a request without end.
+    queue_timeout: (options.acquireTimeoutMs ?? 5_000) / 1000,
+    backoff: reconnectBackoff,
     // int8 comes back as a number: counts and sequence values stay well inside 2^53.
     types: {
       bigint: { to: 20, from: [20], serialize: (v: number | bigint) => String(v), parse: (v: string) => Number(v) },
     },
-    connection: { application_name: 'messaging-gateway' },
+    connection: {
+      application_name: 'messaging-gateway',
+      statement_timeout: options.statementTimeoutMs ?? 0,
+      idle_in_transaction_session_timeout: options.idleInTransactionTimeoutMs ?? 0,
+    },
   }) as unknown as Sql;
+  boundReserve(sql, options.acquireTimeoutMs ?? 5_000);
+  return sql;
+}
+
+/**
+ * `sql.reserve()` waits at most `ms` for a connection: the driver queues it without a bound,
+ * so with every connection held (a lock, a slow server) a request would wait as long as they
+ * are held. A connection that arrives after the caller gave up goes straight back.
+ */
+function boundReserve(sql: Sql, ms: number): void {
+  const use: PoolUse = { reserved: 0, waiting: 0 };
+  poolUse.set(sql, use);
+  const reserve = sql.reserve.bind(sql);
+  sql.reserve = () =>
+    new Promise((resolve, reject) => {
+      let gaveUp = false;
+      use.waiting++;
+      const timer = setTimeout(() => {
+        gaveUp = true;
+        use.waiting--;
+        reject(unavailable('PostgreSQL (no pool connection free)'));
+      }, ms);
+      reserve().then(
+        (tx) => {
+          clearTimeout(timer);
+          if (gaveUp) return tx.release();
+          use.waiting--;
+          resolve(tx);
+        },
+        (err) => {
+          clearTimeout(timer);
+          if (gaveUp) return;
+          use.waiting--;
+          reject(err);
+        },
+      );
+    });
 }
 
 /** The connection a transaction runs on (see `transaction`). */
@@ -33,7 +107,7 @@ export type TransactionSql = Tx;
  * (closed socket, terminated backend, server shutting down): the server has already rolled
  * back whatever transaction that session had open.
  */
-const SESSION_LOST = new Set(['CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', '57P01', '57P02', '57P03']);
+const SESSION_LOST = new Set(['CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', '57P01', '57P02', '57P03', '25P03']);
 const sessionLost = (err: unknown) => {
   const code = (err as { code?: unknown })?.code;
   return typeof code === 'string' && (SESSION_LOST.has(code) || code.startsWith('08'));
@@ -49,6 +123,8 @@ const sessionLost = (err: unknown) => {
  */
 export async function transaction<T>(sql: Sql, fn: (tx: Tx) => Promise<T>): Promise<T> {
   const tx = (await sql.reserve()) as Tx;
+  const use = poolUse.get(sql);
+  if (use) use.reserved++;
   let release = true;
   try {
     await tx`BEGIN`;
@@ -60,6 +136,7 @@ export async function transaction<T>(sql: Sql, fn: (tx: Tx) => Promise<T>): Prom
     else await tx`ROLLBACK`.catch((e: unknown) => void (release = !sessionLost(e)));
     throw err;
   } finally {
+    if (use) use.reserved--;
     if (release) tx.release();
   }
 }

@@ -29,12 +29,20 @@ export interface Deps {
   closers: (() => Promise<unknown>)[];
 }
 
-export function createDeps(config: Config, options: { logger?: Logger; metrics?: Metrics; dbPoolSize?: number } = {}): Deps {
+export function createDeps(
+  config: Config,
+  options: { logger?: Logger; metrics?: Metrics; dbPoolSize?: number; /** Sets the statement timeout. @default 'worker' */ role?: 'web' | 'worker' } = {},
+): Deps {
   const logger = options.logger ?? createLogger(config.LOG_LEVEL);
   const queueRedis = watchConnection(createRedis(config.REDIS_URL, 'request'), 'queues', logger);
   return {
     config,
-    sql: createSql(config.DATABASE_URL, { max: options.dbPoolSize ?? 10 }),
+    sql: createSql(config.DATABASE_URL, {
+      max: options.dbPoolSize ?? 10,
+      acquireTimeoutMs: config.DB_ACQUIRE_TIMEOUT_MS,
+      statementTimeoutMs: options.role === 'web' ? config.DB_STATEMENT_TIMEOUT_MS : config.DB_WORKER_STATEMENT_TIMEOUT_MS,
+      idleInTransactionTimeoutMs: config.DB_IDLE_IN_TRANSACTION_TIMEOUT_MS,
+    }),
     redis: watchConnection(createRedis(config.REDIS_URL, 'request'), 'requests', logger),
     queueRedis,
     queues: createQueues(queueRedis, config.REDIS_PREFIX),

@@ -7,6 +7,7 @@ import { SCOPES } from './auth/scopes.js';
 import { loadConfig } from './config.js';
 import { closeDeps, createDeps } from './deps.js';
 import { migrate } from './migrate.js';
+import { survivingUnhandledRejections } from './last-resort.js';
 import { onShutdownSignal } from './shutdown.js';
 import { startWeb } from './web.js';
 import { checkRedis } from './startup-checks.js';
@@ -15,6 +16,7 @@ import { startWorkers } from '../workers/index.js';
 const config = loadConfig();
 await migrate(config.DATABASE_URL);
 const deps = createDeps(config);
+survivingUnhandledRejections(deps.logger, deps.metrics);
 await checkRedis(deps.redis, deps.logger);
 if (config.usingDevSecrets) {
   deps.logger.warn('ADMIN_TOKEN or SECRETS_KEY not set: using development defaults (never in production)');

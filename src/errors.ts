@@ -118,7 +118,9 @@ export class MalformedPayloadError extends Error {
 /** Connection-level failure codes of Node sockets, postgres.js and PostgreSQL (SQLSTATE class 08, 57P0x, 53300). */
 const UNAVAILABLE_CODES = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN',
-  'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'CONNECT_TIMEOUT',
+  'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'CONNECT_TIMEOUT', 'CONNECTION_QUEUE_TIMEOUT',
+  '57014', // statement_timeout: the database is too slow for this request now
+  '25P03', // idle_in_transaction_session_timeout ended the session
   '08000', '08001', '08003', '08004', '08006', // connection exceptions
   '57P01', '57P02', '57P03', // admin shutdown (pg_terminate_backend), crash shutdown, cannot connect now
   '53300', // too many connections

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { poolUseOf, type Sql } from './db.js';
 import type { Queues } from './queues.js';
 import { registerQueueHealth } from './queue-health.js';
 
@@ -20,6 +21,10 @@ export interface Metrics {
   watchQueues(queues: Queues, options: { stuckAfterMs: number }): void;
   /** Ledger progress in this process: `started` when its ledger worker starts, `committed` after each group commit. */
   ledgerProgress: { started(): void; committed(): void };
+  /** Promise rejections nobody handled, caught by the last-resort handler (src/last-resort.ts). */
+  unhandledRejections: Counter<never>;
+  /** Adds the pool gauges of `sql`: connections held by transactions, transactions waiting for one. */
+  watchPool(sql: Sql): void;
 }
 
 export function createMetrics(options: { defaults?: boolean } = {}): Metrics {
@@ -69,9 +74,36 @@ export function createMetrics(options: { defaults?: boolean } = {}): Metrics {
     started: () => void (ledgerStartedAt ??= Date.now()),
     committed: () => void (ledgerCommittedAt = Date.now()),
   };
+  const unhandledRejections = new Counter({
+    name: 'process_unhandled_rejections_total',
+    help: 'Promise rejections no code handled; logged and survived (each one is a bug to fix)',
+    registers: [registry],
+  });
   let watched = false;
+  let poolWatched = false;
   return {
     ledgerProgress,
+    unhandledRejections,
+    watchPool(sql) {
+      if (poolWatched) return;
+      poolWatched = true;
+      new Gauge({
+        name: 'db_pool_reserved',
+        help: 'Pool connections held by transactions in this process',
+        registers: [registry],
+        collect() {
+          this.set(poolUseOf(sql).reserved);
+        },
+      });
+      new Gauge({
+        name: 'db_pool_waiting',
+        help: 'Transactions waiting for a free pool connection in this process (each gives up after DB_ACQUIRE_TIMEOUT_MS)',
+        registers: [registry],
+        collect() {
+          this.set(poolUseOf(sql).waiting);
+        },
+      });
+    },
     registry,
     httpDuration,
     jobDuration,

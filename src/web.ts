@@ -3,6 +3,7 @@ import { createServer, type Server, type ServerOptions, type ServerResponse } fr
 import { pathToFileURL } from 'node:url';
 import { loadConfig } from './config.js';
 import { closeDeps, createDeps, runAll, type Deps } from './deps.js';
+import { survivingUnhandledRejections } from './last-resort.js';
 import { createApp } from './http/app.js';
 import { onShutdownSignal } from './shutdown.js';
 
@@ -64,7 +65,8 @@ export async function startWeb(deps: Deps, port = deps.config.PORT): Promise<Web
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const config = loadConfig();
-  const deps = createDeps(config);
+  const deps = createDeps(config, { role: 'web' });
+  survivingUnhandledRejections(deps.logger, deps.metrics);
   await checkRedis(deps.redis, deps.logger);
   const web = await startWeb(deps);
   onShutdownSignal(deps.logger, config.SHUTDOWN_TIMEOUT_MS, async () => {

@@ -1,4 +1,5 @@
 import { checkRedis } from '../src/startup-checks.js';
+import { survivingUnhandledRejections } from '../src/last-resort.js';
 import { pathToFileURL } from 'node:url';
 import type { QueueName } from '../src/config.js';
 import { loadConfig } from '../src/config.js';
@@ -19,6 +20,7 @@ export function startWorkers(deps: Deps, names: QueueName[] = deps.config.WORKER
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const config = loadConfig();
   const deps = createDeps(config);
+  survivingUnhandledRejections(deps.logger, deps.metrics);
   await checkRedis(deps.redis, deps.logger);
   const host = startWorkers(deps);
   const metrics = config.WORKER_METRICS_PORT ? startMetricsServer(deps, config.WORKER_METRICS_PORT) : undefined;

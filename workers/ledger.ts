@@ -15,9 +15,6 @@ import { recordParticipants } from '../src/conversations/participants.js';
 export type AfterCommit = (deps: Deps, committed: CommittedEvent[]) => Promise<void>;
 export const AFTER_COMMIT: AfterCommit[] = [fanOutCommitted, recordParticipants];
 
-/** Far beyond a healthy group commit (milliseconds), well within the 30 s job lock. */
-const LEDGER_WRITE_DEADLINE_MS = 15_000;
-
 /**
  * Fails a job for good whose events the database refused, after telling the web process
  * waiting on them why (it answers 400 instead of waiting out its bound).
@@ -52,11 +49,13 @@ export const ledgerProcessor: ProcessorDef<'ledger'> = {
   create(deps) {
     deps.metrics.ledgerProgress.started();
     const commit = createGroupCommit<Pending, CommittedEvent[]>(async (items) => {
-      // The group commit runs one flush at a time: a write that never settles (a connection
-      // left hanging by a PostgreSQL restart) would stall every later ledger job of this
-      // process. Past the bound its jobs fail as UNAVAILABLE and retry; a write that lands
-      // late anyway is harmless (ids are written once, positions under the head's row lock).
-      const committed = await withDeadline(writeEvents(deps.sql, items.map((p) => p.event)), LEDGER_WRITE_DEADLINE_MS, 'PostgreSQL');
+      // The group commit runs one flush at a time: a write that never settled would stall every
+      // later ledger job of this process. The driver no longer strands one (patches/), so this
+      // bound is only a safety net: past it the jobs fail as UNAVAILABLE and retry; a write
+      // that lands late anyway is harmless (ids are written once, positions under the head's row lock).
+      const write = writeEvents(deps.sql, items.map((p) => p.event));
+      const bound = deps.config.LEDGER_WRITE_DEADLINE_MS;
+      const committed = await (bound > 0 ? withDeadline(write, bound, 'PostgreSQL') : write);
       deps.metrics.ledgerBatchSize.observe(items.length);
       deps.metrics.ledgerProgress.committed();
       const replyTo = new Map<string, string>();

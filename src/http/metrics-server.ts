@@ -4,6 +4,7 @@ import type { Deps } from '../deps.js';
 /** /metrics for a worker-only process, which has no web server of its own. */
 export function startMetricsServer(deps: Deps, port: number): Server {
   deps.metrics.watchQueues(deps.queues, { stuckAfterMs: deps.config.JOB_STUCK_MS });
+  deps.metrics.watchPool(deps.sql);
   return createServer(async (req, res) => {
     if (req.url !== '/metrics') {
       res.writeHead(404).end();

@@ -3,6 +3,7 @@ import express, { type Request, type Response, type NextFunction, type Router } 
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { ExpressAdapter } from '@bull-board/express';
+import { createSql, type Sql } from '../db.js';
 import type { Deps } from '../deps.js';
 import { AppError } from '../errors.js';
 
@@ -12,15 +13,32 @@ export function opsRouter(deps: Deps): Router {
   router.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
   });
+  // A connection of its own asks PostgreSQL itself, so an exhausted pool (every connection
+  // held by a lock, a slow statement) is told apart from a server that does not answer.
+  let probe: Sql | undefined;
+  const server = () => {
+    if (!probe) {
+      const own = createSql(deps.config.DATABASE_URL, { max: 1, statementTimeoutMs: 2000 });
+      probe = own;
+      deps.closers.push(() => own.end({ timeout: 1 }));
+    }
+    return probe;
+  };
   router.get('/readyz', async (_req, res) => {
-    const checks = await Promise.allSettled([
+    const [reachable, pool, redisUp] = await Promise.allSettled([
+      withTimeout(server()`SELECT 1`, 2000),
       withTimeout(deps.sql`SELECT 1`, 2000),
       withTimeout(deps.redis.ping(), 2000),
     ]);
-    const [pg, redis] = checks.map((c) => (c.status === 'fulfilled' ? 'ok' : 'down'));
-    res.status(pg === 'ok' && redis === 'ok' ? 200 : 503).json({ status: pg === 'ok' && redis === 'ok' ? 'ok' : 'unavailable', postgres: pg, redis });
+    const postgres = reachable.status === 'fulfilled' ? 'ok' : 'down';
+    // `exhausted`: PostgreSQL answers, but none of this process's connections is free to.
+    const postgresPool = pool.status === 'fulfilled' ? 'ok' : postgres === 'ok' ? 'exhausted' : 'down';
+    const redis = redisUp.status === 'fulfilled' ? 'ok' : 'down';
+    const ok = postgresPool === 'ok' && redis === 'ok';
+    res.status(ok ? 200 : 503).json({ status: ok ? 'ok' : 'unavailable', postgres, postgres_pool: postgresPool, redis });
   });
   deps.metrics.watchQueues(deps.queues, { stuckAfterMs: deps.config.JOB_STUCK_MS });
+  deps.metrics.watchPool(deps.sql);
   router.get('/metrics', async (_req, res) => {
     res.setHeader('Content-Type', deps.metrics.registry.contentType);
     res.send(await deps.metrics.registry.metrics());

@@ -1,0 +1,182 @@
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createSql, transaction, type Sql } from '../../src/db.js';
+import { projectRoot } from '../../src/project-root.js';
+import { startPostgresServer } from '../helpers/postgres-server.js';
+import { createTestEnv, startTestStack, type TestEnv, type TestStack } from '../helpers/stack.js';
+import { startPgProxy } from './support/pg-proxy.js';
+
+/**
+ * Whatever the database does, a connection is never stranded and a request never hangs: waits
+ * for a pool connection are bounded, sessions left in a transaction are ended by the server,
+ * statements are bounded per role, reconnects come within about a second, and an unhandled
+ * rejection does not end the process.
+ */
+let t: TestEnv;
+beforeAll(async () => {
+  t = await createTestEnv();
+});
+afterAll(() => t.dropDatabase());
+
+/** Polls `check` (bounded) until it answers something. */
+async function until<T>(check: () => Promise<T | undefined>, ms = 10_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await check();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe('the pool', () => {
+  it('answers UNAVAILABLE within DB_ACQUIRE_TIMEOUT_MS when every connection is held, and the late connection goes back', async () => {
+    const sql = createSql(t.env.DATABASE_URL, { max: 2, acquireTimeoutMs: 300 });
+    try {
+      const held = await Promise.all([sql.reserve(), sql.reserve()]);
+      const started = Date.now();
+      await expect(transaction(sql, async (tx) => tx`SELECT 1`)).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+      expect(Date.now() - started).toBeLessThan(3_000);
+      for (const h of held) h.release();
+      // The reservation given up on was handed back, not lost: both connections serve again.
+      await Promise.all([transaction(sql, async (tx) => tx`SELECT 1`), transaction(sql, async (tx) => tx`SELECT 2`)]);
+    } finally {
+      await sql.end({ timeout: 1 });
+    }
+  });
+
+  it('has the server end a session left idle in a transaction, freeing its connection', async () => {
+    const sql = createSql(t.env.DATABASE_URL, { max: 1, idleInTransactionTimeoutMs: 300 });
+    try {
+      const tx = await sql.reserve();
+      const [{ pid }] = await tx<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`;
+      await tx`BEGIN`;
+      // Whatever forgot to end it, the server does, within the timeout.
+      await until(async () => {
+        const a = await sqlAdmin();
+        const [row] = await a<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = ${pid}`;
+        return row.n === 0 ? true : undefined;
+      });
+      // The next statement fails cleanly (it used to be written to the closed socket, which
+      // threw from a timer and ended the process), and the pool serves again.
+      await expect(tx`SELECT 1`).rejects.toMatchObject({ code: 'CONNECTION_CLOSED' });
+      tx.release();
+      expect(await sql<{ x: number }[]>`SELECT 2 AS x`).toEqual([{ x: 2 }]);
+    } finally {
+      await sql.end({ timeout: 1 });
+    }
+  });
+
+  it('bounds statements per role: a web process runs with DB_STATEMENT_TIMEOUT_MS', async () => {
+    const sql = createSql(t.env.DATABASE_URL, { max: 1, statementTimeoutMs: 200 });
+    try {
+      expect((await sql<{ statement_timeout: string }[]>`SHOW statement_timeout`)[0].statement_timeout).toBe('200ms');
+      await expect(sql`SELECT pg_sleep(5)`).rejects.toMatchObject({ code: '57014' });
+    } finally {
+      await sql.end({ timeout: 1 });
+    }
+  });
+});
+
+let admin: Sql | undefined;
+const sqlAdmin = async () => (admin ??= createSql(t.env.DATABASE_URL, { max: 1 }));
+afterAll(() => admin?.end({ timeout: 1 }));
+
+describe('readiness', () => {
+  let s: TestStack;
+  beforeAll(async () => {
+    s = await startTestStack({ workers: false, env: { DB_ACQUIRE_TIMEOUT_MS: '300' } });
+  });
+  afterAll(() => s?.close());
+
+  it('tells an exhausted pool from a server that is down, and the API answers 503 with Retry-After', async () => {
+    const app = await s.createApp();
+    // Every pooled connection held, as a lock or a slow statement would hold them.
+    const held = await Promise.all(Array.from({ length: 10 }, () => s.deps.sql.reserve()));
+    try {
+      const ready = await s.request('GET', '/readyz');
+      expect(ready.status).toBe(503);
+      expect(ready.json).toMatchObject({ postgres: 'ok', postgres_pool: 'exhausted', redis: 'ok' });
+      const started = Date.now();
+      const r = await s.request('POST', '/v1/platform-connections', { auth: app, body: { platform_name: 'TELEGRAM', name: 'x', config: { bot_token: '1:abc' } } });
+      expect(r.status, r.text).toBe(503);
+      expect(r.json.error.code).toBe('UNAVAILABLE');
+      expect(r.headers.get('retry-after')).toBe('1');
+      expect(Date.now() - started).toBeLessThan(3_000);
+      const metrics = await s.request('GET', '/metrics');
+      expect(metrics.text).toMatch(/^db_pool_waiting \d+/m);
+    } finally {
+      for (const h of held) h.release();
+    }
+    expect((await s.request('GET', '/readyz')).json).toMatchObject({ postgres: 'ok', postgres_pool: 'ok' });
+  });
+});
+
+describe('reconnecting', () => {
+  it('serves again within about a second of PostgreSQL answering after an outage', { timeout: 60_000 }, async () => {
+    const pg = await startPostgresServer();
+    const sql = createSql(`${pg.base}/postgres`, { max: 2 });
+    try {
+      await sql`SELECT 1`;
+      await pg.stop('immediate');
+      // Requests during the outage fail (the pool keeps retrying in the background, backing off).
+      const during = Array.from({ length: 5 }, () => sql`SELECT 1`.catch(() => 'failed'));
+      await new Promise((r) => setTimeout(r, 3_000));
+      await pg.start();
+      const back = Date.now();
+      await until(async () => (await sql`SELECT 1`.then(() => true, () => undefined)), 10_000);
+      expect(Date.now() - back).toBeLessThan(1_500);
+      await Promise.all(during);
+    } finally {
+      await sql.end({ timeout: 1 });
+      await pg.destroy();
+    }
+  });
+});
+
+describe('the last resort', () => {
+  it('logs and counts an unhandled rejection, and the process keeps running', async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', join(projectRoot(), 'test/driver/support/last-resort-child.ts')], { cwd: projectRoot(), stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    expect(out).toMatch(/unhandled promise rejection/);
+    expect(out).toMatch(/still running, counted 1/);
+    expect(code).toBe(0);
+  });
+});
+
+describe('the ledger without its deadline', () => {
+  it('commits every acknowledged event while its sessions are cut again and again (LEDGER_WRITE_DEADLINE_MS=0)', { timeout: 90_000 }, async () => {
+    const proxy = await startPgProxy();
+    const s = await startTestStack({ workers: ['ledger'], env: { LEDGER_WRITE_DEADLINE_MS: '0', EVENT_WAIT_MS: '200', DATABASE_URL: proxy.url(t.env.DATABASE_URL) } });
+    try {
+      const app = await s.createApp();
+      const acked: string[] = [];
+      let cutting = true;
+      const cutter = (async () => {
+        while (cutting) {
+          proxy.cutAll();
+          await new Promise((r) => setTimeout(r, 150));
+        }
+      })();
+      const until2 = Date.now() + 3_000;
+      for (let i = 0; Date.now() < until2; i++) {
+        const r = await s.request('POST', '/v1/events', { auth: app, body: { event_type: 'cut.tick', payload: { i } } }).catch(() => undefined);
+        if (r && (r.status === 201 || r.status === 202)) acked.push(r.json.id);
+      }
+      cutting = false;
+      await cutter;
+      expect(acked.length).toBeGreaterThan(0);
+      await until(async () => {
+        const rows = await s.deps.sql<{ id: string }[]>`SELECT id FROM events WHERE id = ANY(${acked}::uuid[])`.catch(() => []);
+        return rows.length === acked.length ? true : undefined;
+      }, 45_000);
+    } finally {
+      await s.close();
+      await proxy.close();
+    }
+  });
+});
