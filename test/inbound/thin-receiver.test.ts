@@ -45,9 +45,9 @@ describe('the receiver only verifies and enqueues', () => {
   });
 
   it('acknowledges concurrent deliveries (queued together) only once each one is in Redis', async () => {
-    // As many as the flood limit of this file allows a fresh connection in one second.
     const fresh = await connect(s, app, 'TELEGRAM', { bot_token: '3:c' });
-    const ids = Array.from({ length: FLOOD }, (_, i) => 42000 + i);
+    // Fewer than the limit: a burst straddling a window boundary may be admitted slightly fewer (docs/inbound.md).
+    const ids = Array.from({ length: FLOOD - 2 }, (_, i) => 42000 + i);
     const checks = ids.map(async (id) => {
       const r = await postWebhook(s, fresh.path, JSON.stringify(P.tgText(id, id, 'together')), telegramHeaders());
       expect(r.status).toBe(200);
