@@ -14,7 +14,7 @@ import { SCOPES } from '../src/auth/scopes.js';
 import type { Sql } from '../src/db.js';
 import { migrate } from '../src/migrate.js';
 import { createQueues, QUEUE_NAMES, type QueueName, type Queues } from '../src/queues.js';
-import { createRedis } from '../src/redis.js';
+import { createRedis, type Redis } from '../src/redis.js';
 import { startPostgresServer, type PostgresServer } from '../test/helpers/postgres-server.js';
 import { startRedisServer, type RedisServer } from '../test/helpers/redis-server.js';
 import { freePort, spawnService, type ChildService } from '../test/helpers/stack.js';
@@ -57,6 +57,8 @@ export interface Cluster {
   sql: Sql;
   /** The service's queues, for injecting jobs and watching active ones (the harness's own Redis connection). */
   queues: Queues;
+  /** That Redis connection, for writing a job's data as a faulty producer would. */
+  queueRedis: Redis;
   dbName: string;
   /** Base URLs of the web processes, by slot (a killed one stays in the list). */
   webBases: string[];
@@ -146,6 +148,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     postgres: pg,
     sql,
     queues,
+    queueRedis,
     dbName,
     webBases: slots.web.map((s) => `http://127.0.0.1:${s.port}`),
     liveWebBases: () => slots.web.filter((s) => s.proc && s.proc.proc.exitCode === null && s.proc.proc.signalCode === null).map((s) => `http://127.0.0.1:${s.port}`),

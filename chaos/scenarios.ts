@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { queuePrefix } from '../src/queues.js';
 import { createRedis } from '../src/redis.js';
 import type { Cluster } from './cluster.js';
 import type { TelegramFake, WebhookReceiver } from './fakes.js';
@@ -189,7 +190,7 @@ export const SCENARIOS: Scenario[] = [
   },
   {
     name: 'poison-neighbour',
-    description: "another application sends payloads nested thousands deep, and ledger jobs PostgreSQL refuses reach the queue behind the door: the scenario application's work is untouched, the poison ends dead-lettered",
+    description: "another application sends payloads nested thousands deep, and ledger jobs no write can store reach the queue behind the door: the scenario application's work is untouched, the poison ends dead-lettered",
     fault: poisonNeighbour,
   },
 ];
@@ -197,6 +198,24 @@ export const SCENARIOS: Scenario[] = [
 /** Levels of nesting a poison payload has: far past any sane limit, short of the body limit. */
 const POISON_DEPTH = 4_150;
 const POISON_JOBS = 5;
+
+/** Levels of the poison queued behind the door: JSON.parse reads it, JSON.stringify overflows. */
+const BEHIND_THE_DOOR_DEPTH = 6_000;
+
+/**
+ * A ledger job no write can store, as a producer with a bug (or a path without the entrance
+ * check) could leave in Redis: queued held back, its data replaced by an event nested 6,000
+ * deep, then released among the scenario's own jobs. Answers its job id.
+ */
+async function poisonLedgerJob(cluster: Cluster, appId: string): Promise<string> {
+  const id = randomUUID();
+  const event = { id, app_id: appId, event_type: 'poison.deep', payload: {}, edges: [], attachments: [] };
+  const job = await cluster.queues.ledger.add('ledger', { event }, { jobId: `ev-${id}`, delay: 600_000, attempts: 3, backoff: { type: 'fixed', delay: 100 } });
+  const data = JSON.stringify({ event: { ...event, payload: '\u0001' } }).replace('"\\u0001"', `${'{"a":'.repeat(BEHIND_THE_DOOR_DEPTH)}1${'}'.repeat(BEHIND_THE_DOOR_DEPTH)}`);
+  await cluster.queueRedis.hset(`${queuePrefix(cluster.env.REDIS_PREFIX)}:ledger:${job.id}`, 'data', data);
+  await job.promote();
+  return job.id!;
+}
 
 async function poisonNeighbour({ cluster, timing, log }: ScenarioContext): Promise<ScenarioCheck> {
   const other = await cluster.createApp();
@@ -208,12 +227,7 @@ async function poisonNeighbour({ cluster, timing, log }: ScenarioContext): Promi
     const base = cluster.liveWebBases()[i % cluster.liveWebBases().length];
     const r = await call(`${base}/v1/events`, { method: 'POST', headers: { ...other.headers, 'Content-Type': 'application/json' }, raw: deep });
     answers[r.status] = (answers[r.status] ?? 0) + 1;
-    if (i < POISON_JOBS) {
-      // Behind the door: a job PostgreSQL refuses (U+0000 in jsonb), as a bug elsewhere could queue.
-      const id = randomUUID();
-      const job = await cluster.queues.ledger.add('ledger', { event: { id, app_id: other.appId, event_type: 'poison.nul', payload: { text: 'nul \u0000 here' }, edges: [], attachments: [] } }, { jobId: `ev-${id}`, attempts: 3, backoff: { type: 'fixed', delay: 100 } });
-      jobIds.push(job.id!);
-    }
+    if (i < POISON_JOBS) jobIds.push(await poisonLedgerJob(cluster, other.appId));
     await sleep(50);
   }
   log(`deep payloads answered ${JSON.stringify(answers)}; ${jobIds.length} poison ledger jobs queued`);
