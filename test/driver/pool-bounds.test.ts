@@ -149,7 +149,7 @@ describe('the last resort', () => {
 });
 
 describe('the ledger without its deadline', () => {
-  it('commits every acknowledged event while its sessions are cut again and again (LEDGER_WRITE_DEADLINE_MS=0)', { timeout: 120_000 }, async () => {
+  it('commits every acknowledged event while its sessions are cut again and again (LEDGER_WRITE_DEADLINE_MS=0)', { timeout: 180_000 }, async () => {
     const proxy = await startPgProxy();
     const s = await startTestStack({ workers: ['ledger'], env: { LEDGER_WRITE_DEADLINE_MS: '0', EVENT_WAIT_MS: '200', DATABASE_URL: proxy.url(t.env.DATABASE_URL) } });
     const log: string[] = [];

@@ -48,8 +48,13 @@ describe('a platform that never answers', () => {
     }, 'the message to settle');
     expect(settled).toMatchObject({ status: 'failed', error: { code: 'DELIVERY_UNCERTAIN' } });
     // Whatever retry schedule the queue has, nothing is left to call the platform again.
-    const job = await s.deps.queues.send.getJob(`send-${id}`);
-    expect(job ? await job.getState() : 'gone').not.toMatch(/delayed|waiting|active/);
+    // The row settles inside the job, which finishes a moment later: wait for that, then look.
+    const state = await until(async () => {
+      const job = await s.deps.queues.send.getJob(`send-${id}`);
+      const st = job ? await job.getState() : 'gone';
+      return st === 'active' ? undefined : st;
+    }, 'the send job to finish');
+    expect(state).not.toMatch(/delayed|waiting|active/);
     expect(tg.heard.get('said into the void')).toBe(1);
     const rest = await s.request('GET', `/v1/messages/${id}`, { auth: a });
     expect(rest.json).toMatchObject({ status: 'failed', error: { code: 'DELIVERY_UNCERTAIN' } });
