@@ -92,12 +92,15 @@ describe('GraphQL admission (both endpoints call it)', () => {
     ['nested fragment pairs', fragmentPairs(60)],
     ['flat fragment pairs', flatPairs(100)],
     ['1,000 aliases', aliasBomb(1000)],
-  ])('refuses %s well under 100 ms (median of 5)', (_name, query) => {
+  ])('refuses %s in well under 100 ms of CPU (median of 5)', (_name, query) => {
+    // CPU time of this process, not wall time: what a bomb costs the service, and unlike the
+    // clock it does not grow when other processes share the cores.
     const times: number[] = [];
     for (let i = 0; i < 5; i++) {
-      const t0 = performance.now();
+      const t0 = process.cpuUsage();
       const a = admitOperation(schema, limits, { query });
-      times.push(performance.now() - t0);
+      const used = process.cpuUsage(t0);
+      times.push((used.user + used.system) / 1000);
       expect(a.ok).toBe(false);
       if (!a.ok) expect(a.errors.map((e) => e.extensions.code)).toContain('QUERY_TOO_COMPLEX');
     }
