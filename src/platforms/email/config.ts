@@ -2,13 +2,16 @@ import { z } from 'zod';
 import { secret } from '../config-fields.js';
 import { emailAddress } from '../recipients.js';
 
+/** The address inside `Name <address>`, or the whole value when it has no angle brackets. */
+export const mailboxOf = (from: string) => from.match(/<([^>]+)>\s*$/)?.[1] ?? from;
+
 export const emailConfig = z.strictObject({
   /** smtp://user:pass@host:587 or smtps://…:465; sealed whole, since it carries the password. */
   smtp_url: z.url({ protocol: /^smtps?$/, error: 'smtp_url must be an smtp:// or smtps:// URL' }),
   /** Sender address, optionally with a display name: `Support <help@example.com>`. */
   from: z
     .string({ error: 'from is required' })
-    .refine((f) => emailAddress(f.match(/<([^>]+)>\s*$/)?.[1] ?? f) === undefined, 'from must be an e-mail address, optionally as Name <address>'),
+    .refine((f) => emailAddress(mailboxOf(f)) === undefined, 'from must be an e-mail address, optionally as Name <address>'),
   /**
    * Keys the HMAC that inbound e-mail relays sign their POSTs with (src/platforms/email/inbound.ts);
    * without it the connection refuses inbound mail.
