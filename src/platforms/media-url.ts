@@ -6,3 +6,6 @@ export async function mediaFromUrl(media: InboundMedia, fetch: MediaFetch, heade
   const { data, contentType } = await fetch.bytes(media.url, headers);
   return { data, mimeType: media.mimeType ?? contentType };
 }
+
+/** A platform whose media URLs need no credentials. */
+export const downloadByUrl = (_config: Record<string, unknown>, media: InboundMedia, fetch: MediaFetch) => mediaFromUrl(media, fetch);

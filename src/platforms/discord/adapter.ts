@@ -1,6 +1,6 @@
 import { API_BASE_ADDRESS } from '../config-fields.js';
 import { configString } from '../inbound-common.js';
-import { mediaFromUrl } from '../media-url.js';
+import { downloadByUrl } from '../media-url.js';
 import { NO_DEEP_LINK, type PlatformAdapter } from '../types.js';
 import { discordInbound } from './inbound.js';
 import { discordSend } from './send.js';
@@ -16,6 +16,6 @@ export const discord = {
   systemExternalId: (config) => configString(config, 'application_id') ?? 'discord',
   routingFields: ['application_id'],
   // Attachment URLs are fetched as they are.
-  downloadMedia: (_config, media, fetch) => mediaFromUrl(media, fetch),
+  downloadMedia: downloadByUrl,
   deepLink: NO_DEEP_LINK,
 } satisfies PlatformAdapter;

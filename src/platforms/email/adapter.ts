@@ -1,5 +1,5 @@
 import { configString } from '../inbound-common.js';
-import { mediaFromUrl } from '../media-url.js';
+import { downloadByUrl } from '../media-url.js';
 import { NO_DEEP_LINK, type PlatformAdapter } from '../types.js';
 import { mailboxOf } from './config.js';
 import { emailInbound } from './inbound.js';
@@ -18,6 +18,6 @@ export const email = {
   // `Name <a@b.c>` and `A@B.C` are one mailbox.
   canonicalRoutingId: (from) => mailboxOf(from).trim().toLowerCase(),
   // Attachments come inside the delivery (taken before this); a URL is fetched as it is.
-  downloadMedia: (_config, media, fetch) => mediaFromUrl(media, fetch),
+  downloadMedia: downloadByUrl,
   deepLink: NO_DEEP_LINK,
 } satisfies PlatformAdapter;

@@ -1,6 +1,12 @@
 import { z } from 'zod';
 import { secret } from '../config-fields.js';
-import { emailAddress } from '../recipients.js';
+
+/** A plain addr-spec, without display name; strict enough that SMTP will not reject its syntax. */
+export function emailAddress(to: string): string | undefined {
+  return /^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$/.test(to) && to.length <= 254
+    ? undefined
+    : `"${to}" is not an e-mail address`;
+}
 
 /** The address inside `Name <address>`, or the whole value when it has no angle brackets. */
 export const mailboxOf = (from: string) => from.match(/<([^>]+)>\s*$/)?.[1] ?? from;

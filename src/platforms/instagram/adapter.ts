@@ -1,6 +1,6 @@
 import { API_BASE_ADDRESS } from '../config-fields.js';
 import { configString } from '../inbound-common.js';
-import { mediaFromUrl } from '../media-url.js';
+import { downloadByUrl } from '../media-url.js';
 import { NO_DEEP_LINK, type PlatformAdapter } from '../types.js';
 import { instagramInbound } from './inbound.js';
 import { instagramSend } from './send.js';
@@ -15,6 +15,6 @@ export const instagram = {
   systemExternalId: (config) => configString(config, 'ig_account_id') ?? 'instagram',
   routingFields: ['ig_account_id', 'page_id'],
   // Attachments carry a payload.url, fetched as it is.
-  downloadMedia: (_config, media, fetch) => mediaFromUrl(media, fetch),
+  downloadMedia: downloadByUrl,
   deepLink: NO_DEEP_LINK,
 } satisfies PlatformAdapter;

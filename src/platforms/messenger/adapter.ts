@@ -1,6 +1,6 @@
 import { API_BASE_ADDRESS } from '../config-fields.js';
 import { configString } from '../inbound-common.js';
-import { mediaFromUrl } from '../media-url.js';
+import { downloadByUrl } from '../media-url.js';
 import { NO_DEEP_LINK, type PlatformAdapter } from '../types.js';
 import { messengerInbound } from './inbound.js';
 import { messengerSend } from './send.js';
@@ -15,6 +15,6 @@ export const messenger = {
   systemExternalId: (config) => configString(config, 'page_id') ?? 'page',
   routingFields: ['page_id'],
   // Attachments carry a payload.url, fetched as it is.
-  downloadMedia: (_config, media, fetch) => mediaFromUrl(media, fetch),
+  downloadMedia: downloadByUrl,
   deepLink: NO_DEEP_LINK,
 } satisfies PlatformAdapter;
