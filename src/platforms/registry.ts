@@ -32,5 +32,5 @@ export function getAdapter(name: PlatformName): PlatformAdapter {
   return adapter;
 }
 
-/** The adapter as the inbound worker reads it (its inbound half). */
+/** The name workers/inbound.ts still imports (kept while the job-layer rework touches that file). */
 export const getInbound = getAdapter;
