@@ -12,8 +12,11 @@ import { claimRoutingIds, routingConflict, routingIdsOf } from './routing-ids.js
 
 export { routingIdsOf } from './routing-ids.js';
 
-/** Meta-family platforms share one inbound URL, routed by the ids in the payload (SPEC 4.8). */
-export const SHARED_WEBHOOK_PLATFORMS: readonly PlatformName[] = ['WHATSAPP', 'MESSENGER', 'INSTAGRAM'];
+/**
+ * Platforms sharing one inbound URL for the whole service (the Meta family, SPEC 4.8): those
+ * whose adapter routes a payload by the account ids it names.
+ */
+export const SHARED_WEBHOOK_PLATFORMS: readonly PlatformName[] = PLATFORM_NAMES.filter((name) => getAdapter(name).routingIds !== undefined);
 
 export const createConnectionInput = z.object({
   platform_name: z.enum(PLATFORM_NAMES),
@@ -81,19 +84,17 @@ function validateConfig(deps: Deps, platform: PlatformName, config: Record<strin
   }
   const value = parsed.data as Record<string, unknown>;
   const policy = deps.config.OUTBOUND_ADDRESS_POLICY;
-  // A tenant's api_base_url is where our workers will send its credentials and read answers
-  // from: it passes the same outbound address policy as webhook targets.
-  // E-mail's addresses are SMTP servers (smtp_url, and api_base_url replacing its server):
-  // only their host is judged; every other api_base_url is an HTTP API.
-  const smtpFields = platform === 'EMAIL' ? ['smtp_url', 'api_base_url'] : [];
-  for (const field of smtpFields) {
+  // A tenant's api_base_url (or SMTP server) is where our workers will send its credentials and
+  // read answers from: it passes the same outbound address policy as webhook targets.
+  for (const [field, kind] of Object.entries(getAdapter(platform).addressFields)) {
     if (typeof value[field] !== 'string') continue;
+    if (kind === 'url') {
+      const checked = checkOutboundUrl(value[field], policy, ['config', field], 'VALIDATION_ERROR');
+      if (!checked.ok) return checked;
+      continue;
+    }
     const refused = refusedHost(new URL(value[field]).hostname, policy);
     if (refused) return fail('VALIDATION_ERROR', `config.${field} refused: ${refused}`, [{ path: ['config', field], message: refused }]);
-  }
-  if (platform !== 'EMAIL' && typeof value.api_base_url === 'string') {
-    const checked = checkOutboundUrl(value.api_base_url, policy, ['config', 'api_base_url'], 'VALIDATION_ERROR');
-    if (!checked.ok) return checked;
   }
   return ok(value);
 }

@@ -1,34 +1,20 @@
 import type { Sql } from '../db.js';
 import { fail, type Failure } from '../errors.js';
+import { getAdapter } from '../platforms/registry.js';
 import type { PlatformName } from '../platforms/types.js';
 
 /**
- * The config fields naming the platform account a connection speaks for. Each value belongs
- * to at most one connection across every application (migration 1700000000052): otherwise a
- * second application could connect someone else's number or page and receive copies of its
- * inbound traffic. Telegram has none: its inbound URL is the connection's own, and a bot has
- * one webhook, so a second connection of the same bot moves it rather than copies it. Slack
- * is claimed by its bot user (one per app installation): a team alone may host several apps.
+ * The routing ids of a validated config: the accounts this connection owns (the adapter's
+ * `routingFields`). Each belongs to at most one connection across every application
+ * (migration 1700000000052): otherwise a second application could connect someone else's
+ * number or page and receive copies of its inbound traffic.
  */
-const ROUTING_FIELDS: Partial<Record<PlatformName, readonly string[]>> = {
-  WHATSAPP: ['phone_number_id'],
-  MESSENGER: ['page_id'],
-  INSTAGRAM: ['ig_account_id', 'page_id'],
-  SLACK: ['bot_user_id'],
-  DISCORD: ['application_id'],
-  SMS: ['from', 'messaging_service_sid'],
-  EMAIL: ['from'],
-};
-
-/** `Name <a@b.c>` and `A@B.C` are one mailbox. */
-const mailbox = (from: string) => (from.match(/<([^>]+)>\s*$/)?.[1] ?? from).trim().toLowerCase();
-
-/** The routing ids of a validated config: the accounts this connection owns. */
 export function routingIdsOf(platform: PlatformName, config: Record<string, unknown>): string[] {
-  const ids = (ROUTING_FIELDS[platform] ?? [])
+  const adapter = getAdapter(platform);
+  const ids = adapter.routingFields
     .map((k) => config[k])
     .filter((v): v is string => typeof v === 'string' && v.length > 0)
-    .map((v) => (platform === 'EMAIL' ? mailbox(v) : v));
+    .map((v) => adapter.canonicalRoutingId?.(v) ?? v);
   return [...new Set(ids)];
 }
 
@@ -54,7 +40,7 @@ export async function claimRoutingIds(tx: Sql, connectionId: string, platform: P
 export function routingConflict(err: unknown, platform: PlatformName): { ok: false; error: Failure } | undefined {
   const e = err as { code?: string; constraint_name?: string };
   if (e?.code !== '23505' || e.constraint_name !== CONFLICT_CONSTRAINT) return undefined;
-  const fields = (ROUTING_FIELDS[platform] ?? []).join(' / ');
+  const fields = getAdapter(platform).routingFields.join(' / ');
   return fail(
     'PLATFORM_CONNECTION_CONFLICT',
     `This ${platform} account (${fields}) is already connected by another platform connection; delete that connection first`,

@@ -1,17 +1,16 @@
-import type { PlatformName } from '../platforms/types.js';
+import { getAdapter } from '../platforms/registry.js';
+import { isPlatformName, type ReplyPolicy } from '../platforms/types.js';
 
 /**
- * Whether the connected account may message a conversation now, by the platform's rule
- * (SPEC §8, PLATFORMS.md):
- * - `window_24h` (WhatsApp, Messenger, Instagram): free-form replies only within 24 hours of
- *   the person's last message; `open` is null when we never saw one (they may have written
- *   before the connection existed: the platform decides).
- * - `user_must_start` (Telegram private chats): a bot may write once the person has written to
- *   it (started the bot); `open` is true once we saw an inbound message, null when unknown.
- * - `none`: no rule known to restrict replies (groups, Slack, Discord, SMS, e-mail).
+ * Whether the connected account may message a conversation now, by the platform's rule (its
+ * adapter's `replyPolicy`; SPEC §8, PLATFORMS.md):
+ * - `window_24h`: `open` is null when we never saw the person's last message (they may have
+ *   written before the connection existed: the platform decides).
+ * - `user_must_start`: `open` is true once we saw an inbound message, null when unknown.
+ * - `none`: always open.
  */
 export interface ReplyWindow {
-  policy: 'window_24h' | 'user_must_start' | 'none';
+  policy: ReplyPolicy;
   open: boolean | null;
   last_inbound_at: string | null;
   /** When the 24-hour window closes, or closed (window_24h only, once we saw an inbound message). */
@@ -19,18 +18,19 @@ export interface ReplyWindow {
 }
 
 export const REPLY_WINDOW_MS = 24 * 3600_000;
-export const WINDOW_PLATFORMS: readonly PlatformName[] = ['WHATSAPP', 'MESSENGER', 'INSTAGRAM'];
+
+/** The platform's rule for one conversation; `none` for a platform name we do not know. */
+export const replyPolicyOf = (platform: string, conversationExternalId: string): ReplyPolicy =>
+  isPlatformName(platform) ? getAdapter(platform).replyPolicy(conversationExternalId) : 'none';
 
 export function replyWindow(platform: string, conversationExternalId: string, lastInboundAt: Date | null, now = Date.now()): ReplyWindow {
   const last = lastInboundAt?.toISOString() ?? null;
-  if ((WINDOW_PLATFORMS as readonly string[]).includes(platform)) {
-    if (!lastInboundAt) return { policy: 'window_24h', open: null, last_inbound_at: null, closes_at: null };
+  const policy = replyPolicyOf(platform, conversationExternalId);
+  if (policy === 'window_24h') {
+    if (!lastInboundAt) return { policy, open: null, last_inbound_at: null, closes_at: null };
     const closes = lastInboundAt.getTime() + REPLY_WINDOW_MS;
-    return { policy: 'window_24h', open: now < closes, last_inbound_at: last, closes_at: new Date(closes).toISOString() };
+    return { policy, open: now < closes, last_inbound_at: last, closes_at: new Date(closes).toISOString() };
   }
-  // Telegram groups and channels have negative ids; only private chats need the person to start the bot.
-  if (platform === 'TELEGRAM' && !conversationExternalId.startsWith('-')) {
-    return { policy: 'user_must_start', open: lastInboundAt ? true : null, last_inbound_at: last, closes_at: null };
-  }
-  return { policy: 'none', open: true, last_inbound_at: last, closes_at: null };
+  if (policy === 'user_must_start') return { policy, open: lastInboundAt ? true : null, last_inbound_at: last, closes_at: null };
+  return { policy, open: true, last_inbound_at: last, closes_at: null };
 }

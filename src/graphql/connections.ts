@@ -9,6 +9,7 @@ import {
   type PublicConnection,
 } from '../connections/connections.js';
 import { zodDetails } from '../http/zod-details.js';
+import { PLATFORM_NAMES } from '../platforms/types.js';
 import type { GqlContext } from './context.js';
 import type { GraphqlModule } from './schema.js';
 
@@ -37,7 +38,7 @@ function parse<T>(schema: { safeParse(v: unknown): { success: true; data: T } | 
 
 export const connectionsModule: GraphqlModule = {
   typeDefs: /* GraphQL */ `
-    enum PlatformName { TELEGRAM WHATSAPP MESSENGER INSTAGRAM SLACK DISCORD SMS EMAIL }
+    enum PlatformName { ${PLATFORM_NAMES.join(' ')} }
     enum ConnectionStatus { ACTIVE DISABLED }
     enum HealthStatus { GREEN RED UNKNOWN }
 

@@ -10,6 +10,7 @@ import {
 } from '../conversations/conversations.js';
 import { getEvent } from '../ledger/read.js';
 import { toEventNode } from '../ledger/shape.js';
+import { REPLY_POLICIES } from '../platforms/types.js';
 import { encodePageCursor } from '../pagination/page-cursor.js';
 import type { GqlContext } from './context.js';
 import type { GraphqlModule } from './schema.js';
@@ -52,7 +53,7 @@ const toParticipantNode = (p: ParticipantView) => ({
 
 export const conversationsModule: GraphqlModule = {
   typeDefs: /* GraphQL */ `
-    enum ReplyWindowPolicy { WINDOW_24H USER_MUST_START NONE }
+    enum ReplyWindowPolicy { ${REPLY_POLICIES.map((p) => p.toUpperCase()).join(' ')} }
 
     "Whether the connected account may message the conversation now, by the platform's rule."
     type ReplyWindow {

@@ -9,12 +9,13 @@ import {
   updateConnection,
   updateConnectionInput,
 } from '../connections/connections.js';
+import { PLATFORM_NAMES } from '../platforms/types.js';
 import type { Api } from './api.js';
 
 const connectionOut = z.object({
   id: z.string(),
   name: z.string(),
-  platform_name: z.string(),
+  platform_name: z.enum(PLATFORM_NAMES),
   config: z.record(z.string(), z.unknown()),
   webhook_url: z.string(),
   status: z.enum(['ACTIVE', 'DISABLED']),

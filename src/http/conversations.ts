@@ -4,6 +4,7 @@ import { toRestEvent } from '../ledger/shape.js';
 import type { Api } from './api.js';
 import { restEventSchema } from './events.js';
 import { unwrapIdentity } from '../identity/users.js';
+import { REPLY_POLICIES } from '../platforms/types.js';
 
 export const conversationOut = z.object({
   id: z.string(),
@@ -16,7 +17,7 @@ export const conversationOut = z.object({
   last_event_id: z.string().nullable(),
   last_event_at: z.string().nullable(),
   reply_window: z.object({
-    policy: z.enum(['window_24h', 'user_must_start', 'none']),
+    policy: z.enum(REPLY_POLICIES),
     open: z.boolean().nullable(),
     last_inbound_at: z.string().nullable(),
     closes_at: z.string().nullable(),

@@ -4,6 +4,8 @@ import type { Sql, Tx } from '../db.js';
 import type { Deps } from '../deps.js';
 import { fail, ok, type Failure, type Result } from '../errors.js';
 import { derivedId } from '../ids.js';
+import { getAdapter } from '../platforms/registry.js';
+import { isPlatformName } from '../platforms/types.js';
 import { enqueue, type LedgerEvent } from '../queues.js';
 import { guessThrottle } from './link-code-throttle.js';
 import { inRetriedTransaction, lockUsers, mergedEvent, mergeInTransaction, type MergeRecord } from './merge.js';
@@ -82,27 +84,15 @@ const generatedEventId = (codeId: string) => derivedId(codeId, 'link_code.genera
 const activationEventId = (codeId: string) => derivedId(codeId, 'link_code.activation');
 
 /**
- * Ready-made links per active connection where the platform has them. They need the account's
- * public handle, which only the connection config can give (`bot_username` for Telegram,
- * `display_phone_number` for WhatsApp, `from` for SMS); without it the platform gets no link and
- * the user types the code instead.
+ * Ready-made links per active connection where the platform has them (its adapter's
+ * `deepLink`). They need the account's public handle, which only the connection config can
+ * give; without it the platform gets no link and the user types the code instead.
  */
 export function deepLinksFor(conns: { id: string; platform: string; config_public: Record<string, unknown> }[], code: string): DeepLink[] {
   const links: DeepLink[] = [];
   for (const c of conns) {
-    const cfg = c.config_public ?? {};
-    const str = (k: string) => (typeof cfg[k] === 'string' ? (cfg[k] as string).trim() : '');
-    const add = (url: string) => links.push({ platform: c.platform.toLowerCase(), platform_connection_id: c.id, url });
-    if (c.platform === 'TELEGRAM') {
-      const bot = str('bot_username').replace(/^@/, '');
-      if (/^[A-Za-z][A-Za-z0-9_]{4,31}$/.test(bot)) add(`https://t.me/${bot}?start=${code}`);
-    } else if (c.platform === 'WHATSAPP') {
-      const digits = str('display_phone_number').replace(/\D/g, '');
-      if (digits.length >= 6) add(`https://wa.me/${digits}?text=${code}`);
-    } else if (c.platform === 'SMS') {
-      const from = str('from');
-      if (/^\+?\d{6,15}$/.test(from)) add(`sms:${from}?body=${code}`);
-    }
+    const url = isPlatformName(c.platform) ? getAdapter(c.platform).deepLink.url(c.config_public ?? {}, code) : undefined;
+    if (url) links.push({ platform: c.platform.toLowerCase(), platform_connection_id: c.id, url });
   }
   return links;
 }
@@ -285,12 +275,13 @@ export async function activateFromInbound(
   return { status: 'refused', code: r.error.code, message: r.error.message };
 }
 
-/** The code a message carries, if it is nothing but a code (or Telegram's `/start <code>`). */
+/**
+ * The code a message carries, if it is nothing but a code or what the platform's followed
+ * deep link sends (Telegram's `/start <code>`).
+ */
 export function codeInMessage(platform: string, text: string): string | undefined {
   if (text.length > 64) return undefined;
-  if (platform.toUpperCase() === 'TELEGRAM') {
-    const start = /^\/start(?:@[A-Za-z0-9_]+)?\s+(\S+)\s*$/.exec(text.trim());
-    if (start) return normaliseCode(start[1]);
-  }
-  return normaliseCode(text);
+  const name = platform.toUpperCase();
+  const linked = isPlatformName(name) ? getAdapter(name).deepLink.codeIn?.(text) : undefined;
+  return normaliseCode(linked ?? text);
 }

@@ -10,7 +10,7 @@ import {
 } from '../connections/connections.js';
 import { watchChanges } from '../change-feed.js';
 import type { Deps } from '../deps.js';
-import { getInbound } from '../platforms/registry.js';
+import { getAdapter } from '../platforms/registry.js';
 import { PLATFORM_NAMES, type InboundRequest, type PlatformName } from '../platforms/types.js';
 import { batchedEnqueue } from './batched-enqueue.js';
 import { createFloodGuard } from './flood-guard.js';
@@ -80,7 +80,7 @@ export function inboundRouter(deps: Deps): Router {
 
   /** Enqueues one verified delivery under its dedupe key; false when the body is not a delivery of the platform. */
   const accept = async (conn: Connection, inbound: InboundRequest, body: Buffer): Promise<boolean> => {
-    const adapter = getInbound(conn.platform);
+    const adapter = getAdapter(conn.platform);
     const dedupeKey = adapter.dedupeKey({ ...inbound, rawBody: body });
     if (dedupeKey === undefined) return false;
     const headers = Object.fromEntries(KEPT_HEADERS.filter((h) => inbound.headers[h]).map((h) => [h, inbound.headers[h]]));
@@ -98,7 +98,7 @@ export function inboundRouter(deps: Deps): Router {
   const notADelivery = (platform: PlatformName, res: Response) => res.status(400).json({ error: `body is not a ${platform} delivery` });
 
   const ack = (platform: PlatformName, inbound: InboundRequest, res: Response) => {
-    const answer = getInbound(platform).acknowledge?.(inbound);
+    const answer = getAdapter(platform).acknowledge?.(inbound);
     if (answer) res.status(answer.status).type(answer.contentType).send(answer.body);
     else ok(res);
   };
@@ -117,7 +117,7 @@ export function inboundRouter(deps: Deps): Router {
     const conn = await connections.get(webhookId, () => loadConnectionById(deps, webhookId));
     if (!conn || !sameSecret(conn.webhookSecret, webhookSecret)) return void unauthorized(res, 'unknown webhook');
     if (conn.status !== 'ACTIVE') return void res.status(410).json({ error: 'connection disabled' });
-    const adapter = getInbound(conn.platform);
+    const adapter = getAdapter(conn.platform);
     if (inbound.method === 'GET') {
       const answer = adapter.handshake?.(conn.config, inbound);
       if (!answer) return void res.status(404).json({ error: 'no handshake for this platform' });
@@ -134,7 +134,7 @@ export function inboundRouter(deps: Deps): Router {
 
   /** Meta family: route each entry to the connection whose ids it names, verified with that connection's app secret. */
   async function receiveShared(platform: PlatformName, req: Request, inbound: InboundRequest, res: Response) {
-    const adapter = getInbound(platform);
+    const adapter = getAdapter(platform);
     if (inbound.method === 'GET') return void (await answerHubChallenge(platform, req, inbound, res));
     let body: { entry?: unknown[] } & Record<string, unknown>;
     try {
@@ -168,7 +168,7 @@ export function inboundRouter(deps: Deps): Router {
     if (!(await sources.handshake(req, res))) return;
     const conn = await connectionByVerifyToken(deps, platform, token);
     // The adapter still compares the token itself (constant time): the hash only finds the row.
-    const answer = conn && getInbound(platform).handshake?.(conn.config, inbound);
+    const answer = conn && getAdapter(platform).handshake?.(conn.config, inbound);
     if (answer && answer.status === 200) return void res.status(200).type(answer.contentType).send(answer.body);
     res.status(403).type('text/plain').send('forbidden');
   }

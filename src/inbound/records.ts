@@ -6,7 +6,7 @@ import { derivedId } from '../ids.js';
 import { upsertConversation, upsertPlatformUser, type PlatformUserRef } from '../identity/platform-users.js';
 import { activateFromInbound } from '../identity/link-codes.js';
 import { downloadMedia } from '../platforms/media.js';
-import { systemExternalId } from '../platforms/registry.js';
+import { getAdapter } from '../platforms/registry.js';
 import type { NormalisedRecord } from '../platforms/types.js';
 import { enqueue, type LedgerEvent } from '../queues.js';
 import type { LookupCache } from './lookup-cache.js';
@@ -54,7 +54,7 @@ function upsertParty(deps: Deps, conn: Connection, party: { externalId: string; 
 /** The connected account itself (bot, page, number): `sent_to` of every inbound message. */
 function systemUser(ctx: RecordContext): Promise<PlatformUserRef> {
   const { deps, conn } = ctx;
-  const externalId = systemExternalId(conn.platform, conn.config);
+  const externalId = getAdapter(conn.platform).systemExternalId(conn.config);
   const load = () => upsertPlatformUser(deps.sql, { appId: conn.appId, connectionId: conn.id, platform: conn.platform, externalId, name: conn.name, isSystem: true });
   return ctx.systemUsers ? ctx.systemUsers.get(`${conn.id}\u0000${externalId}\u0000${conn.name}`, load) : load();
 }

@@ -6,7 +6,7 @@ import { readFiles } from '../files/files.js';
 import { fileStore } from '../files/storage.js';
 import { derivedId } from '../ids.js';
 import { upsertConversation, upsertPlatformUser } from '../identity/platform-users.js';
-import { systemExternalId } from '../platforms/registry.js';
+import { getAdapter } from '../platforms/registry.js';
 import type { OutboundFile, PlatformError } from '../platforms/types.js';
 import { JOBS, enqueue, type LedgerEvent } from '../queues.js';
 import type { MessageRow } from './messages.js';
@@ -113,7 +113,7 @@ async function parties(deps: Deps, msg: MessageRow, conn: Connection) {
       appId: msg.app_id,
       connectionId: conn.id,
       platform: conn.platform,
-      externalId: systemExternalId(conn.platform, conn.config),
+      externalId: getAdapter(conn.platform).systemExternalId(conn.config),
       name: conn.name,
       isSystem: true,
     }),

@@ -6,8 +6,7 @@ import { claimIdempotencyKey } from '../idempotency.js';
 import type { CommitWaiter, OutcomeCheck } from '../ledger/commit-waiter.js';
 import { getAdapter } from '../platforms/registry.js';
 import { enqueue } from '../queues.js';
-import { replyWindow, WINDOW_PLATFORMS } from '../conversations/reply-window.js';
-import type { PlatformName } from '../platforms/types.js';
+import { replyPolicyOf, replyWindow } from '../conversations/reply-window.js';
 
 export const sendMessageInput = z
   .object({
@@ -114,12 +113,12 @@ export async function submitMessage(deps: Deps, sends: CommitWaiter, appId: stri
 }
 
 /**
- * WhatsApp and Messenger/Instagram only allow free-form replies within 24 h of the user's
- * last message. When we have seen the conversation and its last inbound is older than that,
+ * Platforms with a `window_24h` reply policy only allow free-form replies within 24 h of the
+ * user's last message. When we have seen the conversation and its last inbound is older than that,
  * fail fast without calling the platform; when we know nothing, the platform decides.
  */
 async function replyWindowClosed(deps: Deps, connectionId: string, platform: string, to: string): Promise<string | undefined> {
-  if (!WINDOW_PLATFORMS.includes(platform as PlatformName)) return undefined;
+  if (replyPolicyOf(platform, to) !== 'window_24h') return undefined;
   const [conv] = await deps.sql<{ last_inbound_at: Date | null }[]>`
     SELECT max(last_inbound_at) AS last_inbound_at FROM conversations
      WHERE platform_connection_id = ${connectionId} AND external_id IN (${to}, ${to.replace(/^\+/, '')})`;

@@ -1,17 +1,7 @@
 import { request } from 'undici';
 import { guardedDispatcher, refusedUrl, TargetRefusedError, type OutboundPolicy } from '../net/outbound-policy.js';
-import type { InboundMedia, PlatformName } from './types.js';
-
-export interface DownloadedMedia {
-  data: Buffer;
-  mimeType?: string;
-  filename?: string;
-}
-
-const REAL_BASE: Partial<Record<PlatformName, string>> = {
-  TELEGRAM: 'https://api.telegram.org',
-  WHATSAPP: 'https://graph.facebook.com',
-};
+import { getAdapter } from './registry.js';
+import type { DownloadedMedia, InboundMedia, MediaFetch, PlatformName } from './types.js';
 
 const MAX_BYTES = 50 * 1024 * 1024;
 /** Redirect hops followed (Twilio's media URL redirects once to storage). */
@@ -68,11 +58,20 @@ async function fetchBytes(url: string, headers: Record<string, string>, f: Fetch
   return { data: Buffer.concat(chunks), contentType: typeof ct === 'string' ? ct.split(';')[0] : undefined };
 }
 
+/** The GETs of one download, all within its bounds. */
+function fetcher(f: Fetching): MediaFetch {
+  return {
+    json: async (url, headers = {}) => {
+      const res = await get(url, headers, f);
+      return { status: res.statusCode, body: await res.body.json() };
+    },
+    bytes: (url, headers = {}) => fetchBytes(url, headers, f),
+  };
+}
+
 /**
- * Downloads an inbound message's media the platform's way (PLATFORMS.md): Telegram getFile
- * then the file path; WhatsApp media id → short-lived URL (fetched at once, it expires in
- * 5 minutes) with the bearer token; plain URLs for Messenger/Instagram, Twilio (basic auth)
- * and Slack (bearer).
+ * Downloads an inbound message's media: bytes that came inside the delivery (e-mail
+ * attachments) as they are, anything else the platform's way (its adapter's `downloadMedia`).
  */
 export async function downloadMedia(
   platform: PlatformName,
@@ -81,35 +80,12 @@ export async function downloadMedia(
   policy: OutboundPolicy,
   timeoutMs = 20_000,
 ): Promise<DownloadedMedia> {
-  // One deadline for the whole download, however many requests and hops it takes.
-  const f: Fetching = { policy, timeoutMs, signal: AbortSignal.timeout(timeoutMs * 2) };
   if (media.inlineBase64 !== undefined) {
     const data = Buffer.from(media.inlineBase64, 'base64');
     if (data.length > MAX_BYTES) throw new Error('media larger than 50 MB');
     return { data, mimeType: media.mimeType, filename: media.filename };
   }
-  const base = String(config.api_base_url ?? REAL_BASE[platform] ?? '').replace(/\/$/, '');
-  if (platform === 'TELEGRAM' && media.platformFileId) {
-    const token = String(config.bot_token);
-    const meta = await get(`${base}/bot${token}/getFile?file_id=${encodeURIComponent(media.platformFileId)}`, {}, f);
-    const body = (await meta.body.json()) as { ok?: boolean; result?: { file_path?: string } };
-    if (!body.ok || !body.result?.file_path) throw new Error('telegram getFile failed');
-    const { data, contentType } = await fetchBytes(`${base}/file/bot${token}/${body.result.file_path}`, {}, f);
-    return { data, mimeType: media.mimeType ?? contentType, filename: body.result.file_path.split('/').pop() };
-  }
-  if (platform === 'WHATSAPP' && media.platformFileId) {
-    const auth = { Authorization: `Bearer ${String(config.access_token)}` };
-    const version = String(config.api_version ?? 'v21.0');
-    const meta = await get(`${base}/${version}/${encodeURIComponent(media.platformFileId)}`, auth, f);
-    const info = (await meta.body.json()) as { url?: string; mime_type?: string };
-    if (meta.statusCode >= 300 || !info.url) throw new Error(`whatsapp media lookup failed with HTTP ${meta.statusCode}`);
-    const { data, contentType } = await fetchBytes(info.url, auth, f);
-    return { data, mimeType: info.mime_type ?? media.mimeType ?? contentType };
-  }
-  if (!media.url) throw new Error('media has neither a file id nor a URL');
-  const headers: Record<string, string> = {};
-  if (platform === 'SMS') headers.Authorization = `Basic ${Buffer.from(`${config.account_sid}:${config.auth_token}`).toString('base64')}`;
-  if (platform === 'SLACK') headers.Authorization = `Bearer ${String(config.bot_token)}`;
-  const { data, contentType } = await fetchBytes(media.url, headers, f);
-  return { data, mimeType: media.mimeType ?? contentType };
+  // One deadline for the whole download, however many requests and hops it takes.
+  const f: Fetching = { policy, timeoutMs, signal: AbortSignal.timeout(timeoutMs * 2) };
+  return getAdapter(platform).downloadMedia(config, media, fetcher(f));
 }

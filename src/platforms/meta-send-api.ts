@@ -2,6 +2,11 @@ import { unexpectedAnswer } from './http-errors.js';
 import { graphCall } from './meta-graph.js';
 import type { OutboundMessage, SendContext, SendOutcome } from './types.js';
 
+/** Page/Instagram-scoped user ids (PSID / IGSID): digits. */
+export function metaScopedId(to: string): string | undefined {
+  return /^\d{1,40}$/.test(to) ? undefined : `"${to}" is not a page-scoped user id (digits only)`;
+}
+
 /**
  * The Send API call Messenger and Instagram share (PLATFORMS.md): `{recipient:{id},
  * messaging_type:"RESPONSE", message:{text}}` → `{recipient_id, message_id}`. RESPONSE is

@@ -1,31 +1,6 @@
 import type { Redis } from '../redis.js';
-import type { PlatformName } from './types.js';
-
-/** One budget: at most `rate` sends per `perMs`, with `burst` extra sends allowed in a row. */
-export interface Budget {
-  rate: number;
-  perMs: number;
-  burst: number;
-}
-
-/**
- * Per-connection and per-recipient send budgets, from the platforms' documented limits
- * (PLATFORMS.md). Intervals carry a 3% margin so clock skew between our Redis and the
- * platform never tips a send over its limit.
- */
-export const BUDGETS: Record<PlatformName, { connection: Budget; recipient: Budget }> = {
-  TELEGRAM: { connection: { rate: 30, perMs: 1000, burst: 0 }, recipient: { rate: 1, perMs: 1000, burst: 0 } },
-  WHATSAPP: { connection: { rate: 80, perMs: 1000, burst: 0 }, recipient: { rate: 1, perMs: 6000, burst: 3 } },
-  MESSENGER: { connection: { rate: 40, perMs: 1000, burst: 0 }, recipient: { rate: 1, perMs: 1000, burst: 3 } },
-  INSTAGRAM: { connection: { rate: 40, perMs: 1000, burst: 0 }, recipient: { rate: 1, perMs: 1000, burst: 3 } },
-  // chat.postMessage: ~1/s per channel with short bursts; "several hundred per minute" per workspace.
-  SLACK: { connection: { rate: 5, perMs: 1000, burst: 20 }, recipient: { rate: 1, perMs: 1000, burst: 3 } },
-  // 50 requests/s per bot; the create-message bucket allows 5 per 5 s per channel.
-  DISCORD: { connection: { rate: 50, perMs: 1000, burst: 0 }, recipient: { rate: 5, perMs: 5000, burst: 0 } },
-  // A Twilio long code sends about 1 message per second (more queue at Twilio).
-  SMS: { connection: { rate: 1, perMs: 1000, burst: 5 }, recipient: { rate: 1, perMs: 1000, burst: 3 } },
-  EMAIL: { connection: { rate: 10, perMs: 1000, burst: 10 }, recipient: { rate: 5, perMs: 1000, burst: 5 } },
-};
+import { getAdapter } from './registry.js';
+import type { Budget, PlatformName } from './types.js';
 
 // GCRA with reservation over several keys at once. The send is placed at the earliest time
 // every budget allows (`slot`), and every budget is charged for that time at once, so jobs
@@ -93,6 +68,11 @@ if until_ > tat then redis.call('SET', KEYS[1], until_, 'PX', math.ceil(until_ -
 return 0
 `;
 
+/**
+ * A platform's budgets (its adapter's `rateBudget`) as GCRA interval and tolerance. Intervals
+ * carry a 3% margin so clock skew between our Redis and the platform never tips a send over
+ * its limit.
+ */
 const params = (b: Budget) => {
   const interval = Math.ceil((b.perMs / b.rate) * 1.03);
   return [interval, interval * b.burst];
@@ -107,7 +87,7 @@ const recipientKey = (prefix: string, connectionId: string, recipient: string) =
  * budget, charges both for it, and returns how long to wait for it (ms; 0 = now).
  */
 export async function reserveSendSlot(redis: Redis, redisPrefix: string, platform: PlatformName, connectionId: string, recipient: string): Promise<number> {
-  const b = BUDGETS[platform];
+  const b = getAdapter(platform).rateBudget;
   const keys = [connectionKey(redisPrefix, connectionId), recipientKey(redisPrefix, connectionId, recipient)];
   const result = await redis.eval(RESERVE, keys.length, ...keys, ...params(b.connection), ...params(b.recipient));
   return Number(result);
@@ -130,14 +110,14 @@ const paceParams = (b: Budget) => {
  * how long until it may go (ms) without spending anything.
  */
 export async function paceSend(redis: Redis, redisPrefix: string, platform: PlatformName, connectionId: string, recipient: string): Promise<number> {
-  const b = BUDGETS[platform];
+  const b = getAdapter(platform).rateBudget;
   const keys = paceKeys(redisPrefix, connectionId, recipient);
   return Number(await redis.eval(PACE, keys.length, ...keys, ...paceParams(b.connection), ...paceParams(b.recipient)));
 }
 
 /** After a platform's retry-after: later reservations on the connection start after `waitMs`. */
 export async function holdConnection(redis: Redis, redisPrefix: string, platform: PlatformName, connectionId: string, waitMs: number): Promise<void> {
-  const b = BUDGETS[platform].connection;
+  const b = getAdapter(platform).rateBudget.connection;
   await redis.eval(HOLD, 1, connectionKey(redisPrefix, connectionId), Math.ceil(waitMs), params(b)[1]);
   await redis.eval(HOLD, 1, paceKeys(redisPrefix, connectionId, '')[0], Math.ceil(waitMs), paceParams(b)[1]);
 }

@@ -3,6 +3,8 @@ import type { z } from 'zod';
 export const PLATFORM_NAMES = ['TELEGRAM', 'WHATSAPP', 'MESSENGER', 'INSTAGRAM', 'SLACK', 'DISCORD', 'SMS', 'EMAIL'] as const;
 export type PlatformName = (typeof PLATFORM_NAMES)[number];
 
+export const isPlatformName = (s: string): s is PlatformName => (PLATFORM_NAMES as readonly string[]).includes(s);
+
 /** Gateway error codes a platform outcome maps to (see ERROR_STATUS in src/errors.ts for HTTP). */
 export type PlatformErrorCode =
   | 'REPLY_WINDOW_CLOSED'
@@ -170,10 +172,66 @@ export interface SendContext {
   guarded?: boolean;
 }
 
+/** One budget: at most `rate` sends per `perMs`, with `burst` extra sends allowed in a row. */
+export interface Budget {
+  rate: number;
+  perMs: number;
+  burst: number;
+}
+
+/** Per-connection and per-recipient send budgets, from the platform's documented limits (PLATFORMS.md). */
+export interface RateBudget {
+  connection: Budget;
+  recipient: Budget;
+}
+
+/**
+ * Whether the connected account may message a conversation (SPEC §8, PLATFORMS.md):
+ * - `window_24h`: free-form replies only within 24 hours of the person's last message;
+ * - `user_must_start`: the person must have written first (a bot they started);
+ * - `none`: no rule known to restrict replies.
+ */
+export const REPLY_POLICIES = ['window_24h', 'user_must_start', 'none'] as const;
+export type ReplyPolicy = (typeof REPLY_POLICIES)[number];
+
+export interface DownloadedMedia {
+  data: Buffer;
+  mimeType?: string;
+  filename?: string;
+}
+
+/**
+ * The GETs a platform's media download may make (src/platforms/media.ts): each one under the
+ * outbound address policy, redirects judged hop by hop, all within one deadline.
+ */
+export interface MediaFetch {
+  /** A JSON answer and its status (a file lookup). */
+  json(url: string, headers?: Record<string, string>): Promise<{ status: number; body: unknown }>;
+  /** The bytes behind a URL, following redirects without `headers`; fails on an error status or past 50 MB. */
+  bytes(url: string, headers?: Record<string, string>): Promise<{ data: Buffer; contentType?: string }>;
+}
+
+/** Link-code deep links (src/identity/link-codes.ts). */
+export interface DeepLinks {
+  /**
+   * The link that opens a chat with the connected account with `code` typed in, from the
+   * connection's public config; undefined when the platform has none or the config lacks the
+   * public handle it needs.
+   */
+  url(publicConfig: Record<string, unknown>, code: string): string | undefined;
+  /** The code inside what a followed link sends (Telegram's `/start <code>`); undefined when `text` is not that. */
+  codeIn?(text: string): string | undefined;
+}
+
+/** For platforms with no link that opens a chat with text typed in: the person types the code. */
+export const NO_DEEP_LINK: DeepLinks = { url: () => undefined };
+
 /**
  * One platform behind one interface (DESIGN §6). `C` is the decrypted connection config.
  * Sending lives in `send.ts`, inbound verification and normalisation in `inbound.ts` of each
- * platform folder; `index.ts` there assembles the adapter.
+ * platform folder; `adapter.ts` there assembles the adapter with the platform's remaining
+ * knowledge, and `registry.ts` lists the adapters. Every member without `?` is a capability
+ * each platform must state, so a platform missing one does not compile.
  */
 export interface PlatformAdapter<C = Record<string, unknown>> {
   name: PlatformName;
@@ -181,6 +239,12 @@ export interface PlatformAdapter<C = Record<string, unknown>> {
   configSchema: z.ZodType<C>;
   /** Config fields that are secrets: encrypted at rest, masked on reads. */
   secretFields: readonly string[];
+  /**
+   * Config fields naming a server our workers connect to, and how the outbound address policy
+   * judges each: `url` an HTTP API base (the whole URL), `host` an SMTP server (its host only).
+   * Fields are judged in this order.
+   */
+  addressFields: Readonly<Record<string, 'url' | 'host'>>;
   /** Text limit checked before sending (MESSAGE_TOO_LONG). */
   maxTextLength?: number;
   /** Whether `send` takes `files`; a send with files on another platform is refused before queueing. */
@@ -188,6 +252,23 @@ export interface PlatformAdapter<C = Record<string, unknown>> {
   /** Returns an INVALID_RECIPIENT message when `to` is not a valid id for the platform. */
   checkRecipient(to: string): string | undefined;
   send(config: C, message: OutboundMessage, ctx: SendContext): Promise<SendOutcome>;
+  /** Send budgets, spent by src/platforms/rate-budget.ts. */
+  rateBudget: RateBudget;
+  /** The reply rule for one conversation, by its external id (src/conversations/reply-window.ts). */
+  replyPolicy(conversationExternalId: string): ReplyPolicy;
+  /**
+   * The external id of the connected account itself (the bot, page or number): the system user
+   * that `sent_to` of inbound messages and `sent_by` of outbound ones point at.
+   */
+  systemExternalId(config: C): string;
+  /**
+   * The config fields naming the platform account a connection speaks for: each value belongs
+   * to at most one connection across every application (src/connections/routing-ids.ts).
+   * Empty when the platform needs none.
+   */
+  routingFields: readonly string[];
+  /** One spelling for a routing id that can be written several ways (e-mail mailboxes); as is without it. */
+  canonicalRoutingId?(id: string): string;
   /** Platform signature/token check over the raw request. */
   verify(config: C, req: InboundRequest): VerifyOutcome;
   /** Challenge answers that need no enqueue; undefined when the request is an ordinary delivery. */
@@ -201,6 +282,18 @@ export interface PlatformAdapter<C = Record<string, unknown>> {
   normalise(req: NormaliseInput): NormalisedRecord[];
   /** The answer to an accepted delivery when the platform expects more than 200 (Twilio TwiML, Discord deferral). */
   acknowledge?(req: InboundRequest): DirectAnswer;
+  /**
+   * The account ids a payload is addressed to (entry[].id, metadata.phone_number_id). Present
+   * exactly on the platforms reached through one shared URL for the whole service (the Meta
+   * family, SPEC 4.8), which is routed by these ids.
+   */
+  routingIds?(body: unknown): string[];
+  /**
+   * Downloads an inbound message's media the platform's way (PLATFORMS.md); bytes that came
+   * inside the delivery are taken before this is called.
+   */
+  downloadMedia(config: C, media: InboundMedia, fetch: MediaFetch): Promise<DownloadedMedia>;
+  deepLink: DeepLinks;
 }
 
 /** The sending half of an adapter: each platform folder's config.ts and send.ts. */
@@ -212,8 +305,5 @@ export function sendHalf<C>(half: Pick<PlatformAdapter<C>, 'configSchema' | 'sec
   return half as unknown as SendHalf;
 }
 
-/** What each platform folder's `inbound.ts` provides; `registry.ts` merges it with the sending half. */
-export type InboundHalf<C = Record<string, unknown>> = Pick<PlatformAdapter<C>, 'verify' | 'handshake' | 'dedupeKey' | 'normalise' | 'acknowledge'> & {
-  /** Shared Meta-family URLs: the account ids a payload is addressed to (entry[].id, metadata.phone_number_id). */
-  routingIds?(body: unknown): string[];
-};
+/** What each platform folder's `inbound.ts` provides; its `adapter.ts` merges it with the sending half. */
+export type InboundHalf<C = Record<string, unknown>> = Pick<PlatformAdapter<C>, 'verify' | 'handshake' | 'dedupeKey' | 'normalise' | 'acknowledge' | 'routingIds'>;

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { MalformedPayloadError } from '../../src/errors.js';
-import { INBOUND } from '../../src/platforms/registry-inbound.js';
+import { ADAPTERS } from '../../src/platforms/registry.js';
 import { PLATFORM_NAMES, type InboundRequest, type PlatformName } from '../../src/platforms/types.js';
 import * as P from '../fakes/inbound/payloads.js';
 import { inboundReq } from '../fakes/inbound/request.js';
@@ -80,7 +80,7 @@ function req(raw: string, h: Record<string, string>, method: 'GET' | 'POST' = 'P
 }
 
 describe.each(PLATFORM_NAMES)('%s inbound half', (platform) => {
-  const half = INBOUND[platform];
+  const half = ADAPTERS[platform];
 
   it('normalises any delivery to records, or refuses it only with MalformedPayloadError', () => {
     fc.assert(
@@ -126,15 +126,15 @@ describe.each(PLATFORM_NAMES)('%s inbound half', (platform) => {
 describe('regressions the sweep found', () => {
   it('SMS: a NumMedia of 1e300 is bounded (it used to loop forever in the worker)', () => {
     const body = new URLSearchParams({ ...P.twilioInbound('SM9', '+15550001', '+15550002', 'hi'), NumMedia: '1e300', MediaUrl0: 'https://api.twilio.com/m0' }).toString();
-    const [r] = INBOUND.SMS.normalise({ rawBody: Buffer.from(body), headers: {} }) as { kind: string; message: { media?: { url: string } } }[];
+    const [r] = ADAPTERS.SMS.normalise({ rawBody: Buffer.from(body), headers: {} }) as { kind: string; message: { media?: { url: string } } }[];
     expect(r.message.media?.url).toBe('https://api.twilio.com/m0');
   });
 
   it('Telegram and Slack: a timestamp beyond what a Date holds falls back instead of throwing', () => {
     const tg = { ...P.tgEdited(7, 8, 'x') };
     tg.edited_message.edit_date = -8.64e12 - 1;
-    expect(INBOUND.TELEGRAM.normalise({ rawBody: Buffer.from(JSON.stringify(tg)), headers: {} })).toHaveLength(1);
+    expect(ADAPTERS.TELEGRAM.normalise({ rawBody: Buffer.from(JSON.stringify(tg)), headers: {} })).toHaveLength(1);
     const slack = P.slackMessage('Ev9', 'C1', 'U1', '9'.repeat(30), 'hi');
-    expect(() => INBOUND.SLACK.normalise({ rawBody: Buffer.from(JSON.stringify(slack)), headers: {} })).not.toThrow();
+    expect(() => ADAPTERS.SLACK.normalise({ rawBody: Buffer.from(JSON.stringify(slack)), headers: {} })).not.toThrow();
   });
 });

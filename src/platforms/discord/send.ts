@@ -1,9 +1,13 @@
 import { baseUrl, callPlatform } from '../http-client.js';
 import { fromHttpStatus, networkFailure, platformError, retryAfterHeaderMs, unexpectedAnswer } from '../http-errors.js';
 import { multipartOf } from '../multipart.js';
-import { discordSnowflake } from '../recipients.js';
 import { sendHalf, type OutboundMessage, type PlatformError, type SendContext, type SendOutcome } from '../types.js';
 import { DISCORD_SECRETS, discordConfig, type DiscordConfig } from './config.js';
+
+/** Discord snowflakes: 17 to 20 digits. */
+function discordSnowflake(to: string): string | undefined {
+  return /^\d{17,20}$/.test(to) ? undefined : `"${to}" is not a Discord channel id (a 17 to 20 digit snowflake)`;
+}
 
 const REAL_BASE = 'https://discord.com';
 export const DISCORD_TEXT_LIMIT = 2000;

@@ -1,9 +1,8 @@
 import { checkResolvedHost } from '../../net/outbound-policy.js';
 import nodemailer from 'nodemailer';
 import { platformError } from '../http-errors.js';
-import { emailAddress } from '../recipients.js';
 import { sendHalf, type OutboundMessage, type PlatformError, type SendContext, type SendOutcome } from '../types.js';
-import { EMAIL_SECRETS, emailConfig, type EmailConfig } from './config.js';
+import { EMAIL_SECRETS, emailAddress, emailConfig, type EmailConfig } from './config.js';
 
 /** RFC 5322 recommends subject lines stay short; a first line used as subject is cut here. */
 const SUBJECT_MAX = 200;

@@ -1,7 +1,6 @@
 import { baseUrl } from '../http-client.js';
 import { GRAPH_VERSION } from '../meta-graph.js';
-import { sendPageMessage } from '../meta-send-api.js';
-import { metaScopedId } from '../recipients.js';
+import { metaScopedId, sendPageMessage } from '../meta-send-api.js';
 import { sendHalf, type OutboundMessage, type SendContext, type SendOutcome } from '../types.js';
 import { INSTAGRAM_SECRETS, instagramConfig, type InstagramConfig } from './config.js';
 

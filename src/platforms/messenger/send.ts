@@ -1,8 +1,7 @@
 import { baseUrl } from '../http-client.js';
 import { GRAPH_BASE, GRAPH_VERSION } from '../meta-graph.js';
-import { metaScopedId } from '../recipients.js';
 import { sendHalf, type OutboundMessage, type SendContext, type SendOutcome } from '../types.js';
-import { sendPageMessage } from '../meta-send-api.js';
+import { metaScopedId, sendPageMessage } from '../meta-send-api.js';
 import { MESSENGER_SECRETS, messengerConfig, type MessengerConfig } from './config.js';
 
 /** Messenger's documented text limit (the Send API refuses longer text). */

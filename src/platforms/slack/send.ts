@@ -1,8 +1,12 @@
 import { baseUrl, callPlatform, type PlatformAnswer } from '../http-client.js';
 import { fromHttpStatus, networkFailure, platformError, retryAfterHeaderMs, unexpectedAnswer } from '../http-errors.js';
-import { slackChannel } from '../recipients.js';
 import { sendHalf, type OutboundFile, type OutboundMessage, type PlatformError, type SendContext, type SendOutcome } from '../types.js';
 import { SLACK_SECRETS, slackConfig, type SlackConfig } from './config.js';
+
+/** Slack conversation ids (C…, D…, G…) or a user id (U…/W…) to open a DM with. */
+function slackChannel(to: string): string | undefined {
+  return /^[CDGUW][A-Z0-9]{6,}$/.test(to) ? undefined : `"${to}" is not a Slack channel or user id (e.g. C0123456789)`;
+}
 
 const REAL_BASE = 'https://slack.com';
 /** Slack truncates `text` after 40,000 characters; refusing is better than a silent cut. */

@@ -1,8 +1,14 @@
 import { baseUrl, callPlatform } from '../http-client.js';
 import { fromHttpStatus, networkFailure, platformError, retryAfterHeaderMs, unexpectedAnswer } from '../http-errors.js';
-import { e164 } from '../recipients.js';
 import { sendHalf, type OutboundMessage, type PlatformError, type SendContext, type SendOutcome } from '../types.js';
 import { SMS_SECRETS, smsConfig, type SmsConfig } from './config.js';
+
+/** E.164: a plus, a country code not starting with 0, at most 15 digits in all. */
+const E164 = /^\+[1-9]\d{6,14}$/;
+
+function e164(to: string): string | undefined {
+  return E164.test(to) ? undefined : `"${to}" is not a phone number in international E.164 form (e.g. +14155550123)`;
+}
 
 const REAL_BASE = 'https://api.twilio.com';
 /** Twilio's limit on one (concatenated) SMS body. */

@@ -2,9 +2,13 @@ import type { FormData } from 'undici';
 import { baseUrl, callPlatform } from '../http-client.js';
 import { fromHttpStatus, networkFailure, platformError, unexpectedAnswer } from '../http-errors.js';
 import { multipartOf } from '../multipart.js';
-import { telegramChatId } from '../recipients.js';
 import { sendHalf, type OutboundFile, type OutboundMessage, type PlatformError, type SendContext, type SendOutcome } from '../types.js';
 import { TELEGRAM_SECRETS, telegramConfig, type TelegramConfig } from './config.js';
+
+/** Telegram chat ids are integers: users positive, groups and channels negative. */
+function telegramChatId(to: string): string | undefined {
+  return /^-?[1-9]\d{0,19}$/.test(to) ? undefined : `"${to}" is not a numeric Telegram chat id`;
+}
 
 const REAL_BASE = 'https://api.telegram.org';
 export const TELEGRAM_TEXT_LIMIT = 4096;

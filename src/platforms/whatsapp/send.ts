@@ -2,9 +2,16 @@ import { baseUrl } from '../http-client.js';
 import { unexpectedAnswer } from '../http-errors.js';
 import { GRAPH_BASE, GRAPH_VERSION, graphCall } from '../meta-graph.js';
 import { multipartOf } from '../multipart.js';
-import { whatsappNumber } from '../recipients.js';
 import { sendHalf, type OutboundFile, type OutboundMessage, type SendContext, type SendOutcome } from '../types.js';
 import { WHATSAPP_SECRETS, whatsappConfig, type WhatsappConfig } from './config.js';
+
+/**
+ * WhatsApp takes the E.164 number with or without its plus: inbound messages name senders
+ * by `wa_id`, the digits alone, and a reply to that id must work.
+ */
+function whatsappNumber(to: string): string | undefined {
+  return /^\+?[1-9]\d{6,14}$/.test(to) ? undefined : `"${to}" is not a phone number in international form (e.g. +14155550123 or 14155550123)`;
+}
 
 export const WHATSAPP_TEXT_LIMIT = 4096;
 const CAPTION_LIMIT = 1024;
