@@ -84,7 +84,7 @@ export function renderEventDocs(): string {
   for (const [type, def] of Object.entries(SYSTEM_EVENTS)) {
     const schema = z.toJSONSchema(def.payload) as JsonSchema;
     out.push('', `## ${type}`, '', def.summary, '', 'Emitted by:', '', ...def.emittedBy.map((e) => `- \`${e.file}\`: ${e.when}`));
-    if (!def.stored) out.push('', 'Delivered to the webhook only: never stored, listed or streamed.');
+    if (def.stored === false) out.push('', 'Delivered to the webhook only: never stored, listed or streamed.');
     if (schema.anyOf) {
       for (const variant of schema.anyOf) out.push('', `One form: ${variant.description ?? ''}`, '', ...table(variant));
     } else {

@@ -24,13 +24,21 @@ interface EventDef<S extends z.ZodType<Record<string, unknown>>, I extends unkno
   summary: string;
   emittedBy: Emitter[];
   /** False for a type that is only ever delivered, never stored in the ledger. */
-  stored: boolean;
+  stored?: false;
   payload: S;
   build: (...input: I) => z.output<S>;
 }
 
-/** Ties a builder's output to its schema's type (a builder that drifts from its schema does not compile). */
-const defineEvent = <S extends z.ZodType<Record<string, unknown>>, I extends unknown[]>(def: EventDef<S, I>) => def;
+/**
+ * One catalog entry. Its builder's output is tied to its schema's type, so a builder that
+ * drifts from its schema does not compile; without a builder the payload is taken as given,
+ * typed by the schema (an object literal with a field the schema lacks does not compile).
+ */
+function defineEvent<S extends z.ZodType<Record<string, unknown>>, I extends unknown[]>(def: EventDef<S, I>): EventDef<S, I>;
+function defineEvent<S extends z.ZodType<Record<string, unknown>>>(def: Omit<EventDef<S, [z.output<S>]>, 'build'>): EventDef<S, [z.output<S>]>;
+function defineEvent(def: Omit<EventDef<z.ZodType<Record<string, unknown>>, unknown[]>, 'build'> & { build?: (...input: unknown[]) => Record<string, unknown> }) {
+  return { build: (payload: Record<string, unknown>) => payload, ...def };
+}
 
 const transcription = z
   .strictObject({
@@ -119,14 +127,12 @@ export const SYSTEM_EVENTS = {
       { file: 'src/inbound/records.ts', when: 'the inbound worker records a platform message (voice and audio go through transcription first)' },
       { file: 'workers/transcription.ts', when: 'a voice or audio message once transcribed, or once transcription finally failed' },
     ],
-    stored: true,
     payload: inboundPayload,
     build: ({ edited, ...p }: Omit<z.output<typeof inboundPayload>, 'edited'> & { edited?: boolean }) => ({ ...p, ...(edited ? { edited: true as const } : {}) }),
   }),
   'message.outbound': defineEvent({
     summary: 'A message the service sent (POST /v1/messages), under the message id.',
     emittedBy: [{ file: 'src/messages/delivery.ts', when: 'the send worker got the platform\'s message id' }],
-    stored: true,
     payload: z.strictObject({
       message: z.strictObject({ text: z.string().describe('The text sent'), role: z.literal('assistant') }),
       platform,
@@ -134,11 +140,9 @@ export const SYSTEM_EVENTS = {
       conversation_id: uuid.describe("The recipient's conversation"),
       status: z.literal('sent'),
     }),
-    build: (p: { text: string; platform: string; external_message_id: string; conversation_id: string }) => ({
-      message: { text: p.text, role: 'assistant' as const },
-      platform: p.platform,
-      external_message_id: p.external_message_id,
-      conversation_id: p.conversation_id,
+    build: ({ text, ...p }: { text: string; platform: string; external_message_id: string; conversation_id: string }) => ({
+      message: { text, role: 'assistant' as const },
+      ...p,
       status: 'sent' as const,
     }),
   }),
@@ -148,36 +152,23 @@ export const SYSTEM_EVENTS = {
       { file: 'src/inbound/records.ts', when: 'a platform reports a status (or a Messenger/Instagram watermark covers the message)' },
       { file: 'src/messages/delivery.ts', when: 'a send failed for good' },
     ],
-    stored: true,
     payload: z.union([platformStatus, sendFailed]),
     build: (
       p:
-        | ({ kind: 'platform' } & Omit<PlatformStatus, 'error'> & { error?: PlatformStatus['error'] })
+        | ({ kind: 'platform' } & PlatformStatus)
         | { kind: 'send_failed'; message_id: string; platform: string; error: z.output<typeof sendFailed>['error']; conversation_id: string },
-    ) =>
-      p.kind === 'platform'
-        ? {
-            status: p.status,
-            external_message_id: p.external_message_id,
-            origin_event_id: p.origin_event_id,
-            platform: p.platform,
-            timestamp: p.timestamp,
-            ...(p.error ? { error: p.error } : {}),
-          }
-        : {
-            status: 'failed' as const,
-            message_id: p.message_id,
-            origin_event_id: null,
-            external_message_id: null,
-            platform: p.platform,
-            error: p.error,
-            conversation_id: p.conversation_id,
-          },
+    ) => {
+      if (p.kind === 'send_failed') {
+        const { message_id, platform, error, conversation_id } = p;
+        return { status: 'failed' as const, message_id, origin_event_id: null, external_message_id: null, platform, error, conversation_id };
+      }
+      const { kind: _kind, error, ...status } = p;
+      return { ...status, ...(error ? { error } : {}) };
+    },
   }),
   'message.reaction': defineEvent({
     summary: "A reaction added to or removed from a message; it follows from the reacted message's event when that is known.",
     emittedBy: [{ file: 'src/inbound/records.ts', when: 'a platform reports a reaction' }],
-    stored: true,
     payload: z.strictObject({
       reaction: z.strictObject({
         emoji: z.string().describe("The emoji (Slack: its name, such as `tada`)"),
@@ -189,19 +180,10 @@ export const SYSTEM_EVENTS = {
       origin_event_id: uuid.nullable().describe("The reacted message's event, when known"),
       timestamp,
     }),
-    build: (p: {
-      reaction: { emoji: string; message_id: string };
-      action: 'added' | 'removed';
-      platform: string;
-      conversation_id: string;
-      origin_event_id: string | null;
-      timestamp: string;
-    }) => ({ reaction: p.reaction, action: p.action, platform: p.platform, conversation_id: p.conversation_id, origin_event_id: p.origin_event_id, timestamp: p.timestamp }),
   }),
   'user.merged': defineEvent({
     summary: 'One user merged into another: the source user\'s platform users now belong to the target.',
     emittedBy: [{ file: 'src/identity/merge.ts', when: 'POST /v1/users/:id/merge (GraphQL `mergeUsers`), or a link code activation that merged two users' }],
-    stored: true,
     payload: z.strictObject({
       target_user_id: uuid.describe('The surviving user'),
       source_user_id: uuid.describe('The user merged away'),
@@ -216,18 +198,15 @@ export const SYSTEM_EVENTS = {
   'link_code.generated': defineEvent({
     summary: 'A link code was created for a user (the payload never holds the code itself).',
     emittedBy: [{ file: 'src/identity/link-codes.ts', when: 'POST /v1/link-codes (GraphQL `createLinkCode`)' }],
-    stored: true,
     payload: z.strictObject({
       link_code_id: uuid.describe("The code's id; the code itself is only ever in the answer to its creator"),
       user_id: uuid.describe('The user the code links to'),
       expires_at: z.string().describe('ISO 8601'),
     }),
-    build: (p: { link_code_id: string; user_id: string; expires_at: string }) => p,
   }),
   'link_code.activation': defineEvent({
     summary: 'A platform user used a link code; recorded after `user.merged` when users merged.',
     emittedBy: [{ file: 'src/identity/link-codes.ts', when: 'POST /v1/link-codes/:code/activate (GraphQL `activateLinkCode`), or an inbound message carrying a code' }],
-    stored: true,
     payload: z.strictObject({
       link_code_id: uuid.describe('The link code used'),
       user_id: uuid.describe("The code's user (its survivor, if merged since): the platform user's user now"),
@@ -235,12 +214,10 @@ export const SYSTEM_EVENTS = {
       merged_user_id: uuid.nullable().describe('The user merged into `user_id` by this activation; null when none was'),
       via: z.enum(['api', 'inbound']).describe('`inbound` when the code came in a platform message'),
     }),
-    build: (p: { link_code_id: string; user_id: string; platform_user_id: string; merged_user_id: string | null; via: 'api' | 'inbound' }) => p,
   }),
   'system.webhook_disabled': defineEvent({
     summary: 'A webhook subscription was disabled after WEBHOOK_DISABLE_AFTER failed deliveries in a row.',
     emittedBy: [{ file: 'src/webhooks/attempt-log.ts', when: 'a failed delivery pushes its subscription over the limit' }],
-    stored: true,
     payload: z.strictObject({
       subscription_id: uuid,
       name: z.string().describe("The subscription's name"),
@@ -248,7 +225,6 @@ export const SYSTEM_EVENTS = {
       consecutive_failures: z.number().int().describe('Failed deliveries in a row'),
       disabled_at: z.string().describe('ISO 8601'),
     }),
-    build: (p: { subscription_id: string; name: string; target_url: string; consecutive_failures: number; disabled_at: string }) => p,
   }),
   'webhook.test': defineEvent({
     summary: 'A test delivery to one subscription.',
