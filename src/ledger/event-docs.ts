@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { SYSTEM_EVENTS } from './event-types.js';
+import { RESERVED_PREFIXES, SYSTEM_EVENTS } from './event-types.js';
 
 /** The part of a JSON Schema (as zod writes it) that the table reads. */
 interface JsonSchema {
@@ -73,7 +73,7 @@ export function renderEventDocs(): string {
     '<!-- Generated from src/ledger/event-types.ts by `npm run docs:events`; do not edit by hand. -->',
     '',
     'The events the service records itself. Custom event types (POST /v1/events) cannot use the',
-    'reserved prefixes `message.`, `user.`, `system.` and `link_code.`. Every payload is an',
+    `reserved prefixes ${RESERVED_PREFIXES.map((p) => `\`${p}\``).join(', ')}. Every payload is an`,
     'object with exactly the fields listed; a message\'s platform-specific fields are the one',
     'open part.',
     '',

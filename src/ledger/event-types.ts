@@ -10,6 +10,9 @@ import { PLATFORM_NAMES } from '../platforms/types.js';
  * system events its flows stored parse against their schemas.
  */
 
+/** Prefixes of the system types a client cannot post as custom events (SPEC 6.5). */
+export const RESERVED_PREFIXES = ['message.', 'user.', 'system.', 'link_code.'] as const;
+
 const uuid = z.uuid();
 const platform = z.enum(PLATFORM_NAMES.map((p) => p.toLowerCase()) as [string, ...string[]]).describe('Platform of the connection, lower case');
 const timestamp = z.string().describe('When the platform says it happened (ISO 8601)');

@@ -1,7 +1,6 @@
 import { z } from 'zod';
 import type { Sql } from '../../src/db.js';
-import { RESERVED_PREFIXES } from '../../src/ledger/create-event.js';
-import { isSystemEventType, SYSTEM_EVENTS } from '../../src/ledger/event-types.js';
+import { isSystemEventType, RESERVED_PREFIXES, SYSTEM_EVENTS } from '../../src/ledger/event-types.js';
 
 /** Types the service stores; `webhook.test` is only delivered, and a client may post a custom event by that name. */
 const STORED = Object.entries(SYSTEM_EVENTS).flatMap(([type, def]) => (def.stored === false ? [] : [type]));

@@ -6,8 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApplication } from '../../src/apps/applications.js';
 import { createSql, type Sql } from '../../src/db.js';
 import { renderEventDocs } from '../../src/ledger/event-docs.js';
-import { SYSTEM_EVENTS, systemEvent, type SystemEventType } from '../../src/ledger/event-types.js';
-import { RESERVED_PREFIXES } from '../../src/ledger/create-event.js';
+import { RESERVED_PREFIXES, SYSTEM_EVENTS, systemEvent, type SystemEventType } from '../../src/ledger/event-types.js';
 import { projectRoot } from '../../src/project-root.js';
 import { offCatalogEvents } from '../helpers/event-audit.js';
 import { createTestEnv, type TestEnv } from '../helpers/stack.js';
@@ -144,6 +143,12 @@ describe('the event catalog', () => {
       const named = SYSTEM_EVENTS[type].emittedBy.map((e) => e.file).sort();
       expect([...(built.get(type) ?? [])].sort(), `emittedBy of ${type}`).toEqual(named);
       for (const file of named) expect(existsSync(join(root, file)), file).toBe(true);
+    }
+  });
+
+  it('reserves a prefix for every type it stores, so no client can post one as a custom event', () => {
+    for (const [type, def] of Object.entries(SYSTEM_EVENTS)) {
+      if (def.stored !== false) expect(RESERVED_PREFIXES.some((p) => type.startsWith(p)), type).toBe(true);
     }
   });
 
