@@ -6,8 +6,9 @@ import { PLATFORM_NAMES } from '../platforms/types.js';
  * posted by clients are not here). Each type names its payload schema, the builder every
  * writer goes through, and where it is emitted; docs/events.md is generated from it
  * (`npm run docs:events`). test/ledger/event-types.test.ts fails when a system type is
- * written as a literal outside this file, and every test stack checks on close that the
- * system events its flows stored parse against their schemas.
+ * spelled out as a value anywhere else but as an argument of this file's functions and types
+ * (`systemEvent`, `systemEventType`, where the compiler checks it), and every test stack
+ * checks on close that the system events its flows stored parse against their schemas.
  */
 
 /** Prefixes of the system types a client cannot post as custom events (SPEC 6.5). */
@@ -18,7 +19,7 @@ const platform = z.enum(PLATFORM_NAMES.map((p) => p.toLowerCase()) as [string, .
 const timestamp = z.string().describe('When the platform says it happened (ISO 8601)');
 
 /** Where a type is recorded: a file that builds it, and on which occasion. */
-export interface Emitter {
+interface Emitter {
   file: string;
   when: string;
 }
