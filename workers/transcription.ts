@@ -3,6 +3,7 @@ import { fetch, FormData } from 'undici';
 import type { Deps } from '../src/deps.js';
 import { getFileContent } from '../src/files/files.js';
 import { fileStore } from '../src/files/storage.js';
+import { systemEvent, type SystemEventPayload, type Transcription } from '../src/ledger/event-types.js';
 import { enqueue, type JobData, type LedgerEvent } from '../src/queues.js';
 import type { ProcessorDef } from './host.js';
 
@@ -23,7 +24,7 @@ export const transcriptionProcessor: ProcessorDef<'transcription'> = {
       const { app_id, event, file_id } = job.data as JobData<'transcription'>;
       const finalAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
       const started = Date.now();
-      let transcription: Record<string, unknown>;
+      let transcription: Transcription;
       let transcript: string | undefined;
       try {
         const r = await transcribe(deps, app_id, file_id);
@@ -38,8 +39,10 @@ export const transcriptionProcessor: ProcessorDef<'transcription'> = {
         if (!finalAttempt && !(err instanceof PermanentTranscriptionError)) throw err;
         transcription = { status: 'failed', duration_ms: Date.now() - started, attempts: job.attemptsMade + 1, error: (err as Error).message.slice(0, 300) };
       }
-      const message = { ...(event.payload.message as Record<string, unknown>), transcription, ...(transcript !== undefined ? { transcript } : {}) };
-      const recorded: LedgerEvent = { ...event, payload: { ...event.payload, message } };
+      // The job carries the event as src/inbound/records.ts built it (with systemEvent), less the transcript.
+      const inbound = event.payload as SystemEventPayload<'message.inbound'>;
+      const message = { ...inbound.message, transcription, ...(transcript !== undefined ? { transcript } : {}) };
+      const recorded: LedgerEvent = { ...event, ...systemEvent('message.inbound', { ...inbound, message }) };
       await enqueue(deps.queues, 'ledger', { event: recorded });
       return { status: transcription.status };
     };

@@ -4,6 +4,7 @@ import type { Sql, Tx } from '../db.js';
 import type { Deps } from '../deps.js';
 import { fail, ok, type Failure, type Result } from '../errors.js';
 import { derivedId } from '../ids.js';
+import { systemEvent, systemEventType } from '../ledger/event-types.js';
 import { getAdapter } from '../platforms/registry.js';
 import { isPlatformName } from '../platforms/types.js';
 import { enqueue, type LedgerEvent } from '../queues.js';
@@ -80,8 +81,8 @@ export function normaliseCode(text: string): string | undefined {
 /** Codes are stored as a hash scoped by application: the table alone links nobody. */
 const hashCode = (appId: string, code: string) => createHash('sha256').update(`${appId}:${code}`).digest();
 
-const generatedEventId = (codeId: string) => derivedId(codeId, 'link_code.generated');
-const activationEventId = (codeId: string) => derivedId(codeId, 'link_code.activation');
+const generatedEventId = (codeId: string) => derivedId(codeId, systemEventType('link_code.generated'));
+const activationEventId = (codeId: string) => derivedId(codeId, systemEventType('link_code.activation'));
 
 /**
  * Ready-made links per active connection where the platform has them (its adapter's
@@ -125,8 +126,7 @@ export async function createLinkCode(deps: Deps, appId: string, input: CreateLin
     event: {
       id: generatedEventId(row.id),
       app_id: appId,
-      event_type: 'link_code.generated',
-      payload: { link_code_id: row.id, user_id: user.value.id, expires_at: row.expires_at },
+      ...systemEvent('link_code.generated', { link_code_id: row.id, user_id: user.value.id, expires_at: row.expires_at }),
       edges: [],
       attachments: [],
     },
@@ -186,8 +186,7 @@ function activationEvent(appId: string, a: Activation, via: 'api' | 'inbound'): 
   return {
     id: activationEventId(a.link_code_id),
     app_id: appId,
-    event_type: 'link_code.activation',
-    payload: { link_code_id: a.link_code_id, user_id: a.user_id, platform_user_id: a.platform_user_id, merged_user_id: a.merged_user_id, via },
+    ...systemEvent('link_code.activation', { link_code_id: a.link_code_id, user_id: a.user_id, platform_user_id: a.platform_user_id, merged_user_id: a.merged_user_id, via }),
     edges: [{ edge_type: 'activated_by', target_node_type: 'platform_user', target_node_id: a.platform_user_id }],
     attachments: [],
   };

@@ -2,6 +2,7 @@ import { transaction, type Sql, type Tx } from '../db.js';
 import type { Deps } from '../deps.js';
 import { fail, ok, type Result } from '../errors.js';
 import { derivedId } from '../ids.js';
+import { systemEvent, systemEventType } from '../ledger/event-types.js';
 import { enqueue, type LedgerEvent } from '../queues.js';
 import { getUser, isUuid, userMerged, userNotFound, type UserView } from './users.js';
 
@@ -33,7 +34,7 @@ export async function inRetriedTransaction<T>(sql: Sql, fn: (tx: Tx) => Promise<
 }
 
 /** The user.merged event id: a source is merged at most once, so the id follows from it. */
-export const mergeEventId = (appId: string, sourceUserId: string) => derivedId(appId, 'user.merged', sourceUserId);
+export const mergeEventId = (appId: string, sourceUserId: string) => derivedId(appId, systemEventType('user.merged'), sourceUserId);
 
 interface LockedUser {
   id: string;
@@ -128,13 +129,12 @@ export function mergedEvent(m: MergeRecord): LedgerEvent {
   return {
     id: m.eventId,
     app_id: m.appId,
-    event_type: 'user.merged',
-    payload: {
+    ...systemEvent('user.merged', {
       target_user_id: m.targetUserId,
       source_user_id: m.sourceUserId,
       platform_user_ids: m.platformUserIds,
-      ...(m.linkCodeId ? { link_code_id: m.linkCodeId } : {}),
-    },
+      link_code_id: m.linkCodeId,
+    }),
     edges: m.platformUserIds.slice(0, MAX_EDGES).map((id) => ({ edge_type: 'merged_platform_user', target_node_type: 'platform_user' as const, target_node_id: id })),
     attachments: [],
   };

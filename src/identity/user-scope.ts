@@ -1,4 +1,5 @@
 import type { Sql } from '../db.js';
+import { systemEventType } from '../ledger/event-types.js';
 import type { EventRecord } from '../ledger/read.js';
 import { resolveUserId } from './users.js';
 
@@ -33,7 +34,7 @@ export class UserScope {
 
   /** Must see every event the reader considers, in ledger order (it learns merges from them). */
   involves(event: EventRecord): boolean {
-    if (event.event_type === 'user.merged') this.learn(event.payload);
+    if (event.event_type === systemEventType('user.merged')) this.learn(event.payload);
     return event.edges.some(
       (x) =>
         x.target_node_type === 'platform_user' &&

@@ -8,6 +8,7 @@ import { activateFromInbound } from '../identity/link-codes.js';
 import { downloadMedia } from '../platforms/media.js';
 import { getAdapter } from '../platforms/registry.js';
 import type { NormalisedRecord } from '../platforms/types.js';
+import { systemEvent, type InboundMessage } from '../ledger/event-types.js';
 import { enqueue, type LedgerEvent } from '../queues.js';
 import type { LookupCache } from './lookup-cache.js';
 
@@ -82,7 +83,7 @@ export async function recordMessage(ctx: RecordContext, r: Rec<'message'>): Prom
     inboundAt: new Date(r.occurredAt),
   });
 
-  const message: Record<string, unknown> = { text: r.message.text, role: 'user', type: r.message.type };
+  const message: InboundMessage = { text: r.message.text, role: 'user', type: r.message.type };
   if (r.message.caption !== undefined) message.caption = r.message.caption;
   if (r.message.location) message.location = r.message.location;
   if (r.message.contact) message.contact = r.message.contact;
@@ -117,18 +118,20 @@ export async function recordMessage(ctx: RecordContext, r: Rec<'message'>): Prom
     }
   }
 
+  // Notifications for audio wait for the transcript: the transcription job records the event.
+  const transcribedFileId = isAudio && deps.config.TRANSCRIPTION_API_BASE ? audioFileId : undefined;
+  if (isAudio && !transcribedFileId) message.transcription = audioFileId ? { status: 'skipped' } : { status: 'failed', error: 'the audio could not be downloaded' };
   const event: LedgerEvent = {
     id: eventId,
     app_id: conn.appId,
-    event_type: 'message.inbound',
-    payload: {
+    ...systemEvent('message.inbound', {
       message,
       platform: platformOf(conn),
       external_message_id: r.externalMessageId,
       conversation_id: conversationId,
       timestamp: r.occurredAt,
-      ...(r.edited ? { edited: true } : {}),
-    },
+      edited: r.edited,
+    }),
     edges,
     attachments,
     // An edit follows from the original message when we recorded it.
@@ -136,18 +139,14 @@ export async function recordMessage(ctx: RecordContext, r: Rec<'message'>): Prom
     conversation_id: conversationId,
     platform_connection_id: conn.id,
   };
-  if (isAudio) {
-    if (audioFileId && deps.config.TRANSCRIPTION_API_BASE) {
-      // Notifications for audio wait for the transcript: the transcription job records the event.
-      await enqueue(
-        deps.queues,
-        'transcription',
-        { app_id: conn.appId, event, file_id: audioFileId },
-        { backoff: { type: 'exponential', delay: deps.config.TRANSCRIPTION_RETRY_BASE_MS } },
-      );
-      return;
-    }
-    message.transcription = audioFileId ? { status: 'skipped' } : { status: 'failed', error: 'the audio could not be downloaded' };
+  if (transcribedFileId) {
+    await enqueue(
+      deps.queues,
+      'transcription',
+      { app_id: conn.appId, event, file_id: transcribedFileId },
+      { backoff: { type: 'exponential', delay: deps.config.TRANSCRIPTION_RETRY_BASE_MS } },
+    );
+    return;
   }
   await enqueue(deps.queues, 'ledger', { event });
 }
@@ -173,15 +172,15 @@ async function enqueueStatus(ctx: RecordContext, p: { externalMessageId: string;
     event: {
       id: derivedId(conn.id, 'status', p.externalMessageId, p.status),
       app_id: conn.appId,
-      event_type: 'message.status',
-      payload: {
+      ...systemEvent('message.status', {
+        kind: 'platform',
         status: p.status,
         external_message_id: p.externalMessageId,
         origin_event_id: origin,
         platform: platformOf(conn),
         timestamp: p.occurredAt,
-        ...(p.error ? { error: p.error } : {}),
-      },
+        error: p.error,
+      }),
       edges,
       attachments: [],
       origin_event_id: origin,
@@ -254,15 +253,14 @@ export async function recordReaction(ctx: RecordContext, r: Rec<'reaction'>): Pr
     event: {
       id: derivedId(conn.id, 'reaction', r.targetExternalMessageId, r.sender.externalId, r.emoji, r.action, r.occurredAt),
       app_id: conn.appId,
-      event_type: 'message.reaction',
-      payload: {
+      ...systemEvent('message.reaction', {
         reaction: { emoji: r.emoji, message_id: r.targetExternalMessageId },
         action: r.action,
         platform: platformOf(conn),
         conversation_id: conversationId,
         origin_event_id: origin,
         timestamp: r.occurredAt,
-      },
+      }),
       edges: [{ edge_type: 'sent_by', target_node_type: 'platform_user', target_node_id: sender.id }],
       attachments: [],
       origin_event_id: origin,

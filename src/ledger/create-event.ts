@@ -6,10 +6,9 @@ import { storableText } from '../storable-text.js';
 import type { LedgerEvent } from '../queues.js';
 import { encodeCursor } from './cursor.js';
 import { checkPayload, EVENT_TYPE_RE } from './event-schemas.js';
+import { RESERVED_PREFIXES } from './event-types.js';
 import { getEvent, type EdgeRecord, type EventRecord } from './read.js';
 import type { LedgerSubmitter } from './submit.js';
-
-export const RESERVED_PREFIXES = ['message.', 'user.', 'system.', 'link_code.'] as const;
 
 export const createEventInput = z.object({
   event_type: z.string().min(1).max(200).regex(EVENT_TYPE_RE, 'must match ^[a-z0-9_.]+$'),

@@ -8,6 +8,7 @@ import { derivedId } from '../ids.js';
 import { upsertConversation, upsertPlatformUser } from '../identity/platform-users.js';
 import { getAdapter } from '../platforms/registry.js';
 import type { OutboundFile, PlatformError } from '../platforms/types.js';
+import { systemEvent, systemEventType } from '../ledger/event-types.js';
 import { JOBS, enqueue, type LedgerEvent } from '../queues.js';
 import type { MessageRow } from './messages.js';
 
@@ -100,7 +101,7 @@ export async function inboundToReplyTo(deps: Deps, msg: MessageRow): Promise<str
       FROM conversations c
       JOIN events e ON e.app_id = c.app_id AND e.conversation_id = c.id
      WHERE c.app_id = ${msg.app_id} AND c.platform_connection_id = ${msg.platform_connection_id}
-       AND lower(c.external_id) = lower(${msg.to_external_id}) AND e.event_type = 'message.inbound'
+       AND lower(c.external_id) = lower(${msg.to_external_id}) AND e.event_type = ${systemEventType('message.inbound')}
      ORDER BY e.seq DESC LIMIT 1`;
   return row?.external_message_id ?? undefined;
 }
@@ -139,14 +140,7 @@ export async function recordSent(deps: Deps, msg: MessageRow, conn: Connection, 
   const event: LedgerEvent = {
     id: msg.id,
     app_id: msg.app_id,
-    event_type: 'message.outbound',
-    payload: {
-      message: { text: msg.text, role: 'assistant' },
-      platform: conn.platform.toLowerCase(),
-      external_message_id: externalMessageId,
-      conversation_id: conversationId,
-      status: 'sent',
-    },
+    ...systemEvent('message.outbound', { text: msg.text, platform: conn.platform.toLowerCase(), external_message_id: externalMessageId, conversation_id: conversationId }),
     edges: [
       { edge_type: 'sent_to', target_node_type: 'platform_user', target_node_id: recipient.id },
       { edge_type: 'sent_by', target_node_type: 'platform_user', target_node_id: system.id },
@@ -166,16 +160,7 @@ export async function recordFailed(deps: Deps, msg: MessageRow, conn: Connection
     event: {
       id: derivedId(msg.id, 'failed'),
       app_id: msg.app_id,
-      event_type: 'message.status',
-      payload: {
-        status: 'failed',
-        message_id: msg.id,
-        origin_event_id: null,
-        external_message_id: null,
-        platform: conn.platform.toLowerCase(),
-        error,
-        conversation_id: conversationId,
-      },
+      ...systemEvent('message.status', { kind: 'send_failed', message_id: msg.id, platform: conn.platform.toLowerCase(), error, conversation_id: conversationId }),
       edges: [{ edge_type: 'sent_to', target_node_type: 'platform_user', target_node_id: recipient.id }],
       attachments: [],
       conversation_id: conversationId,

@@ -1,6 +1,7 @@
 import { transaction } from '../db.js';
 import type { Deps } from '../deps.js';
 import { derivedId } from '../ids.js';
+import { systemEvent, systemEventType } from '../ledger/event-types.js';
 import { createGroupCommit } from '../ledger/group-commit.js';
 import { enqueue } from '../queues.js';
 import { storableText } from '../storable-text.js';
@@ -145,10 +146,9 @@ async function writeAttempts(deps: Deps, records: AttemptRecord[]): Promise<void
     const at = s.disabled_at.toISOString();
     await enqueue(deps.queues, 'ledger', {
       event: {
-        id: derivedId('system.webhook_disabled', s.id, at),
+        id: derivedId(systemEventType('system.webhook_disabled'), s.id, at),
         app_id: s.app_id,
-        event_type: 'system.webhook_disabled',
-        payload: { subscription_id: s.id, name: s.name, target_url: s.target_url, consecutive_failures: s.consecutive_failures, disabled_at: at },
+        ...systemEvent('system.webhook_disabled', { subscription_id: s.id, name: s.name, target_url: s.target_url, consecutive_failures: s.consecutive_failures, disabled_at: at }),
         edges: [],
         attachments: [],
       },

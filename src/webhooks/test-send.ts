@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Deps } from '../deps.js';
 import { fail, ok, type Result } from '../errors.js';
+import { systemEvent } from '../ledger/event-types.js';
 import { createAttemptLog } from './attempt-log.js';
 import { buildDeliveryBody } from './body.js';
 import { createWebhookHttpClient } from './http-client.js';
@@ -28,14 +29,14 @@ export async function sendTestDelivery(deps: Deps, appId: string, subscriptionId
   const deliveryId = randomUUID();
   const eventId = randomUUID();
   const now = new Date();
+  const test = systemEvent('webhook.test');
   const body = buildDeliveryBody({
     deliveryId,
     subscriptionId: sub.id,
     event: {
       id: eventId,
       app_id: appId,
-      event_type: 'webhook.test',
-      payload: { message: 'Test delivery from the messaging gateway' },
+      ...test,
       edges: {},
       created_at: now.toISOString(),
       platform_connection_id: null,
@@ -52,7 +53,7 @@ export async function sendTestDelivery(deps: Deps, appId: string, subscriptionId
       appId,
       subscriptionId: sub.id,
       eventId,
-      eventType: 'webhook.test',
+      eventType: test.event_type,
       status: success ? 'delivered' : 'failed',
       attempt: 1,
       statusCode: res.statusCode ?? null,

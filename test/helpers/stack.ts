@@ -14,6 +14,7 @@ import { startWeb, type WebServer } from '../../src/web.js';
 import { startWorkers } from '../../workers/index.js';
 import type { WorkerHost } from '../../workers/host.js';
 import { createTestDatabase } from './db.js';
+import { offCatalogEvents } from './event-audit.js';
 
 export interface TestEnv {
   /** Environment variables for this test file: its own database and Redis key prefix. */
@@ -119,8 +120,12 @@ export async function startTestStack(options: { env?: Record<string, string>; wo
     async close() {
       await web.close();
       await workers?.close();
+      // Every flow this file ran is checked against the event catalog once its writers stopped
+      // (not when the file left Postgres unreachable: then there is nothing to read).
+      const offCatalog = await offCatalogEvents(deps.sql).catch(() => []);
       await closeDeps(deps);
       await t.dropDatabase();
+      if (offCatalog.length) throw new Error(`system events that break their catalog schema (src/ledger/event-types.ts):\n${offCatalog.join('\n')}`);
     },
   };
 }

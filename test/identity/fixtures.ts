@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { derivedId } from '../../src/ids.js';
 import { activateFromInbound, type InboundActivation } from '../../src/identity/link-codes.js';
 import { upsertConversation, upsertPlatformUser } from '../../src/identity/platform-users.js';
+import { systemEvent } from '../../src/ledger/event-types.js';
 import { enqueue } from '../../src/queues.js';
 import type { TestStack } from '../helpers/stack.js';
 
@@ -38,13 +39,19 @@ export async function receive(
   const activation = await activateFromInbound(s.deps, { appId: conn.appId, platformUserId: sender.id, text: m.text, platform: conn.platform });
   const bot = await upsertPlatformUser(s.deps.sql, { appId: conn.appId, connectionId: conn.id, platform: conn.platform, externalId: 'bot', name: 'Bot', isSystem: true });
   const conversationId = await upsertConversation(s.deps.sql, { appId: conn.appId, connectionId: conn.id, externalId: m.chat ?? m.from, inboundAt: m.at ?? new Date() });
-  const eventId = derivedId(conn.id, 'message', randomUUID());
+  const externalMessageId = randomUUID();
+  const eventId = derivedId(conn.id, 'message', externalMessageId);
   await enqueue(s.deps.queues, 'ledger', {
     event: {
       id: eventId,
       app_id: conn.appId,
-      event_type: 'message.inbound',
-      payload: { message: { text: m.text, role: 'user', type: 'text' }, platform: conn.platform.toLowerCase(), conversation_id: conversationId },
+      ...systemEvent('message.inbound', {
+        message: { text: m.text, role: 'user', type: 'text' },
+        platform: conn.platform.toLowerCase(),
+        external_message_id: externalMessageId,
+        conversation_id: conversationId,
+        timestamp: (m.at ?? new Date()).toISOString(),
+      }),
       edges: [
         { edge_type: 'sent_by', target_node_type: 'platform_user', target_node_id: sender.id },
         { edge_type: 'sent_to', target_node_type: 'platform_user', target_node_id: bot.id },

@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { upsertConversation } from '../../src/identity/platform-users.js';
+import { systemEvent } from '../../src/ledger/event-types.js';
 import { enqueue } from '../../src/queues.js';
 import * as P from '../fakes/inbound/payloads.js';
 import { form, metaHeaders, slackHeaders, telegramHeaders, twilioHeaders } from '../fakes/inbound/signers.js';
@@ -37,8 +39,18 @@ async function sentMessage(conn: CreatedConnection, to: string, externalId: stri
   await s.deps.sql`
     INSERT INTO outbound_messages (id, app_id, platform_connection_id, to_external_id, recipient_seq, text, status, external_message_id, created_at, finished_at)
     VALUES (${id}, ${app.appId}, ${conn.id}, ${to}, ${seq}, 'hi', 'sent', ${externalId}, ${createdAt}, ${createdAt})`;
+  const [{ platform }] = await s.deps.sql<{ platform: string }[]>`SELECT platform FROM platform_connections WHERE id = ${conn.id}`;
+  const conversationId = await upsertConversation(s.deps.sql, { appId: app.appId, connectionId: conn.id, externalId: to });
   await enqueue(s.deps.queues, 'ledger', {
-    event: { id, app_id: app.appId, event_type: 'message.outbound', payload: { message: { text: 'hi', role: 'assistant' }, external_message_id: externalId }, edges: [], attachments: [], platform_connection_id: conn.id },
+    event: {
+      id,
+      app_id: app.appId,
+      ...systemEvent('message.outbound', { text: 'hi', platform: platform.toLowerCase(), external_message_id: externalId, conversation_id: conversationId }),
+      edges: [],
+      attachments: [],
+      conversation_id: conversationId,
+      platform_connection_id: conn.id,
+    },
   });
   await waitForEvent(s, app.appId, 'message.outbound', (e) => e.id === id);
   return id;

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { upsertConversation } from '../../src/identity/platform-users.js';
+import { systemEvent } from '../../src/ledger/event-types.js';
 import { enqueue } from '../../src/queues.js';
 import { connect, eventually, sampleConfigs } from '../helpers/connections.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
@@ -235,8 +236,13 @@ describe('files and e-mail threading', () => {
       event: {
         id: inboundId,
         app_id: a.appId,
-        event_type: 'message.inbound',
-        payload: { message: { text: 'Where is my order?', role: 'user' }, platform: 'email', external_message_id: '<q-1@mail.example.org>' },
+        ...systemEvent('message.inbound', {
+          message: { text: 'Where is my order?', role: 'user', type: 'text' },
+          platform: 'email',
+          external_message_id: '<q-1@mail.example.org>',
+          conversation_id: conversationId,
+          timestamp: new Date().toISOString(),
+        }),
         edges: [],
         attachments: [],
         conversation_id: conversationId,

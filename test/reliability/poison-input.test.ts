@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGroupCommit } from '../../src/ledger/group-commit.js';
+import { systemEvent } from '../../src/ledger/event-types.js';
 import { findUnstorable, storableText } from '../../src/storable-text.js';
 import { enqueue } from '../../src/queues.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
@@ -53,7 +54,14 @@ describe('U+0000 and unpaired surrogates, which PostgreSQL cannot store', () => 
 
   it('stored through the ledger worker comes out replaced instead of failing the job', async () => {
     const id = randomUUID();
-    await enqueue(s.deps.queues, 'ledger', { event: { id, app_id: a.appId, event_type: 'message.inbound', payload: { message: { text: 'hi\u0000there' } }, edges: [], attachments: [] } });
+    const inbound = systemEvent('message.inbound', {
+      message: { text: 'hi\u0000there', role: 'user', type: 'text' },
+      platform: 'telegram',
+      external_message_id: '1:1',
+      conversation_id: randomUUID(),
+      timestamp: new Date().toISOString(),
+    });
+    await enqueue(s.deps.queues, 'ledger', { event: { id, app_id: a.appId, ...inbound, edges: [], attachments: [] } });
     const [row] = await until(async () => {
       const rows = await s.deps.sql<{ payload: { message: { text: string } } }[]>`SELECT payload FROM events WHERE id = ${id}`;
       return rows.length ? rows : undefined;
