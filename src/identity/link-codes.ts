@@ -5,6 +5,7 @@ import type { Deps } from '../deps.js';
 import { fail, ok, type Failure, type Result } from '../errors.js';
 import { derivedId } from '../ids.js';
 import { enqueue, type LedgerEvent } from '../queues.js';
+import { deleteInBatches } from '../retention/batched-delete.js';
 import { guessThrottle } from './link-code-throttle.js';
 import { inRetriedTransaction, lockUsers, mergedEvent, mergeInTransaction, type MergeRecord } from './merge.js';
 import { getPlatformUser, getUser, isoOf } from './users.js';
@@ -293,4 +294,15 @@ export function codeInMessage(platform: string, text: string): string | undefine
     if (start) return normaliseCode(start[1]);
   }
   return normaliseCode(text);
+}
+
+/**
+ * Deletes codes that expired more than `days` ago (LINK_CODE_RETENTION_DAYS), in bounded
+ * chunks. Until then a used code still answers a repeated activation as the first one did,
+ * and an expired one answers LINK_CODE_EXPIRED; after, either is LINK_CODE_NOT_FOUND.
+ */
+export async function pruneLinkCodes(sql: Sql, days: number): Promise<number> {
+  return deleteInBatches(async (limit) => (await sql`
+    DELETE FROM link_codes WHERE id IN (
+      SELECT id FROM link_codes WHERE expires_at < now() - ${days} * interval '1 day' LIMIT ${limit})`).count);
 }
