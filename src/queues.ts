@@ -35,7 +35,7 @@ export type LedgerEvent = z.infer<typeof ledgerEventSchema>;
  * The scheduled housekeeping tasks of the `maintenance` queue: the pruners of
  * src/retention/registry.ts and the upkeep of the events table's partitions.
  */
-export const MAINTENANCE_TASKS = ['prune-idempotency-keys', 'prune-link-codes', 'prune-files', 'prune-messages'] as const;
+export const MAINTENANCE_TASKS = ['prune-idempotency-keys', 'prune-link-codes', 'prune-files', 'prune-messages', 'event-partitions'] as const;
 export type MaintenanceTask = (typeof MAINTENANCE_TASKS)[number];
 
 /**

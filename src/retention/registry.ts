@@ -41,6 +41,6 @@ export const RETENTION = {
   outbound_messages: { kind: 'pruned', variable: 'MESSAGE_RETENTION_DAYS', by: { queue: 'maintenance', task: 'prune-messages' } },
   webhook_delivery_logs: { kind: 'pruned', variable: 'WEBHOOK_LOG_RETENTION_DAYS', by: { queue: 'webhook', task: 'log-retention' } },
   webhook_deliveries: { kind: 'pruned', variable: 'WEBHOOK_LOG_RETENTION_DAYS', by: { queue: 'webhook', task: 'log-retention' } },
-  events: { kind: 'kept', because: 'the ledger of record' },
-  event_edges: { kind: 'kept', because: 'the ledger of record' },
+  events: { kind: 'partitioned', variable: 'EVENT_RETENTION_DAYS', by: { queue: 'maintenance', task: 'event-partitions' } },
+  event_edges: { kind: 'partitioned', variable: 'EVENT_RETENTION_DAYS', by: { queue: 'maintenance', task: 'event-partitions' } },
 } satisfies Record<string, Retention>;

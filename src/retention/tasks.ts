@@ -3,6 +3,7 @@ import { fileStore } from '../files/storage.js';
 import { pruneFiles } from '../files/files.js';
 import { pruneIdempotencyKeys } from '../idempotency.js';
 import { pruneLinkCodes } from '../identity/link-codes.js';
+import { maintainEventPartitions } from '../ledger/partitions.js';
 import { pruneMessages } from '../messages/messages.js';
 import type { MaintenanceTask } from '../queues.js';
 
@@ -12,4 +13,5 @@ export const MAINTENANCE = {
   'prune-link-codes': (deps) => pruneLinkCodes(deps.sql, deps.config.LINK_CODE_RETENTION_DAYS),
   'prune-files': (deps) => pruneFiles(deps.sql, deps.config.FILE_RETENTION_DAYS, fileStore(deps.config)),
   'prune-messages': (deps) => pruneMessages(deps.sql, deps.config.MESSAGE_RETENTION_DAYS),
+  'event-partitions': (deps) => maintainEventPartitions(deps.sql, deps.config.EVENT_RETENTION_DAYS),
 } satisfies Record<MaintenanceTask, (deps: Deps) => Promise<unknown>>;
