@@ -2,7 +2,7 @@ import { isIP } from 'node:net';
 import { z } from 'zod';
 
 /** Names of the BullMQ queues; stable, Bull Board lists them all. */
-export const QUEUE_NAMES = ['inbound', 'send', 'transcription', 'ledger', 'webhook'] as const;
+export const QUEUE_NAMES = ['inbound', 'send', 'transcription', 'ledger', 'webhook', 'maintenance'] as const;
 export type QueueName = (typeof QUEUE_NAMES)[number];
 
 const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
@@ -178,6 +178,7 @@ const schema = z
     WEBHOOK_TARGET_POLICY: z.enum(['public-https', 'any']).optional(),
     WEBHOOK_TIMEOUT_MS: int(30_000, 1),
     WEBHOOK_RETRY_DELAYS_MS: msList('0,60000,300000,1800000,7200000'),
+    /** Days delivery logs (and settled deliveries) are kept. */
     WEBHOOK_LOG_RETENTION_DAYS: int(30, 1),
     WEBHOOK_DISABLE_AFTER: int(50, 1),
     /** After a secret rotation, how long deliveries are also signed with the old secret (ms). */
@@ -221,6 +222,19 @@ const schema = z
     S3_SECRET_ACCESS_KEY: z.string().optional(),
     /** Path-style addressing (bucket in the path), which most S3-compatible servers need. @default true when S3_ENDPOINT is set */
     S3_FORCE_PATH_STYLE: z.enum(['true', 'false', '1', '0']).optional().transform((v) => (v === undefined ? undefined : v === 'true' || v === '1')),
+    /**
+     * Retention of what grows per request (docs/OPERATIONS.md, src/retention/registry.ts).
+     * Idempotency keys answer replays for 24 h (SPEC), so they are kept at least that long (hours).
+     */
+    IDEMPOTENCY_KEY_RETENTION_HOURS: int(24, 24),
+    /** Days a link code is kept after it expires; until then a repeated activation still answers as the first. */
+    LINK_CODE_RETENTION_DAYS: int(7, 0),
+    /** Days an uploaded or downloaded file (and its S3 object) is kept; 0 = forever. Files a queued message still needs are kept. */
+    FILE_RETENTION_DAYS: int(0, 0),
+    /** Days a sent or failed outbound message record (GET /v1/messages/:id) is kept after it settled; 0 = forever. */
+    MESSAGE_RETENTION_DAYS: int(0, 0),
+    /** Days of events (and their edges) kept, dropped a whole month at a time once every event of it is older; 0 = forever. */
+    EVENT_RETENTION_DAYS: int(0, 0),
     /** Serve /metrics of a worker-only process on this port (0 = off). */
     WORKER_METRICS_PORT: int(0, 0),
     /** Link-code guessing budget: activation attempts per platform user per 15 minutes, and per application per minute. */

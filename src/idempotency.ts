@@ -1,6 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { Sql } from './db.js';
 import { fail, ok, type Result } from './errors.js';
+import { deleteInBatches } from './retention/batched-delete.js';
 
 /** Stable JSON (sorted keys) so the same body hashes the same whatever its key order. */
 export function canonicalJson(value: unknown): string {
@@ -44,8 +45,12 @@ export async function claimIdempotencyKey(
   return ok({ resourceId: existing.resource_id, replay: true });
 }
 
-/** Drops keys older than 24 h (run from a repeatable job). */
-export async function pruneIdempotencyKeys(sql: Sql): Promise<number> {
-  const rows = await sql`DELETE FROM idempotency_keys WHERE created_at < now() - interval '24 hours' RETURNING 1`;
-  return rows.length;
+/**
+ * Drops keys older than `hours` (IDEMPOTENCY_KEY_RETENTION_HOURS, at least the 24 h a key
+ * answers replays), in bounded chunks; the maintenance queue runs it on a schedule.
+ */
+export async function pruneIdempotencyKeys(sql: Sql, hours: number): Promise<number> {
+  return deleteInBatches(async (limit) => (await sql`
+    DELETE FROM idempotency_keys WHERE (app_id, scope, key) IN (
+      SELECT app_id, scope, key FROM idempotency_keys WHERE created_at < now() - ${Math.max(24, hours)} * interval '1 hour' LIMIT ${limit})`).count);
 }

@@ -32,6 +32,13 @@ export const ledgerEventSchema = z.object({
 export type LedgerEvent = z.infer<typeof ledgerEventSchema>;
 
 /**
+ * The scheduled housekeeping tasks of the `maintenance` queue: the pruners of
+ * src/retention/registry.ts and the upkeep of the events table's partitions.
+ */
+export const MAINTENANCE_TASKS = ['prune-idempotency-keys', 'prune-link-codes', 'prune-files', 'prune-messages', 'event-partitions'] as const;
+export type MaintenanceTask = (typeof MAINTENANCE_TASKS)[number];
+
+/**
  * The job catalog: each queue's payload schema, retry policy and job id. The web process
  * parses before `add`; the worker re-parses when it takes the job, so a payload that does not
  * fit is an UnrecoverableError rather than a half-done side effect.
@@ -94,6 +101,13 @@ export const JOBS = {
     }),
     jobId: (d: { connection_id: string; dedupe_key: string }) => `in-${d.connection_id}-${d.dedupe_key}`.replace(/:/g, '_'),
     options: { attempts: 10, backoff: { type: 'exponential', delay: 500 } },
+  },
+  maintenance: {
+    // Housekeeping on a schedule (workers/maintenance.ts): one task per job, each idempotent.
+    schema: z.object({ task: z.enum(MAINTENANCE_TASKS) }),
+    // One id per task: a run still queued absorbs the next trigger instead of piling up.
+    jobId: (d: { task: string }) => `mt-${d.task}`,
+    options: { attempts: 3, backoff: { type: 'exponential', delay: 60_000 } },
   },
   transcription: {
     schema: z.object({ app_id: uuid, event: ledgerEventSchema, file_id: uuid }),

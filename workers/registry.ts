@@ -1,6 +1,7 @@
 import type { QueueName } from '../src/config.js';
 import type { ProcessorDef } from './host.js';
 import { ledgerProcessor } from './ledger.js';
+import { maintenanceProcessor } from './maintenance.js';
 import { sendProcessor } from './send.js';
 import { inboundProcessor } from './inbound.js';
 import { transcriptionProcessor } from './transcription.js';
@@ -13,4 +14,5 @@ export const PROCESSORS: Partial<Record<QueueName, ProcessorDef>> = {
   inbound: inboundProcessor,
   transcription: transcriptionProcessor,
   webhook: webhookProcessor,
+  maintenance: maintenanceProcessor,
 };

@@ -1,6 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { fileTypeFromBuffer } from 'file-type';
 import type { Sql } from '../db.js';
+import { deleteInBatches } from '../retention/batched-delete.js';
 import type { BlobStore } from './storage.js';
 
 export const MAX_FILE_BYTES = 50 * 1024 * 1024;
@@ -85,3 +86,28 @@ export const toRestFile = (f: FileMeta) => ({
   sha256: f.sha256,
   created_at: f.created_at.toISOString(),
 });
+
+/** Files one pruning round handles: each may cost an object-store call. */
+const FILE_PRUNE_BATCH = 500;
+
+/**
+ * Deletes files older than `days` (FILE_RETENTION_DAYS, 0 = never) with their bytes, in
+ * bounded chunks. A file a queued or sending message still carries is kept until that message
+ * settles. Objects in S3 are removed before their rows: a crash in between leaves a row whose
+ * object is gone (read as missing, deleted again next round), never an object no row names.
+ * Without the store (FILE_STORAGE no longer s3) S3-kept files are left for a run that has it.
+ */
+export async function pruneFiles(sql: Sql, days: number, store?: BlobStore): Promise<number> {
+  if (days === 0) return 0;
+  return deleteInBatches(async (limit) => {
+    const rows = await sql<{ id: string; storage: string; storage_key: string | null }[]>`
+      SELECT f.id, f.storage, f.storage_key FROM files f
+       WHERE f.created_at < now() - ${days} * interval '1 day'
+         AND (f.storage <> 's3' OR ${store !== undefined})
+         AND NOT EXISTS (SELECT 1 FROM outbound_messages m WHERE m.status IN ('queued', 'sending') AND f.id = ANY(m.file_ids))
+       LIMIT ${limit}`;
+    for (const r of rows) if (r.storage === 's3' && r.storage_key) await store!.delete(r.storage_key);
+    if (rows.length === 0) return 0;
+    return (await sql`DELETE FROM files WHERE id = ANY(${rows.map((r) => r.id)}::uuid[])`).count;
+  }, FILE_PRUNE_BATCH);
+}

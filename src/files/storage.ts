@@ -1,4 +1,4 @@
-import { GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { DeleteObjectCommand, GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import type { Config } from '../config.js';
 
 /** Where file bytes go when they do not live in Postgres. */
@@ -6,6 +6,8 @@ export interface BlobStore {
   readonly kind: 's3';
   put(key: string, data: Buffer, contentType: string): Promise<void>;
   get(key: string): Promise<Buffer>;
+  /** Removes an object; removing one that is not there succeeds (S3 semantics), so a retried prune is safe. */
+  delete(key: string): Promise<void>;
 }
 
 /** An S3-compatible bucket through the official AWS SDK. */
@@ -25,6 +27,9 @@ export function createS3Store(config: Pick<Config, 'S3_BUCKET' | 'S3_REGION' | '
     async get(key) {
       const out = await client.send(new GetObjectCommand({ Bucket, Key: key }));
       return Buffer.from(await out.Body!.transformToByteArray());
+    },
+    async delete(key) {
+      await client.send(new DeleteObjectCommand({ Bucket, Key: key }));
     },
   };
 }

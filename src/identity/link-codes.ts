@@ -8,6 +8,7 @@ import { systemEvent, systemEventType } from '../ledger/event-types.js';
 import { getAdapter } from '../platforms/registry.js';
 import { isPlatformName } from '../platforms/types.js';
 import { enqueue, type LedgerEvent } from '../queues.js';
+import { deleteInBatches } from '../retention/batched-delete.js';
 import { guessThrottle } from './link-code-throttle.js';
 import { inRetriedTransaction, lockUsers, mergedEvent, mergeInTransaction, type MergeRecord } from './merge.js';
 import { getPlatformUser, getUser, isoOf } from './users.js';
@@ -283,4 +284,15 @@ export function codeInMessage(platform: string, text: string): string | undefine
   const name = platform.toUpperCase();
   const linked = isPlatformName(name) ? getAdapter(name).deepLink.codeIn?.(text) : undefined;
   return normaliseCode(linked ?? text);
+}
+
+/**
+ * Deletes codes that expired more than `days` ago (LINK_CODE_RETENTION_DAYS), in bounded
+ * chunks. Until then a used code still answers a repeated activation as the first one did,
+ * and an expired one answers LINK_CODE_EXPIRED; after, either is LINK_CODE_NOT_FOUND.
+ */
+export async function pruneLinkCodes(sql: Sql, days: number): Promise<number> {
+  return deleteInBatches(async (limit) => (await sql`
+    DELETE FROM link_codes WHERE id IN (
+      SELECT id FROM link_codes WHERE expires_at < now() - ${days} * interval '1 day' LIMIT ${limit})`).count);
 }

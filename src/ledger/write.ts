@@ -19,12 +19,14 @@ export const CREATED_AT_ISO = `to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-D
 /**
  * Writes a batch of events in one transaction (group commit) and returns every event of the
  * batch as committed — including ones an earlier attempt already wrote, so a retried job
- * still wakes readers and fans out, while writing nothing twice (ON CONFLICT on the id).
+ * still wakes readers and fans out, while writing nothing twice (an id already in the
+ * ledger is skipped under the application's lock).
  *
  * The ledger invariant — for one application, an event that becomes visible never sorts
  * before one a reader could already see — is kept by serialising commits per application:
- * the UPDATE of the application's `ledger_heads` row takes its row lock inside the
- * transaction and assigns `seq` (and a strictly increasing `created_at`) from the head.
+ * a locking read of the application's `ledger_heads` row takes its row lock inside the
+ * transaction, and the UPDATE of that row assigns `seq` (and a strictly increasing
+ * `created_at`) from the head.
  * A second writer of the same application blocks on that row until the first has committed
  * and become visible (Postgres releases row locks only after the commit is visible), then
  * continues from the new head. So positions are handed out in commit order, and a reader
@@ -69,7 +71,16 @@ export async function writeEvents(sql: Sql, events: LedgerEvent[]): Promise<Comm
     // exist before the first UPDATE, and nothing needs the answer of the INSERT in between.
     const heads = tx`INSERT INTO ledger_heads (app_id) SELECT unnest(${appIds}::uuid[]) ORDER BY 1 ON CONFLICT DO NOTHING`;
     heads.catch(() => {});
+    // The heads are locked (in sorted order) by a statement of their own, so that each insert
+    // below starts — and takes its snapshot — only once a concurrent writer of the same
+    // application has committed: its events are then visible to the NOT EXISTS that keeps an
+    // id from being written twice. (events is partitioned by created_at, so no unique index
+    // on the id alone can do it, and a retry gets a new created_at; an id belongs to one
+    // application, so its writers are the ones this lock serialises.)
+    const locked = tx`SELECT 1 FROM ledger_heads WHERE app_id = ANY(${appIds}::uuid[]) ORDER BY app_id FOR UPDATE`;
+    locked.catch(() => {});
     try {
+      await locked;
       for (const appId of appIds) {
         const { n, rows, edges } = perApp.get(appId)!;
         // One statement per application writes its events and their edges; an edge joins the
@@ -90,12 +101,12 @@ export async function writeEvents(sql: Sql, events: LedgerEvent[]): Promise<Comm
               FROM head, jsonb_to_recordset(${rows}::text::jsonb) AS r(
                    ord int, id uuid, event_type text, payload jsonb, attachments jsonb, origin_event_id uuid,
                    conversation_id uuid, platform_connection_id uuid, validation_errors jsonb)
+             WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.id = r.id)
             ORDER BY r.ord
-            ON CONFLICT (id) DO NOTHING
             RETURNING id, app_id, seq, created_at, event_type, conversation_id
           ), edges AS (
-            INSERT INTO event_edges (event_id, app_id, event_seq, edge_type, target_node_type, target_node_id, ord)
-            SELECT r.event_id, ${appId}, ins.seq, r.edge_type, r.target_node_type, r.target_node_id, r.ord
+            INSERT INTO event_edges (event_id, app_id, event_seq, event_created_at, edge_type, target_node_type, target_node_id, ord)
+            SELECT r.event_id, ${appId}, ins.seq, ins.created_at, r.edge_type, r.target_node_type, r.target_node_id, r.ord
               FROM jsonb_to_recordset(${edges}::text::jsonb) AS r(
                    event_id uuid, edge_type text, target_node_type text, target_node_id uuid, ord int)
               JOIN ins ON ins.id = r.event_id

@@ -1,11 +1,13 @@
 import { z } from 'zod';
 import { loadConnection } from '../connections/connections.js';
+import type { Sql } from '../db.js';
 import type { Deps } from '../deps.js';
 import { fail, ok, type ErrorCode, type Result } from '../errors.js';
 import { claimIdempotencyKey } from '../idempotency.js';
 import type { CommitWaiter, OutcomeCheck } from '../ledger/commit-waiter.js';
 import { getAdapter } from '../platforms/registry.js';
 import { enqueue } from '../queues.js';
+import { deleteInBatches } from '../retention/batched-delete.js';
 import { replyPolicyOf, replyWindow } from '../conversations/reply-window.js';
 
 export const sendMessageInput = z
@@ -131,4 +133,19 @@ export async function getMessage(deps: Deps, appId: string, id: string): Promise
   if (!UUID.test(id)) return undefined;
   const [row] = await deps.sql<MessageRow[]>`SELECT * FROM outbound_messages WHERE app_id = ${appId} AND id = ${id}`;
   return row;
+}
+
+/**
+ * Deletes message records settled (sent or failed) more than `days` ago (MESSAGE_RETENTION_DAYS,
+ * 0 = never), in bounded chunks. Their outcome stays in the ledger (message.outbound,
+ * message.status); GET /v1/messages/:id answers 404 for them, and a late platform status for
+ * one is recorded without its origin. Unsettled messages are never touched: later sends to the
+ * same recipient wait on them.
+ */
+export async function pruneMessages(sql: Sql, days: number): Promise<number> {
+  if (days === 0) return 0;
+  return deleteInBatches(async (limit) => (await sql`
+    DELETE FROM outbound_messages WHERE id IN (
+      SELECT id FROM outbound_messages
+       WHERE finished_at < now() - ${days} * interval '1 day' AND status IN ('sent', 'failed') LIMIT ${limit})`).count);
 }

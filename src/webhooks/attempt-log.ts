@@ -4,6 +4,7 @@ import { derivedId } from '../ids.js';
 import { systemEvent, systemEventType } from '../ledger/event-types.js';
 import { createGroupCommit } from '../ledger/group-commit.js';
 import { enqueue } from '../queues.js';
+import { deleteInBatches } from '../retention/batched-delete.js';
 import { storableText } from '../storable-text.js';
 import { capBody } from './http-client.js';
 import { publishSubscriptionsChanged } from './subscription-cache.js';
@@ -159,22 +160,12 @@ async function writeAttempts(deps: Deps, records: AttemptRecord[]): Promise<void
 /** Deletes log rows (and finished deliveries) older than WEBHOOK_LOG_RETENTION_DAYS, in bounded chunks. */
 export async function purgeOldLogs(deps: Deps): Promise<{ logs: number; deliveries: number }> {
   const days = deps.config.WEBHOOK_LOG_RETENTION_DAYS;
-  let logs = 0;
-  let deliveries = 0;
-  for (;;) {
-    const r = await deps.sql`
+  const logs = await deleteInBatches(async (limit) => (await deps.sql`
       DELETE FROM webhook_delivery_logs WHERE n IN (
-        SELECT n FROM webhook_delivery_logs WHERE created_at < now() - ${days} * interval '1 day' LIMIT 5000)`;
-    logs += r.count;
-    if (r.count < 5000) break;
-  }
-  for (;;) {
-    const r = await deps.sql`
+        SELECT n FROM webhook_delivery_logs WHERE created_at < now() - ${days} * interval '1 day' LIMIT ${limit})`).count);
+  const deliveries = await deleteInBatches(async (limit) => (await deps.sql`
       DELETE FROM webhook_deliveries WHERE id IN (
         SELECT id FROM webhook_deliveries
-         WHERE status IN ('delivered', 'failed') AND updated_at < now() - ${days} * interval '1 day' LIMIT 5000)`;
-    deliveries += r.count;
-    if (r.count < 5000) break;
-  }
+         WHERE status IN ('delivered', 'failed') AND updated_at < now() - ${days} * interval '1 day' LIMIT ${limit})`).count);
   return { logs, deliveries };
 }

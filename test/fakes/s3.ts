@@ -1,8 +1,8 @@
 import { FakeServer, type FakeReply, type RecordedRequest } from './fake-server.js';
 
 /**
- * An S3-compatible object store on loopback (path-style `/{bucket}/{key}`): PUT, GET and
- * HEAD of objects, S3's XML errors, and the aws-chunked body encoding the AWS SDK may use.
+ * An S3-compatible object store on loopback (path-style `/{bucket}/{key}`): PUT, GET, HEAD
+ * and DELETE of objects, S3's XML errors, and the aws-chunked body encoding the AWS SDK may use.
  * Requests must be SigV4-signed with `accessKeyId` (the signature itself is not checked).
  */
 export class S3Fake {
@@ -40,6 +40,10 @@ export class S3Fake {
       const chunked = /aws-chunked/.test(r.headers['content-encoding'] ?? '') || /^STREAMING-/.test(r.headers['x-amz-content-sha256'] ?? '');
       this.objects.set(id, { data: chunked ? decodeAwsChunked(r.rawBody) : r.rawBody, contentType: r.headers['content-type'] });
       return { status: 200, body: '', headers: { etag: '"fake"' } };
+    }
+    if (r.method === 'DELETE') {
+      this.objects.delete(id);
+      return { status: 204, body: '' };
     }
     const obj = this.objects.get(id);
     if (!obj) return s3Error(404, 'NoSuchKey', 'The specified key does not exist.');

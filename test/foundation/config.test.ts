@@ -7,7 +7,7 @@ describe('config', () => {
     const c = parseConfig({});
     expect(c.PORT).toBe(3000);
     expect(c.RATE_LIMIT_PER_MINUTE).toBe(100);
-    expect(c.WORKER_QUEUES).toEqual(['inbound', 'send', 'transcription', 'ledger', 'webhook']);
+    expect(c.WORKER_QUEUES).toEqual(['inbound', 'send', 'transcription', 'ledger', 'webhook', 'maintenance']);
     expect(c.WEBHOOK_RETRY_DELAYS_MS).toEqual([0, 60000, 300000, 1800000, 7200000]);
     expect(c.OUTBOUND_ADDRESS_POLICY).toBe('any');
   });
