@@ -8,6 +8,10 @@ export default defineConfig({
     exclude: process.env.CHAOS === '1' ? [] : ['test/reliability/chaos-short.test.ts'],
     globalSetup: ['test/helpers/global-setup.ts'],
     pool: 'forks',
+    // Test files share their worker process (each still gets its own database and Redis
+    // prefix): with a fresh process per file, importing the service's module graph again in each
+    // of ~100 files took more time than the tests (collect 38 s vs tests 56 s for ten files).
+    isolate: false,
     testTimeout: 30_000,
     hookTimeout: 60_000,
     teardownTimeout: 30_000,
