@@ -1,4 +1,4 @@
-import { UnrecoverableError, type Job } from 'bullmq';
+import { UnrecoverableError } from 'bullmq';
 import { loadConnectionById, type Connection } from '../src/connections/connections.js';
 import { watchChanges } from '../src/change-feed.js';
 import type { PlatformUserRef } from '../src/identity/platform-users.js';
@@ -8,7 +8,6 @@ import { MalformedPayloadError } from '../src/errors.js';
 import { storableText } from '../src/storable-text.js';
 import { getInbound } from '../src/platforms/registry.js';
 import type { NormalisedRecord } from '../src/platforms/types.js';
-import type { JobData } from '../src/queues.js';
 import type { ProcessorDef } from './host.js';
 
 /**
@@ -25,8 +24,8 @@ export const inboundProcessor: ProcessorDef<'inbound'> = {
     const systemUsers = lookupCache<PlatformUserRef>(deps.config.INBOUND_LOOKUP_CACHE_MS);
     // A connection's name is part of its system user's key, so only the connections need clearing.
     watchChanges(deps, 'connections', () => connections.clear());
-    return async (job: Job) => {
-      const d = job.data as JobData<'inbound'>;
+    return async (job) => {
+      const d = job.data;
       const conn = await connections.get(d.connection_id, () => loadConnectionById(deps, d.connection_id));
       if (!conn) return { skipped: 'connection deleted' };
       let records: NormalisedRecord[];

@@ -6,7 +6,7 @@ import { addCommitReports, addRefusalReport } from '../src/ledger/commit-reports
 import { createGroupCommit } from '../src/ledger/group-commit.js';
 import { addWakes } from '../src/ledger/wake.js';
 import { writeEvents, type CommittedEvent } from '../src/ledger/write.js';
-import type { JobData, LedgerEvent } from '../src/queues.js';
+import type { LedgerEvent } from '../src/queues.js';
 import type { ProcessorDef } from './host.js';
 import { fanOutCommitted } from '../src/webhooks/fan-out.js';
 import { recordParticipants } from '../src/conversations/participants.js';
@@ -68,7 +68,7 @@ export const ledgerProcessor: ProcessorDef<'ledger'> = {
       return committed;
     }, deps.config.LEDGER_BATCH_MAX);
     return async (job) => {
-      const data = job.data as JobData<'ledger'>;
+      const data = job.data;
       const items: Pending[] = 'event' in data ? [{ event: data.event }] : data.events.map((event) => ({ event, replyTo: data.reply_to }));
       const settled = await Promise.allSettled(items.map((p) => commit(p)));
       const faults = settled.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));

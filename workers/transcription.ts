@@ -1,9 +1,8 @@
-import type { Job } from 'bullmq';
 import { fetch, FormData } from 'undici';
 import type { Deps } from '../src/deps.js';
 import { getFileContent } from '../src/files/files.js';
 import { fileStore } from '../src/files/storage.js';
-import { enqueue, type JobData, type LedgerEvent } from '../src/queues.js';
+import { enqueue, type LedgerEvent } from '../src/queues.js';
 import type { ProcessorDef } from './host.js';
 
 const TIMEOUT_MS = 120_000;
@@ -19,8 +18,8 @@ class PermanentTranscriptionError extends Error {}
 export const transcriptionProcessor: ProcessorDef<'transcription'> = {
   queue: 'transcription',
   create(deps) {
-    return async (job: Job) => {
-      const { app_id, event, file_id } = job.data as JobData<'transcription'>;
+    return async (job) => {
+      const { app_id, event, file_id } = job.data;
       const finalAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
       const started = Date.now();
       let transcription: Record<string, unknown>;
