@@ -4,15 +4,16 @@ import type { Deps } from '../src/deps.js';
 import { describeItemFault, isPermanentItemFault } from '../src/errors.js';
 import { JOBS, queuePrefix, type JobData } from '../src/queues.js';
 import { createRedis, watchConnection, type Redis } from '../src/redis.js';
+import { createWorkerServices, type WorkerServices } from './services.js';
 
-/** One queue's processor: how to build it from the dependencies, and its worker options. */
+/** One queue's processor: how to build it from the dependencies and the process's services, and its worker options. */
 export interface ProcessorDef<Q extends QueueName> {
   queue: Q;
   /**
    * The processor; `token` is the job's lock token, needed to move it to delayed. Its job's
    * data has already been re-parsed against the catalog (JOBS[queue].schema).
    */
-  create(deps: Deps): (job: Job<JobData<Q>>, token?: string) => Promise<unknown>;
+  create(deps: Deps, services: WorkerServices): (job: Job<JobData<Q>>, token?: string) => Promise<unknown>;
   /** Extra BullMQ worker options (concurrency, backoff strategies, limiter). */
   options?(deps: Deps): Partial<WorkerOptions>;
 }
@@ -22,6 +23,8 @@ export type AnyProcessorDef = { [Q in QueueName]: ProcessorDef<Q> }[QueueName];
 
 export interface WorkerHost {
   workers: Worker[];
+  /** Built once for every processor of the host; closed with it. */
+  services: WorkerServices;
   /** Stops taking jobs, lets running ones finish (bounded by SHUTDOWN_TIMEOUT_MS), closes. */
   close(): Promise<void>;
 }
@@ -29,9 +32,10 @@ export interface WorkerHost {
 /** Starts one BullMQ worker per processor; each re-parses its payload against the job catalog. */
 export function startWorkerHost(deps: Deps, defs: AnyProcessorDef[]): WorkerHost {
   const connection: Redis = watchConnection(createRedis(deps.config.REDIS_URL, 'blocking'), 'workers', deps.logger);
+  const services = createWorkerServices(deps, defs.map((d) => d.queue));
   let stopping = false;
   const startWorker = <Q extends QueueName>(def: ProcessorDef<Q>) => {
-    const run = def.create(deps);
+    const run = def.create(deps, services);
     const schema = JOBS[def.queue].schema;
     const worker = new Worker<JobData<Q>>(
       def.queue,
@@ -86,6 +90,7 @@ export function startWorkerHost(deps: Deps, defs: AnyProcessorDef[]): WorkerHost
 
   return {
     workers,
+    services,
     async close() {
       stopping = true;
       const timeoutMs = deps.config.SHUTDOWN_TIMEOUT_MS;
@@ -100,6 +105,7 @@ export function startWorkerHost(deps: Deps, defs: AnyProcessorDef[]): WorkerHost
         deps.logger.warn({ timeoutMs }, 'jobs still running at shutdown deadline: forcing close (they will be retried)');
         await Promise.all(workers.map((w) => w.close(true)));
       }
+      await services.close();
       await connection.quit().catch(() => {});
     },
   };

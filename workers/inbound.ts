@@ -17,7 +17,7 @@ import type { ProcessorDef } from './host.js';
  */
 export const inboundProcessor: ProcessorDef<'inbound'> = {
   queue: 'inbound',
-  create(deps) {
+  create(deps, services) {
     // Bursts of deliveries hit the same few connections: reuse their lookups briefly (the
     // receiver does the same, with the same bound on staleness).
     const connections = lookupCache<Connection | undefined>(deps.config.INBOUND_LOOKUP_CACHE_MS);
@@ -41,7 +41,7 @@ export const inboundProcessor: ProcessorDef<'inbound'> = {
         if (err instanceof MalformedPayloadError) throw new UnrecoverableError(`malformed ${conn.platform} payload: ${err.message}`);
         throw err;
       }
-      const ctx: RecordContext = { deps, conn, attempt: job.attemptsMade, finalAttempt: job.attemptsMade + 1 >= (job.opts.attempts ?? 1), systemUsers };
+      const ctx: RecordContext = { deps, files: services.files, linkCodes: services.linkCodes, conn, attempt: job.attemptsMade, finalAttempt: job.attemptsMade + 1 >= (job.opts.attempts ?? 1), systemUsers };
       for (const r of records) {
         if (r.kind === 'message') await recordMessage(ctx, r);
         else if (r.kind === 'status') await recordStatus(ctx, r);

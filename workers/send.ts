@@ -37,7 +37,7 @@ const WAKE_EARLY_MS = 120;
  */
 export const sendProcessor: ProcessorDef<'send'> = {
   queue: 'send',
-  create(deps) {
+  create(deps, services) {
     return async (job, token) => {
       const data = job.data;
       const msg = await loadMessage(deps, data.app_id, data.message_id);
@@ -94,7 +94,7 @@ export const sendProcessor: ProcessorDef<'send'> = {
           return delay(wait - WAKE_EARLY_MS);
         }
       }
-      const [files, inReplyTo] = await Promise.all([loadFiles(deps, msg), conn.platform === 'EMAIL' ? inboundToReplyTo(deps, msg) : undefined]);
+      const [files, inReplyTo] = await Promise.all([loadFiles(deps, services.files, msg), conn.platform === 'EMAIL' ? inboundToReplyTo(deps, msg) : undefined]);
       const outbound = { to: msg.to_external_id, text: msg.text, parseMode: msg.options.parse_mode, subject: msg.options.subject, files, inReplyTo };
       // Paced last, so as little as possible lies between the budget's clock and the platform's.
       for (;;) {

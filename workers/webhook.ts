@@ -2,8 +2,6 @@ import { DelayedError } from 'bullmq';
 import { retryOptions } from '../src/queues.js';
 import type { Deps } from '../src/deps.js';
 import { purgeOldLogs } from '../src/webhooks/attempt-log.js';
-import { createDeliverer } from '../src/webhooks/deliver.js';
-import { setLocalFirstAttempts } from '../src/webhooks/local-deliverer.js';
 import { DeliveryAttemptError, retryDelay } from '../src/webhooks/retry-policy.js';
 import type { ProcessorDef } from './host.js';
 
@@ -25,11 +23,8 @@ async function scheduleRetention(deps: Deps): Promise<void> {
  */
 export const webhookProcessor: ProcessorDef<'webhook'> = {
   queue: 'webhook',
-  create(deps) {
-    const deliverer = createDeliverer(deps);
-    deps.closers.push(() => deliverer.close());
-    // A ledger worker in this process hands its first attempts straight over (fan-out.ts).
-    setLocalFirstAttempts(deps, deliverer.local(deps.config.WEBHOOK_CONCURRENCY));
+  create(deps, services) {
+    const deliverer = services.webhooks;
     scheduleRetention(deps).catch((err) => deps.logger.warn({ err }, 'could not schedule webhook log retention'));
     return async (job, token) => {
       const data = job.data;
