@@ -32,53 +32,48 @@ export interface StampedCache<V> {
   get(key: string, load: () => Promise<V>, keep?: (value: V) => boolean): Promise<V>;
 }
 
-interface Shared {
-  read: () => Promise<Stamps>;
-  caches: Map<StampName, StampedCache<unknown>>;
-}
-const shared = new WeakMap<Sql, Shared>();
-
-function sharedFor(sql: Sql): Shared {
-  let s = shared.get(sql);
-  if (!s) {
-    const read = createGroupCommit<void, Stamps>(
-      async () => new Map((await sql<{ name: string; stamp: number }[]>`SELECT name, stamp FROM change_stamps`).map((r) => [r.name, r.stamp])),
-      100_000,
-    );
-    shared.set(sql, (s = { read: () => read(), caches: new Map() }));
-  }
-  return s;
+/** One process's (one pool's) view of the change stamps: a shared read and a cache per stamp. */
+export interface ChangeStamps {
+  /**
+   * The current value of `name`'s stamp (undefined before the migration that creates it), read
+   * with the same shared query as the caches: readers arriving together cost one round trip.
+   */
+  read(name: StampName): Promise<number | undefined>;
+  /** The cache of the records `name` stamps (one per stamp). */
+  cache<V>(name: StampName): StampedCache<V>;
 }
 
-/**
- * The current value of `name`'s stamp (undefined before the migration that creates it), read
- * with the same shared query as the caches: readers arriving together cost one round trip.
- */
-export async function readStamp(sql: Sql, name: StampName): Promise<number | undefined> {
-  return (await sharedFor(sql).read()).get(name);
+export function createChangeStamps(sql: Sql): ChangeStamps {
+  const readAll = createGroupCommit<void, Stamps>(
+    async () => new Map((await sql<{ name: string; stamp: number }[]>`SELECT name, stamp FROM change_stamps`).map((r) => [r.name, r.stamp])),
+    100_000,
+  );
+  const read = () => readAll();
+  const caches = new Map<StampName, StampedCache<unknown>>();
+  return {
+    read: async (name) => (await read()).get(name),
+    cache<V>(name: StampName) {
+      let cache = caches.get(name) as StampedCache<V> | undefined;
+      if (!cache) caches.set(name, (cache = createStampedCache<V>(read, name)) as StampedCache<unknown>);
+      return cache;
+    },
+  };
 }
 
-/** This process's (this pool's) cache of the records `name` stamps. */
-export function stampedCacheFor<V>(sql: Sql, name: StampName): StampedCache<V> {
-  const s = sharedFor(sql);
-  let cache = s.caches.get(name) as StampedCache<V> | undefined;
-  if (!cache) {
-    const entries = new Map<string, { value: V; stamp: number; at: number }>();
-    cache = {
-      async get(key, load, keep) {
-        const stamp = (await s.read()).get(name);
-        // Without its row (a database not migrated yet) nothing could move the stamp: no caching.
-        if (stamp === undefined) return load();
-        const hit = entries.get(key);
-        if (hit && hit.stamp === stamp && Date.now() - hit.at < CACHE_TTL_MS) return hit.value;
-        const value = await load();
-        if (keep && !keep(value)) return value;
-        if (entries.size >= MAX_ENTRIES) entries.clear();
-        entries.set(key, { value, stamp, at: Date.now() });
-        return value;
-      },
-    };
-    s.caches.set(name, cache as StampedCache<unknown>);
-  }
-  return cache;
+function createStampedCache<V>(read: () => Promise<Stamps>, name: StampName): StampedCache<V> {
+  const entries = new Map<string, { value: V; stamp: number; at: number }>();
+  return {
+    async get(key, load, keep) {
+      const stamp = (await read()).get(name);
+      // Without its row (a database not migrated yet) nothing could move the stamp: no caching.
+      if (stamp === undefined) return load();
+      const hit = entries.get(key);
+      if (hit && hit.stamp === stamp && Date.now() - hit.at < CACHE_TTL_MS) return hit.value;
+      const value = await load();
+      if (keep && !keep(value)) return value;
+      if (entries.size >= MAX_ENTRIES) entries.clear();
+      entries.set(key, { value, stamp, at: Date.now() });
+      return value;
+    },
+  };
 }

@@ -1,6 +1,6 @@
 import { Queue, type JobsOptions } from 'bullmq';
 import { z } from 'zod';
-import { QUEUE_NAMES, type QueueName } from './config.js';
+import { QUEUE_NAMES, type Config, type QueueName } from './config.js';
 import { derivedId } from './ids.js';
 import { redisReady, REDIS_READY_WAIT_MS, withDeadline } from './availability.js';
 import type { Redis } from './redis.js';
@@ -31,6 +31,58 @@ export const ledgerEventSchema = z.object({
 });
 export type LedgerEvent = z.infer<typeof ledgerEventSchema>;
 
+const eventRef = z.object({ event_id: uuid, app_id: uuid });
+
+/** The webhook queue's jobs, tagged by `kind` (also their BullMQ job name). */
+const webhookJobSchema = z.discriminatedUnion('kind', [
+  // The first attempts of every delivery of one event: one job per event, so a repeat of
+  // the ledger job is dropped by its id.
+  eventRef.extend({ kind: z.literal('first-attempts') }),
+  // The safety net of a commit batch whose first attempts started in the ledger's process:
+  // one delayed job per batch.
+  z.object({ kind: z.literal('first-attempts-safety-net'), events: z.array(eventRef).min(1) }),
+  // A further run of one delivery (its retries, a manual retry, a replay), `attempt_base`
+  // attempts into its schedule.
+  z.object({
+    kind: z.literal('deliver'),
+    delivery_id: uuid,
+    app_id: uuid,
+    run: z.number().int().min(0).default(0),
+    attempt_base: z.number().int().min(0).default(0),
+  }),
+  // The repeatable log-retention task.
+  z.object({ kind: z.literal('log-retention') }),
+]);
+export type WebhookJob = z.infer<typeof webhookJobSchema>;
+
+/**
+ * Webhook jobs queued by a release from before they carried a `kind` may still wait in Redis:
+ * each old shape is told apart by the field only it had.
+ */
+function tagUntaggedWebhookJob(d: unknown): unknown {
+  if (typeof d !== 'object' || d === null || 'kind' in d) return d;
+  const kind: WebhookJob['kind'] | undefined =
+    'task' in d && d.task === 'log-retention' ? 'log-retention'
+    : 'event_id' in d ? 'first-attempts'
+    : 'events' in d ? 'first-attempts-safety-net'
+    : 'delivery_id' in d ? 'deliver'
+    : undefined;
+  return kind ? { ...d, kind } : d;
+}
+
+/** What a job's retry policy may read from the configuration. */
+export type RetryConfig = Pick<Config, 'WEBHOOK_RETRY_DELAYS_MS'>;
+
+/** A catalog entry; `options` is a function of the job when its retry policy depends on it. */
+interface CatalogEntry {
+  schema: z.ZodType;
+  /** The deterministic job id: a repeat of the same job is dropped. */
+  jobId: (d: never) => string;
+  /** The BullMQ job name (Bull Board shows it); the queue's name when absent. */
+  name?: (d: never) => string;
+  options: JobsOptions | ((d: never, config: RetryConfig) => JobsOptions);
+}
+
 /**
  * The scheduled housekeeping tasks of the `maintenance` queue: the pruners of
  * src/retention/registry.ts and the upkeep of the events table's partitions.
@@ -58,27 +110,34 @@ export const JOBS = {
     options: { attempts: 10, backoff: { type: 'exponential', delay: 200 } },
   },
   webhook: {
-    // Four kinds of job: the first attempts of every delivery of one event (one job per
-    // event, so a repeat of the ledger job is dropped by its id); the safety net of a commit
-    // batch whose first attempts started in the ledger's process (one delayed job per batch);
-    // a further run of one delivery (its retries, a manual retry, a replay), `attempt_base`
-    // attempts into its schedule; and the repeatable log-retention task.
-    schema: z.union([
-      z.object({ event_id: uuid, app_id: uuid }),
-      z.object({ events: z.array(z.object({ event_id: uuid, app_id: uuid })).min(1) }),
-      z.object({ delivery_id: uuid, app_id: uuid, run: z.number().int().min(0).default(0), attempt_base: z.number().int().min(0).default(0) }),
-      z.object({ task: z.literal('log-retention') }),
-    ]),
-    jobId: (d: { event_id: string } | { events: { event_id: string }[] } | { delivery_id: string; run?: number } | { task: string }) =>
-      'task' in d
-        ? `wh-${d.task}`
-        : 'event_id' in d
-          ? `we-${d.event_id}`
-          : 'events' in d
-            ? `wb-${derivedId('webhook-first-attempts', ...d.events.map((e) => e.event_id).sort())}`
-            : `wd-${d.delivery_id}-${d.run ?? 0}`,
-    // Attempts are set per job from WEBHOOK_RETRY_DELAYS_MS; delays come from the worker's custom strategy.
-    options: { attempts: 5, backoff: { type: 'webhook' } },
+    schema: z.preprocess(tagUntaggedWebhookJob, webhookJobSchema),
+    jobId: (d: WebhookJob) => {
+      switch (d.kind) {
+        case 'first-attempts':
+          return `we-${d.event_id}`;
+        case 'first-attempts-safety-net':
+          return `wb-${derivedId('webhook-first-attempts', ...d.events.map((e) => e.event_id).sort())}`;
+        case 'deliver':
+          return `wd-${d.delivery_id}-${d.run}`;
+        case 'log-retention':
+          return `wh-${d.kind}`;
+      }
+    },
+    name: (d: WebhookJob) => d.kind,
+    // First attempts fail on faults (database, Redis), not on receiver answers: plain
+    // exponential retries. A delivery run may take the attempts its schedule has left after
+    // `attempt_base`; its delays come from the worker's custom `webhook` backoff strategy.
+    options: (d: WebhookJob, config: RetryConfig): JobsOptions => {
+      switch (d.kind) {
+        case 'first-attempts':
+        case 'first-attempts-safety-net':
+          return { attempts: 8, backoff: { type: 'exponential', delay: 500 } };
+        case 'deliver':
+          return { attempts: Math.max(1, config.WEBHOOK_RETRY_DELAYS_MS.length - d.attempt_base), backoff: { type: 'webhook' } };
+        case 'log-retention':
+          return { attempts: 5, backoff: { type: 'webhook' } };
+      }
+    },
   },
   send: {
     schema: z.object({
@@ -114,7 +173,7 @@ export const JOBS = {
     jobId: (d: { event: { id: string } }) => `tr-${d.event.id}`,
     options: { attempts: 5, backoff: { type: 'exponential', delay: 2000 } },
   },
-} satisfies Record<QueueName, { schema: z.ZodType; jobId: (d: never) => string; options: JobsOptions }>;
+} satisfies Record<QueueName, CatalogEntry>;
 
 export type JobData<Q extends QueueName> = z.infer<(typeof JOBS)[Q]['schema']>;
 
@@ -130,17 +189,37 @@ export function createQueues(connection: Redis, redisPrefix: string): Queues {
     new Queue(name, {
       connection,
       prefix,
-      defaultJobOptions: { ...JOBS[name].options, removeOnComplete: { age: 3600, count: 10_000 }, removeOnFail: { age: 7 * 24 * 3600 } },
+      defaultJobOptions: { ...staticOptions(JOBS[name]), removeOnComplete: { age: 3600, count: 10_000 }, removeOnFail: { age: 7 * 24 * 3600 } },
     }),
   ]);
   return Object.fromEntries(entries) as Queues;
 }
 
+/** A queue's retry policy when it does not depend on the job (BullMQ's defaults for jobs added past the catalog). */
+const staticOptions = (entry: CatalogEntry): JobsOptions => (typeof entry.options === 'function' ? {} : entry.options);
+
+/** Queues whose retry policy reads the configuration: building their jobs takes it. */
+type ConfiguredQueue = { [Q in QueueName]: (typeof JOBS)[Q]['options'] extends (...args: never[]) => JobsOptions ? Q : never }[QueueName];
+
+/** Extra options of one job (a delay…), and the configuration when its queue's retry policy reads it. */
+export type CatalogArgs<Q extends QueueName> = Q extends ConfiguredQueue ? [options: JobsOptions, config: RetryConfig] : [options?: JobsOptions];
+
+/** The catalog's retry policy of one job. */
+export function retryOptions<Q extends QueueName>(name: Q, data: JobData<Q>, config?: RetryConfig): JobsOptions {
+  const options = JOBS[name].options as CatalogEntry['options'];
+  if (typeof options !== 'function') return options;
+  if (!config) throw new Error(`${name} jobs need the configuration to build their retry policy`);
+  return (options as (d: JobData<Q>, config: RetryConfig) => JobsOptions)(data, config);
+}
+
 /** A job of the catalog, validated and under its deterministic id, ready for `add` or `addBulk`. */
-export function catalogJob<Q extends QueueName>(name: Q, data: JobData<Q>, options: JobsOptions = {}) {
-  const entry = JOBS[name];
+export function catalogJob<Q extends QueueName>(name: Q, data: JobData<Q>, ...args: CatalogArgs<Q>) {
+  const [options = {}, config] = args as [JobsOptions?, RetryConfig?];
+  const entry: CatalogEntry = JOBS[name];
   const parsed = entry.schema.parse(data) as JobData<Q>;
-  return { name, data: parsed, opts: { jobId: (entry.jobId as (d: JobData<Q>) => string)(parsed), ...options } };
+  const jobName = (entry.name as ((d: JobData<Q>) => string) | undefined)?.(parsed) ?? name;
+  const jobId = (entry.jobId as (d: JobData<Q>) => string)(parsed);
+  return { name: jobName, data: parsed, opts: { jobId, ...retryOptions(name, parsed, config), ...options } };
 }
 
 /**
@@ -153,10 +232,10 @@ async function queueReady(queue: Queue): Promise<void> {
 }
 
 /** Validates a payload against the catalog and enqueues it under its deterministic id. */
-export async function enqueue<Q extends QueueName>(queues: Queues, name: Q, data: JobData<Q>, options: JobsOptions = {}) {
-  const job = catalogJob(name, data, options);
+export async function enqueue<Q extends QueueName>(queues: Queues, name: Q, data: JobData<Q>, ...args: CatalogArgs<Q>) {
+  const job = catalogJob(name, data, ...args);
   await queueReady(queues[name]);
-  return queues[name].add(name, job.data, job.opts);
+  return queues[name].add(job.name, job.data, job.opts);
 }
 
 /**

@@ -5,11 +5,14 @@ import { loadConfig } from './config.js';
 import { closeDeps, createDeps, runAll, type Deps } from './deps.js';
 import { survivingUnhandledRejections } from './last-resort.js';
 import { createApp } from './http/app.js';
+import type { WebServices } from './http/web-services.js';
 import { onShutdownSignal } from './shutdown.js';
 
 export interface WebServer {
   server: Server;
   port: number;
+  /** The services the web process built once (caches, stamps, stream machinery). */
+  services: WebServices;
   /** Stops accepting, ends open streams, waits for in-flight requests (bounded). */
   close(): Promise<void>;
 }
@@ -50,6 +53,7 @@ export async function startWeb(deps: Deps, port = deps.config.PORT): Promise<Web
   return {
     server,
     port: actual,
+    services: web.web,
     async close() {
       closing = true;
       for (const res of inFlight) if (!res.headersSent) res.shouldKeepAlive = false;

@@ -2,32 +2,42 @@ import { DelayedError, UnrecoverableError, Worker, type Job, type WorkerOptions 
 import type { QueueName } from '../src/config.js';
 import type { Deps } from '../src/deps.js';
 import { describeItemFault, isPermanentItemFault } from '../src/errors.js';
-import { JOBS, queuePrefix } from '../src/queues.js';
+import { JOBS, queuePrefix, type JobData } from '../src/queues.js';
 import { createRedis, watchConnection, type Redis } from '../src/redis.js';
+import { createWorkerServices, type WorkerServices } from './services.js';
 
-/** One queue's processor: how to build it from the dependencies, and its worker options. */
-export interface ProcessorDef<Q extends QueueName = QueueName> {
+/** One queue's processor: how to build it from the dependencies and the process's services, and its worker options. */
+export interface ProcessorDef<Q extends QueueName> {
   queue: Q;
-  /** The processor; `token` is the job's lock token, needed to move it to delayed. */
-  create(deps: Deps): (job: Job, token?: string) => Promise<unknown>;
+  /**
+   * The processor; `token` is the job's lock token, needed to move it to delayed. Its job's
+   * data has already been re-parsed against the catalog (JOBS[queue].schema).
+   */
+  create(deps: Deps, services: WorkerServices): (job: Job<JobData<Q>>, token?: string) => Promise<unknown>;
   /** Extra BullMQ worker options (concurrency, backoff strategies, limiter). */
   options?(deps: Deps): Partial<WorkerOptions>;
 }
 
+/** The processor of some queue. */
+export type AnyProcessorDef = { [Q in QueueName]: ProcessorDef<Q> }[QueueName];
+
 export interface WorkerHost {
   workers: Worker[];
+  /** Built once for every processor of the host; closed with it. */
+  services: WorkerServices;
   /** Stops taking jobs, lets running ones finish (bounded by SHUTDOWN_TIMEOUT_MS), closes. */
   close(): Promise<void>;
 }
 
 /** Starts one BullMQ worker per processor; each re-parses its payload against the job catalog. */
-export function startWorkerHost(deps: Deps, defs: ProcessorDef[]): WorkerHost {
+export function startWorkerHost(deps: Deps, defs: AnyProcessorDef[]): WorkerHost {
   const connection: Redis = watchConnection(createRedis(deps.config.REDIS_URL, 'blocking'), 'workers', deps.logger);
+  const services = createWorkerServices(deps, defs.map((d) => d.queue));
   let stopping = false;
-  const workers = defs.map((def) => {
-    const run = def.create(deps);
+  const startWorker = <Q extends QueueName>(def: ProcessorDef<Q>) => {
+    const run = def.create(deps, services);
     const schema = JOBS[def.queue].schema;
-    const worker = new Worker(
+    const worker = new Worker<JobData<Q>>(
       def.queue,
       async (job, token) => {
         // BullMQ can still hand over a job its blocking fetch was already waiting for when
@@ -39,7 +49,7 @@ export function startWorkerHost(deps: Deps, defs: ProcessorDef[]): WorkerHost {
         }
         const parsed = schema.safeParse(job.data);
         if (!parsed.success) throw new UnrecoverableError(`invalid ${def.queue} payload: ${parsed.error.issues[0]?.message}`);
-        job.data = parsed.data;
+        job.data = parsed.data as JobData<Q>;
         try {
           return await run(job, token);
         } catch (err) {
@@ -74,11 +84,13 @@ export function startWorkerHost(deps: Deps, defs: ProcessorDef[]): WorkerHost {
     });
     worker.on('error', (err) => deps.logger.error({ queue: def.queue, err }, 'worker error'));
     return worker;
-  });
+  };
+  const workers: Worker[] = defs.map((def) => startWorker(def));
   deps.logger.info({ queues: defs.map((d) => d.queue) }, 'workers started');
 
   return {
     workers,
+    services,
     async close() {
       stopping = true;
       const timeoutMs = deps.config.SHUTDOWN_TIMEOUT_MS;
@@ -93,6 +105,7 @@ export function startWorkerHost(deps: Deps, defs: ProcessorDef[]): WorkerHost {
         deps.logger.warn({ timeoutMs }, 'jobs still running at shutdown deadline: forcing close (they will be retried)');
         await Promise.all(workers.map((w) => w.close(true)));
       }
+      await services.close();
       await connection.quit().catch(() => {});
     },
   };

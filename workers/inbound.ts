@@ -1,4 +1,4 @@
-import { UnrecoverableError, type Job } from 'bullmq';
+import { UnrecoverableError } from 'bullmq';
 import { loadConnectionById, type Connection } from '../src/connections/connections.js';
 import { watchChanges } from '../src/change-feed.js';
 import type { PlatformUserRef } from '../src/identity/platform-users.js';
@@ -8,7 +8,6 @@ import { MalformedPayloadError } from '../src/errors.js';
 import { storableText } from '../src/storable-text.js';
 import { getInbound } from '../src/platforms/registry.js';
 import type { NormalisedRecord } from '../src/platforms/types.js';
-import type { JobData } from '../src/queues.js';
 import type { ProcessorDef } from './host.js';
 
 /**
@@ -18,15 +17,15 @@ import type { ProcessorDef } from './host.js';
  */
 export const inboundProcessor: ProcessorDef<'inbound'> = {
   queue: 'inbound',
-  create(deps) {
+  create(deps, services) {
     // Bursts of deliveries hit the same few connections: reuse their lookups briefly (the
     // receiver does the same, with the same bound on staleness).
     const connections = lookupCache<Connection | undefined>(deps.config.INBOUND_LOOKUP_CACHE_MS);
     const systemUsers = lookupCache<PlatformUserRef>(deps.config.INBOUND_LOOKUP_CACHE_MS);
     // A connection's name is part of its system user's key, so only the connections need clearing.
     watchChanges(deps, 'connections', () => connections.clear());
-    return async (job: Job) => {
-      const d = job.data as JobData<'inbound'>;
+    return async (job) => {
+      const d = job.data;
       const conn = await connections.get(d.connection_id, () => loadConnectionById(deps, d.connection_id));
       if (!conn) return { skipped: 'connection deleted' };
       let records: NormalisedRecord[];
@@ -42,7 +41,7 @@ export const inboundProcessor: ProcessorDef<'inbound'> = {
         if (err instanceof MalformedPayloadError) throw new UnrecoverableError(`malformed ${conn.platform} payload: ${err.message}`);
         throw err;
       }
-      const ctx: RecordContext = { deps, conn, attempt: job.attemptsMade, finalAttempt: job.attemptsMade + 1 >= (job.opts.attempts ?? 1), systemUsers };
+      const ctx: RecordContext = { deps, files: services.files, linkCodes: services.linkCodes, conn, attempt: job.attemptsMade, finalAttempt: job.attemptsMade + 1 >= (job.opts.attempts ?? 1), systemUsers };
       for (const r of records) {
         if (r.kind === 'message') await recordMessage(ctx, r);
         else if (r.kind === 'status') await recordStatus(ctx, r);

@@ -9,12 +9,9 @@ import { onShutdownSignal } from '../src/shutdown.js';
 import { startWorkerHost, type WorkerHost } from './host.js';
 import { PROCESSORS } from './registry.js';
 
-/** Starts the processors named in WORKER_QUEUES that exist. */
+/** Starts the processors of the queues named in WORKER_QUEUES. */
 export function startWorkers(deps: Deps, names: QueueName[] = deps.config.WORKER_QUEUES): WorkerHost {
-  const defs = names.flatMap((n) => (PROCESSORS[n] ? [PROCESSORS[n]] : []));
-  const missing = names.filter((n) => !PROCESSORS[n]);
-  if (missing.length) deps.logger.info({ queues: missing }, 'no processor for these queues yet');
-  return startWorkerHost(deps, defs);
+  return startWorkerHost(deps, names.map((n) => PROCESSORS[n]));
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {

@@ -6,14 +6,15 @@ import { addCommitReports, addRefusalReport } from '../src/ledger/commit-reports
 import { createGroupCommit } from '../src/ledger/group-commit.js';
 import { addWakes } from '../src/ledger/wake.js';
 import { writeEvents, type CommittedEvent } from '../src/ledger/write.js';
-import type { JobData, LedgerEvent } from '../src/queues.js';
+import type { LedgerEvent } from '../src/queues.js';
 import type { ProcessorDef } from './host.js';
+import type { WorkerServices } from './services.js';
 import { fanOutCommitted } from '../src/webhooks/fan-out.js';
 import { recordParticipants } from '../src/conversations/participants.js';
 
 /** Runs after each commit (webhook fan-out registers here); must be idempotent per event. */
-export type AfterCommit = (deps: Deps, committed: CommittedEvent[]) => Promise<void>;
-export const AFTER_COMMIT: AfterCommit[] = [fanOutCommitted, recordParticipants];
+export type AfterCommit = (deps: Deps, services: WorkerServices, committed: CommittedEvent[]) => Promise<void>;
+export const AFTER_COMMIT: AfterCommit[] = [fanOutCommitted, (deps, _services, committed) => recordParticipants(deps, committed)];
 
 /**
  * Fails a job for good whose events the database refused, after telling the web process
@@ -46,7 +47,7 @@ interface Pending {
  */
 export const ledgerProcessor: ProcessorDef<'ledger'> = {
   queue: 'ledger',
-  create(deps) {
+  create(deps, services) {
     deps.metrics.ledgerProgress.started();
     const commit = createGroupCommit<Pending, CommittedEvent[]>(async (items) => {
       // The group commit runs one flush at a time: a write that never settled would stall every
@@ -64,11 +65,11 @@ export const ledgerProcessor: ProcessorDef<'ledger'> = {
       addWakes(pipeline, deps.config.REDIS_PREFIX, committed);
       addCommitReports(pipeline, deps.config.REDIS_PREFIX, committed, replyTo);
       // Independent round trips: wakes, reports and the after-commit hooks go out together.
-      await Promise.all([committed.length ? pipeline.exec() : undefined, ...AFTER_COMMIT.map((hook) => hook(deps, committed))]);
+      await Promise.all([committed.length ? pipeline.exec() : undefined, ...AFTER_COMMIT.map((hook) => hook(deps, services, committed))]);
       return committed;
     }, deps.config.LEDGER_BATCH_MAX);
     return async (job) => {
-      const data = job.data as JobData<'ledger'>;
+      const data = job.data;
       const items: Pending[] = 'event' in data ? [{ event: data.event }] : data.events.map((event) => ({ event, replyTo: data.reply_to }));
       const settled = await Promise.allSettled(items.map((p) => commit(p)));
       const faults = settled.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));

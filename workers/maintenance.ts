@@ -1,6 +1,5 @@
-import type { Job } from 'bullmq';
 import type { Deps } from '../src/deps.js';
-import { MAINTENANCE_TASKS, type JobData } from '../src/queues.js';
+import { MAINTENANCE_TASKS } from '../src/queues.js';
 import { MAINTENANCE } from '../src/retention/tasks.js';
 import type { ProcessorDef } from './host.js';
 
@@ -20,11 +19,11 @@ export async function scheduleMaintenance(deps: Deps): Promise<void> {
  */
 export const maintenanceProcessor: ProcessorDef<'maintenance'> = {
   queue: 'maintenance',
-  create(deps) {
+  create(deps, services) {
     scheduleMaintenance(deps).catch((err) => deps.logger.warn({ err }, 'could not schedule maintenance tasks'));
-    return async (job: Job) => {
-      const { task } = job.data as JobData<'maintenance'>;
-      const done = await MAINTENANCE[task](deps);
+    return async (job) => {
+      const { task } = job.data;
+      const done = await MAINTENANCE[task](deps, services.files);
       deps.logger.info({ task, done }, 'maintenance task ran');
       return done;
     };

@@ -7,12 +7,15 @@ import { inboundProcessor } from './inbound.js';
 import { transcriptionProcessor } from './transcription.js';
 import { webhookProcessor } from './webhook.js';
 
-/** The processor of each queue; a queue without one here is not served yet. */
-export const PROCESSORS: Partial<Record<QueueName, ProcessorDef>> = {
+/** One processor per queue, typed by its queue's job data. */
+export type Processors = { [Q in QueueName]: ProcessorDef<Q> };
+
+/** The processor of each queue: a queue of the catalog without one here does not compile. */
+export const PROCESSORS = {
   ledger: ledgerProcessor,
   send: sendProcessor,
   inbound: inboundProcessor,
   transcription: transcriptionProcessor,
   webhook: webhookProcessor,
   maintenance: maintenanceProcessor,
-};
+} satisfies Processors;

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { DelayedError, type Job } from 'bullmq';
+import { DelayedError } from 'bullmq';
 import { untilAvailable } from '../src/availability.js';
 import { dedicatedWebhookUrl, loadConnection, recordHealth } from '../src/connections/connections.js';
 import {
@@ -18,7 +18,6 @@ import {
 } from '../src/messages/delivery.js';
 import { holdConnection, paceSend, reserveSendSlot } from '../src/platforms/rate-budget.js';
 import { getAdapter } from '../src/platforms/registry.js';
-import type { JobData } from '../src/queues.js';
 import type { ProcessorDef } from './host.js';
 
 /**
@@ -38,9 +37,9 @@ const WAKE_EARLY_MS = 120;
  */
 export const sendProcessor: ProcessorDef<'send'> = {
   queue: 'send',
-  create(deps) {
-    return async (job: Job, token?: string) => {
-      const data = job.data as JobData<'send'>;
+  create(deps, services) {
+    return async (job, token) => {
+      const data = job.data;
       const msg = await loadMessage(deps, data.app_id, data.message_id);
       if (!msg) return { skipped: 'unknown message' };
       const [conn, waitsForEarlier] = await Promise.all([loadConnection(deps, data.app_id, msg.platform_connection_id), hasEarlierPending(deps, msg)]);
@@ -95,7 +94,7 @@ export const sendProcessor: ProcessorDef<'send'> = {
           return delay(wait - WAKE_EARLY_MS);
         }
       }
-      const [files, inReplyTo] = await Promise.all([loadFiles(deps, msg), conn.platform === 'EMAIL' ? inboundToReplyTo(deps, msg) : undefined]);
+      const [files, inReplyTo] = await Promise.all([loadFiles(deps, services.files, msg), conn.platform === 'EMAIL' ? inboundToReplyTo(deps, msg) : undefined]);
       const outbound = { to: msg.to_external_id, text: msg.text, parseMode: msg.options.parse_mode, subject: msg.options.subject, files, inReplyTo };
       // Paced last, so as little as possible lies between the budget's clock and the platform's.
       for (;;) {

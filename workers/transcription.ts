@@ -1,10 +1,9 @@
-import type { Job } from 'bullmq';
 import { fetch, FormData } from 'undici';
 import type { Deps } from '../src/deps.js';
 import { getFileContent } from '../src/files/files.js';
-import { fileStore } from '../src/files/storage.js';
+import type { BlobStore } from '../src/files/storage.js';
 import { systemEvent, type SystemEventPayload, type Transcription } from '../src/ledger/event-types.js';
-import { enqueue, type JobData, type LedgerEvent } from '../src/queues.js';
+import { enqueue, type LedgerEvent } from '../src/queues.js';
 import type { ProcessorDef } from './host.js';
 
 const TIMEOUT_MS = 120_000;
@@ -19,15 +18,15 @@ class PermanentTranscriptionError extends Error {}
  */
 export const transcriptionProcessor: ProcessorDef<'transcription'> = {
   queue: 'transcription',
-  create(deps) {
-    return async (job: Job) => {
-      const { app_id, event, file_id } = job.data as JobData<'transcription'>;
+  create(deps, services) {
+    return async (job) => {
+      const { app_id, event, file_id } = job.data;
       const finalAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
       const started = Date.now();
       let transcription: Transcription;
       let transcript: string | undefined;
       try {
-        const r = await transcribe(deps, app_id, file_id);
+        const r = await transcribe(deps, services.files, app_id, file_id);
         transcript = r.text;
         transcription = {
           status: 'completed',
@@ -50,8 +49,8 @@ export const transcriptionProcessor: ProcessorDef<'transcription'> = {
   options: () => ({ concurrency: 4 }),
 };
 
-async function transcribe(deps: Deps, appId: string, fileId: string): Promise<{ text: string; language?: string; durationSec?: number }> {
-  const file = await getFileContent(deps.sql, appId, fileId, fileStore(deps.config));
+async function transcribe(deps: Deps, files: BlobStore | undefined, appId: string, fileId: string): Promise<{ text: string; language?: string; durationSec?: number }> {
+  const file = await getFileContent(deps.sql, appId, fileId, files);
   if (!file) throw new PermanentTranscriptionError(`file ${fileId} is gone`);
   const form = new FormData();
   form.set('file', new Blob([new Uint8Array(file.data)], { type: file.mime_type ?? 'application/octet-stream' }), audioFilename(file.filename, file.mime_type));

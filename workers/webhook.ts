@@ -1,9 +1,7 @@
-import { DelayedError, type Job } from 'bullmq';
+import { DelayedError } from 'bullmq';
+import { retryOptions } from '../src/queues.js';
 import type { Deps } from '../src/deps.js';
-import type { JobData } from '../src/queues.js';
 import { purgeOldLogs } from '../src/webhooks/attempt-log.js';
-import { createDeliverer } from '../src/webhooks/deliver.js';
-import { setLocalFirstAttempts } from '../src/webhooks/local-deliverer.js';
 import { DeliveryAttemptError, retryDelay } from '../src/webhooks/retry-policy.js';
 import type { ProcessorDef } from './host.js';
 
@@ -11,8 +9,9 @@ import type { ProcessorDef } from './host.js';
 const RETENTION_EVERY_MS = 3_600_000;
 
 async function scheduleRetention(deps: Deps): Promise<void> {
-  // Idempotent across processes: every worker upserts the same scheduler.
-  await deps.queues.webhook.upsertJobScheduler('webhook-log-retention', { every: RETENTION_EVERY_MS }, { name: 'log-retention', data: { task: 'log-retention' } });
+  // Idempotent across processes: every worker upserts the same scheduler (which makes the job ids).
+  const data = { kind: 'log-retention' } as const;
+  await deps.queues.webhook.upsertJobScheduler('webhook-log-retention', { every: RETENTION_EVERY_MS }, { name: data.kind, data, opts: retryOptions('webhook', data, deps.config) });
 }
 
 /**
@@ -24,33 +23,35 @@ async function scheduleRetention(deps: Deps): Promise<void> {
  */
 export const webhookProcessor: ProcessorDef<'webhook'> = {
   queue: 'webhook',
-  create(deps) {
-    const deliverer = createDeliverer(deps);
-    deps.closers.push(() => deliverer.close());
-    // A ledger worker in this process hands its first attempts straight over (fan-out.ts).
-    setLocalFirstAttempts(deps, deliverer.local(deps.config.WEBHOOK_CONCURRENCY));
+  create(deps, services) {
+    const deliverer = services.webhooks;
     scheduleRetention(deps).catch((err) => deps.logger.warn({ err }, 'could not schedule webhook log retention'));
-    return async (job: Job, token?: string) => {
-      const data = job.data as JobData<'webhook'>;
-      if ('task' in data) return purgeOldLogs(deps);
-      if ('event_id' in data) {
-        const outcomes = await deliverer.firstAttempts({ eventId: data.event_id, appId: data.app_id });
-        return { attempts: outcomes.length };
-      }
-      if ('events' in data) {
-        const outcomes = await Promise.all(data.events.map((e) => deliverer.firstAttempts({ eventId: e.event_id, appId: e.app_id })));
-        return { attempts: outcomes.reduce((n, o) => n + o.length, 0) };
-      }
-      const lastAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
-      const outcome = await deliverer.attempt({ deliveryId: data.delivery_id, appId: data.app_id, run: data.run, lastAttempt, queuedAt: job.timestamp });
-      switch (outcome.kind) {
-        case 'wait':
-          await job.moveToDelayed(Date.now() + outcome.ms, token);
-          throw new DelayedError();
-        case 'retry':
-          throw new DeliveryAttemptError(outcome.error, outcome.retryAfterMs);
-        default:
-          return outcome;
+    return async (job, token) => {
+      const data = job.data;
+      switch (data.kind) {
+        case 'log-retention':
+          return purgeOldLogs(deps);
+        case 'first-attempts': {
+          const outcomes = await deliverer.firstAttempts({ eventId: data.event_id, appId: data.app_id });
+          return { attempts: outcomes.length };
+        }
+        case 'first-attempts-safety-net': {
+          const outcomes = await Promise.all(data.events.map((e) => deliverer.firstAttempts({ eventId: e.event_id, appId: e.app_id })));
+          return { attempts: outcomes.reduce((n, o) => n + o.length, 0) };
+        }
+        case 'deliver': {
+          const lastAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+          const outcome = await deliverer.attempt({ deliveryId: data.delivery_id, appId: data.app_id, run: data.run, lastAttempt, queuedAt: job.timestamp });
+          switch (outcome.kind) {
+            case 'wait':
+              await job.moveToDelayed(Date.now() + outcome.ms, token);
+              throw new DelayedError();
+            case 'retry':
+              throw new DeliveryAttemptError(outcome.error, outcome.retryAfterMs);
+            default:
+              return outcome;
+          }
+        }
       }
     };
   },

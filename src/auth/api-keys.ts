@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { bumpStamp, stampedCacheFor } from '../change-stamps.js';
+import { bumpStamp, type ChangeStamps } from '../change-stamps.js';
 import type { Sql } from '../db.js';
 import { fail, ok, type Result } from '../errors.js';
 import type { Scope } from './scopes.js';
@@ -56,7 +56,7 @@ type KeyRow = { id: string; app_id: string; scopes: Scope[] };
  * under the api-keys change stamp (src/change-stamps.ts), so a revoked key stops working at
  * once in every process; unknown keys are never cached.
  */
-export async function authenticate(sql: Sql, creds: Credentials, options: { appIdRequired: boolean }): Promise<Result<Principal>> {
+export async function authenticate(sql: Sql, stamps: ChangeStamps, creds: Credentials, options: { appIdRequired: boolean }): Promise<Result<Principal>> {
   const match = /^Bearer\s+(\S+)\s*$/i.exec(creds.authorization ?? '');
   if (!match) return fail('UNAUTHORIZED', 'Missing or malformed Authorization header; expected "Bearer <API key>"');
   const appHeader = creds.appId?.trim();
@@ -66,7 +66,7 @@ export async function authenticate(sql: Sql, creds: Credentials, options: { appI
     const [found] = await sql<KeyRow[]>`SELECT id, app_id, scopes FROM api_keys WHERE key_hash = ${hash} AND revoked_at IS NULL`;
     return found;
   };
-  const cache = stampedCacheFor<KeyRow | undefined>(sql, 'api-keys');
+  const cache = stamps.cache<KeyRow | undefined>('api-keys');
   // An unknown key is not kept: it is looked up again each time, as it may have been created since.
   const row = await cache.get(hash.toString('base64'), lookup, (found) => found !== undefined);
   if (!row) return fail('UNAUTHORIZED', 'Invalid or revoked API key');

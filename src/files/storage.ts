@@ -34,12 +34,7 @@ export function createS3Store(config: Pick<Config, 'S3_BUCKET' | 'S3_REGION' | '
   };
 }
 
-const stores = new WeakMap<Config, BlobStore>();
-
-/** The configured store for file bytes: undefined means Postgres. One client per configuration. */
-export function fileStore(config: Config): BlobStore | undefined {
-  if (config.FILE_STORAGE !== 's3') return undefined;
-  let store = stores.get(config);
-  if (!store) stores.set(config, (store = createS3Store(config)));
-  return store;
+/** The configured store for file bytes (undefined means Postgres); built once per process. */
+export function createFileStore(config: Config): BlobStore | undefined {
+  return config.FILE_STORAGE === 's3' ? createS3Store(config) : undefined;
 }

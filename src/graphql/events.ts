@@ -161,7 +161,7 @@ export const eventsModule: GraphqlModule = {
           edges: (args.edges ?? []).map((e) => ({ edge_type: e.edgeType, target_node_type: e.targetNodeType.toLowerCase(), target_node_id: e.targetNodeId })),
           origin_event_id: args.originEventId ?? null,
         });
-        const outcome = unwrap(await createCustomEvent(ctx.deps, ctx.web.ledger, appId, input));
+        const outcome = unwrap(await createCustomEvent(ctx.deps, ctx.web, appId, input));
         if (!outcome.committed) throw new AppError('UNAVAILABLE', `Event ${outcome.id} was accepted but not yet committed; read it later by id`);
         return toEventNode(outcome.event);
       },

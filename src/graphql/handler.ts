@@ -74,7 +74,7 @@ export function graphqlRouter(deps: Deps, web: WebServices, guards: RequestGuard
   // Subscriptions read events, so the SSE face demands `events:read` up front.
   const auth = async (req: Request, res: Response, next: NextFunction) => {
     const creds = { authorization: req.get('authorization'), appId: req.get('x-service-app-id') };
-    const result = await authenticate(deps.sql, creds, { appIdRequired: !isSse(req) });
+    const result = await authenticate(deps.sql, web.stamps, creds, { appIdRequired: !isSse(req) });
     if (!result.ok) throw AppError.from(result.error);
     if (isSse(req)) {
       const scoped = requireScope(result.value, 'events:read');

@@ -207,7 +207,7 @@ export const usersModule: GraphqlModule = {
       },
       activateLinkCode: async (_r, a: { code: string; platformUserId: string }, ctx: GqlContext) => {
         const { appId } = ctx.need('users:write');
-        const r = must(await activateLinkCode(ctx.deps, appId, { code: a.code, platformUserId: a.platformUserId, via: 'api' }));
+        const r = must(await activateLinkCode(ctx.deps, ctx.web.linkCodes, appId, { code: a.code, platformUserId: a.platformUserId, via: 'api' }));
         return { linkCodeId: r.link_code_id, userId: r.user_id, platformUserId: r.platform_user_id, mergedUserId: r.merged_user_id, replayed: r.replayed };
       },
     },

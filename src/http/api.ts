@@ -5,7 +5,7 @@ import type { Scope } from '../auth/scopes.js';
 import type { Deps } from '../deps.js';
 import { AppError, type ErrorCode, ERROR_STATUS } from '../errors.js';
 import { zodDetails } from './zod-details.js';
-import { authenticateRequest, type RequestGuards } from './guards.js';
+import type { RequestGuards } from './guards.js';
 
 type Method = 'get' | 'post' | 'patch' | 'put' | 'delete';
 
@@ -64,7 +64,7 @@ export class Api {
     this.router[spec.method](spec.path, async (req: Request, res: Response) => {
       let principal = undefined as unknown as Principal;
       if (spec.scope) {
-        principal = await authenticateRequest(deps, req, spec.scope, { appIdRequired: spec.appIdRequired !== false });
+        principal = await guards.authenticate(req, spec.scope, { appIdRequired: spec.appIdRequired !== false });
         if (spec.rateLimited !== false) await guards.rateLimit(principal.appId, res);
       }
       const body = parsePart(spec.body, req.body ?? {}, 'body');

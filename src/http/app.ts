@@ -58,7 +58,7 @@ export function createApp(deps: Deps): WebApp {
 
   const web = createWebServices(deps);
   onShutdown.push(() => web.wakes.close(), () => web.ledger.close());
-  const guards = createGuards(deps);
+  const guards = createGuards(deps, web.stamps);
   const api = new Api(deps, guards);
   for (const register of ROUTES) register(api, { deps, web, onShutdown });
   app.get('/v1/openapi.json', (_req, res) => {

@@ -49,7 +49,7 @@ export function registerEventRoutes(api: Api, { web }: RouteContext): void {
     },
     errors: ['RESERVED_EVENT_TYPE', 'IDEMPOTENCY_CONFLICT'],
     async handler({ deps, principal, body, req }) {
-      const outcome = unwrap(await createCustomEvent(deps, web.ledger, principal.appId, body, req.get('idempotency-key')));
+      const outcome = unwrap(await createCustomEvent(deps, web, principal.appId, body, req.get('idempotency-key')));
       return outcome.committed ? { status: 201, body: toRestEvent(outcome.event) } : { status: 202, body: { id: outcome.id, status: 'queued' } };
     },
   });

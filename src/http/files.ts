@@ -2,15 +2,15 @@ import multer from 'multer';
 import { z } from 'zod';
 import { AppError } from '../errors.js';
 import { getFileContent, getFileMeta, MAX_FILE_BYTES, storeFile, toRestFile } from '../files/files.js';
-import { fileStore } from '../files/storage.js';
 import { unstorableError } from '../storable-text.js';
 import type { Api } from './api.js';
+import type { RouteContext } from './routes.js';
 
 const fileOut = z.object({ id: z.string(), filename: z.string().nullable(), mime_type: z.string().nullable(), size_bytes: z.number(), sha256: z.string().nullable(), created_at: z.string() });
 const idParams = z.object({ id: z.string() });
 const upload = multer({ storage: multer.memoryStorage(), limits: { fileSize: MAX_FILE_BYTES, files: 1, fields: 5 } });
 
-export function registerFileRoutes(api: Api): void {
+export function registerFileRoutes(api: Api, { web }: RouteContext): void {
   api.route({
     method: 'post',
     path: '/v1/files',
@@ -35,7 +35,7 @@ export function registerFileRoutes(api: Api): void {
       // surrogate that the JSON-body check never saw and the insert would fail on.
       const unstorable = unstorableError({ filename: file.originalname, mime_type: file.mimetype, fields: req.body }, ['file'], deps.config.JSON_MAX_DEPTH);
       if (unstorable) throw unstorable;
-      const meta = await storeFile(deps.sql, principal.appId, { filename: file.originalname, declaredMime: file.mimetype, data: file.buffer }, fileStore(deps.config));
+      const meta = await storeFile(deps.sql, principal.appId, { filename: file.originalname, declaredMime: file.mimetype, data: file.buffer }, web.files);
       return { status: 201, body: toRestFile(meta) };
     },
   });
@@ -62,7 +62,7 @@ export function registerFileRoutes(api: Api): void {
     responses: { 200: { description: 'The content, with its sniffed Content-Type' } },
     errors: ['NOT_FOUND'],
     async handler({ deps, principal, params, res }) {
-      const f = await getFileContent(deps.sql, principal.appId, params.id, fileStore(deps.config));
+      const f = await getFileContent(deps.sql, principal.appId, params.id, web.files);
       if (!f) throw new AppError('NOT_FOUND', `No file ${params.id}`);
       res.setHeader('Content-Type', f.mime_type ?? 'application/octet-stream');
       res.setHeader('Content-Length', String(f.data.length));

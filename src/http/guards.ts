@@ -1,25 +1,15 @@
 import type { Request, Response } from 'express';
 import { authenticate, requireScope, type Principal } from '../auth/api-keys.js';
 import type { Scope } from '../auth/scopes.js';
+import type { ChangeStamps } from '../change-stamps.js';
 import type { Deps } from '../deps.js';
 import { AppError } from '../errors.js';
 import { redisReady } from '../availability.js';
 import { createWindowLimiter, type LimitVerdict } from '../rate-limit.js';
 
-/** Authenticates a request and checks its scope; throws the 401/403 AppError otherwise. */
-export async function authenticateRequest(deps: Deps, req: Request, scope: Scope, options: { appIdRequired: boolean }): Promise<Principal> {
-  const auth = await authenticate(
-    deps.sql,
-    { authorization: req.get('authorization'), appId: req.get('x-service-app-id') },
-    options,
-  );
-  if (!auth.ok) throw AppError.from(auth.error);
-  const scoped = requireScope(auth.value, scope);
-  if (!scoped.ok) throw AppError.from(scoped.error);
-  return scoped.value;
-}
-
 export interface RequestGuards {
+  /** Authenticates a request and checks its scope; throws the 401/403 AppError otherwise. */
+  authenticate(req: Request, scope: Scope, options: { appIdRequired: boolean }): Promise<Principal>;
   /**
    * Spends `points` requests (default 1) of the application's budget in one Redis command;
    * throws 429 (or 503 when Redis is down). A GraphQL document spends one per mutation it runs.
@@ -32,10 +22,17 @@ export interface RequestGuards {
  * draws on the same one (src/rate-limit.ts). Headers follow the IETF RateLimit draft plus
  * Retry-After on 429.
  */
-export function createGuards(deps: Deps): RequestGuards {
+export function createGuards(deps: Deps, stamps: ChangeStamps): RequestGuards {
   const limit = deps.config.RATE_LIMIT_PER_MINUTE;
   const limiter = createWindowLimiter(deps.redis, `${deps.config.REDIS_PREFIX}:rl`, limit, 60);
   return {
+    async authenticate(req, scope, options) {
+      const auth = await authenticate(deps.sql, stamps, { authorization: req.get('authorization'), appId: req.get('x-service-app-id') }, options);
+      if (!auth.ok) throw AppError.from(auth.error);
+      const scoped = requireScope(auth.value, scope);
+      if (!scoped.ok) throw AppError.from(scoped.error);
+      return scoped.value;
+    },
     async rateLimit(appId, res, points = 1) {
       await redisReady(deps.redis);
       let verdict: LimitVerdict;

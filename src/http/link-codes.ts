@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { activateLinkCode, activateLinkCodeInput, createLinkCode, createLinkCodeInput } from '../identity/link-codes.js';
 import type { Api } from './api.js';
+import type { RouteContext } from './routes.js';
 import { unwrapIdentity } from '../identity/users.js';
 
 const linkCodeOut = z.object({
@@ -19,7 +20,7 @@ const activationOut = z.object({
   replayed: z.boolean(),
 });
 
-export function registerLinkCodeRoutes(api: Api): void {
+export function registerLinkCodeRoutes(api: Api, { web }: RouteContext): void {
   api.route({
     method: 'post',
     path: '/v1/link-codes',
@@ -41,7 +42,7 @@ export function registerLinkCodeRoutes(api: Api): void {
     responses: { 200: { description: 'Linked (replayed: true when this platform user had already used this code)', schema: activationOut } },
     errors: ['NOT_FOUND', 'LINK_CODE_NOT_FOUND', 'LINK_CODE_EXPIRED', 'LINK_CODE_USED', 'LINK_CODE_ATTEMPTS_EXCEEDED', 'CONFLICT'],
     async handler({ deps, principal, params, body }) {
-      return { status: 200, body: unwrapIdentity(await activateLinkCode(deps, principal.appId, { code: params.code, platformUserId: body.platform_user_id, via: 'api' })) };
+      return { status: 200, body: unwrapIdentity(await activateLinkCode(deps, web.linkCodes, principal.appId, { code: params.code, platformUserId: body.platform_user_id, via: 'api' })) };
     },
   });
 }

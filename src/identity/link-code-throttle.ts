@@ -19,16 +19,8 @@ export interface GuessThrottle {
 const USER_WINDOW_S = 15 * 60;
 const APP_WINDOW_S = 60;
 
-const throttles = new WeakMap<Deps, GuessThrottle>();
-
-/** One throttle per set of dependencies (the limiters are plain config over the shared Redis). */
-export function guessThrottle(deps: Deps): GuessThrottle {
-  let t = throttles.get(deps);
-  if (!t) throttles.set(deps, (t = createGuessThrottle(deps)));
-  return t;
-}
-
-function createGuessThrottle(deps: Deps): GuessThrottle {
+/** Built once per process (the limiters are plain config over the shared Redis). */
+export function createGuessThrottle(deps: Deps): GuessThrottle {
   const prefix = `${deps.config.REDIS_PREFIX}:lc`;
   const perUser = new RateLimiterRedis({ storeClient: deps.redis, keyPrefix: `${prefix}:pu`, points: deps.config.LINK_CODE_ATTEMPTS_PER_USER, duration: USER_WINDOW_S });
   const perApp = new RateLimiterRedis({ storeClient: deps.redis, keyPrefix: `${prefix}:app`, points: deps.config.LINK_CODE_ATTEMPTS_PER_APP, duration: APP_WINDOW_S });

@@ -9,7 +9,7 @@ import { getAdapter } from '../platforms/registry.js';
 import { isPlatformName } from '../platforms/types.js';
 import { enqueue, type LedgerEvent } from '../queues.js';
 import { deleteInBatches } from '../retention/batched-delete.js';
-import { guessThrottle } from './link-code-throttle.js';
+import type { GuessThrottle } from './link-code-throttle.js';
 import { inRetriedTransaction, lockUsers, mergedEvent, mergeInTransaction, type MergeRecord } from './merge.js';
 import { getPlatformUser, getUser, isoOf } from './users.js';
 
@@ -161,6 +161,7 @@ type Outcome = { activation: Activation; merge: MergeRecord | null };
  */
 export async function activateLinkCode(
   deps: Deps,
+  throttle: GuessThrottle,
   appId: string,
   p: { code: string; platformUserId: string; via: 'api' | 'inbound' },
 ): Promise<Result<Activation>> {
@@ -170,7 +171,6 @@ export async function activateLinkCode(
   if (!pu) return fail('NOT_FOUND', `No platform user ${p.platformUserId}`, [{ path: ['platform_user_id'], message: 'not found' }]);
   if (pu.is_system_user) return fail('CONFLICT', 'A connected account itself cannot use a link code', [{ path: ['platform_user_id'], message: 'system user' }]);
 
-  const throttle = guessThrottle(deps);
   const charged = await throttle.charge(appId, pu.id);
   if (!charged.ok) return charged;
 
@@ -265,11 +265,12 @@ export type InboundActivation =
  */
 export async function activateFromInbound(
   deps: Deps,
+  throttle: GuessThrottle,
   p: { appId: string; platformUserId: string; text: string | null | undefined; platform: string },
 ): Promise<InboundActivation> {
   const candidate = codeInMessage(p.platform, p.text ?? '');
   if (!candidate) return { status: 'not_a_code' };
-  const r = await activateLinkCode(deps, p.appId, { code: candidate, platformUserId: p.platformUserId, via: 'inbound' });
+  const r = await activateLinkCode(deps, throttle, p.appId, { code: candidate, platformUserId: p.platformUserId, via: 'inbound' });
   if (r.ok) return { status: 'linked', activation: r.value };
   deps.logger.info({ appId: p.appId, platformUserId: p.platformUserId, code: r.error.code }, 'inbound link code refused');
   return { status: 'refused', code: r.error.code, message: r.error.message };

@@ -1,10 +1,11 @@
 import type { Connection } from '../connections/connections.js';
 import type { Deps } from '../deps.js';
 import { storeFile } from '../files/files.js';
-import { fileStore } from '../files/storage.js';
+import type { BlobStore } from '../files/storage.js';
 import { derivedId } from '../ids.js';
 import { upsertConversation, upsertPlatformUser, type PlatformUserRef } from '../identity/platform-users.js';
 import { activateFromInbound } from '../identity/link-codes.js';
+import type { GuessThrottle } from '../identity/link-code-throttle.js';
 import { downloadMedia } from '../platforms/media.js';
 import { getAdapter } from '../platforms/registry.js';
 import type { NormalisedRecord } from '../platforms/types.js';
@@ -21,6 +22,10 @@ export interface RecordContext {
   /** 0 on the first attempt. */
   attempt: number;
   finalAttempt: boolean;
+  /** Where media bytes go (undefined: PostgreSQL). */
+  files: BlobStore | undefined;
+  /** The guessing budget of link codes sent as messages. */
+  linkCodes: GuessThrottle;
   /** The worker's short-lived memo of system users (one per connection, looked up by every message). */
   systemUsers?: LookupCache<PlatformUserRef>;
 }
@@ -71,7 +76,7 @@ export async function recordMessage(ctx: RecordContext, r: Rec<'message'>): Prom
   if (await eventExists(deps, conn.appId, eventId)) return;
 
   const sender = await upsertParty(deps, conn, r.sender);
-  await activateFromInbound(deps, { appId: conn.appId, platformUserId: sender.id, text: r.message.text, platform: conn.platform });
+  await activateFromInbound(deps, ctx.linkCodes, { appId: conn.appId, platformUserId: sender.id, text: r.message.text, platform: conn.platform });
   const system = await systemUser(ctx);
   const conversationId = await upsertConversation(deps.sql, {
     appId: conn.appId,
@@ -105,7 +110,7 @@ export async function recordMessage(ctx: RecordContext, r: Rec<'message'>): Prom
         declaredMime: got.mimeType?.split(';')[0].trim(),
         data: got.data,
         source: { platform: platformOf(conn), platform_file_id: media.platformFileId ?? null },
-      }, fileStore(deps.config));
+      }, ctx.files);
       message.media = { id: file.id, mime_type: file.mime_type, url: `/v1/files/${file.id}/content` };
       attachments.push({ file_id: file.id, mime_type: file.mime_type, size_bytes: Number(file.size_bytes), kind: r.message.type, ...(media.filename ? { filename: media.filename } : {}) });
       edges.push({ edge_type: 'attachment', target_node_type: 'file', target_node_id: file.id });

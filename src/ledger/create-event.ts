@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { Deps } from '../deps.js';
+import type { ChangeStamps } from '../change-stamps.js';
 import { fail, ok, type ErrorDetail, type Result } from '../errors.js';
 import { claimIdempotencyKey } from '../idempotency.js';
 import { storableText } from '../storable-text.js';
@@ -37,7 +38,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  */
 export async function createCustomEvent(
   deps: Deps,
-  ledger: LedgerSubmitter,
+  web: { ledger: LedgerSubmitter; stamps: ChangeStamps },
   appId: string,
   input: CreateEventInput,
   idempotencyKey?: string,
@@ -77,7 +78,7 @@ export async function createCustomEvent(
   }
   if (bad.length) return fail('VALIDATION_ERROR', bad.map((b) => b.message).join('; '), bad);
 
-  const checked = await checkPayload(sql, appId, input.event_type, input.payload);
+  const checked = await checkPayload(sql, web.stamps, appId, input.event_type, input.payload);
   if (checked.errors && checked.enforced) {
     return fail('VALIDATION_ERROR', `Payload does not match the "${input.event_type}" schema: ${checked.errors[0].message}`, checked.errors);
   }
@@ -101,7 +102,7 @@ export async function createCustomEvent(
     origin_event_id: input.origin_event_id ?? null,
     validation_errors: checked.errors,
   };
-  const position = await ledger.submit(event, deps.config.EVENT_WAIT_MS);
+  const position = await web.ledger.submit(event, deps.config.EVENT_WAIT_MS);
   if (!position) return ok({ committed: false, id });
   // Past every check at the door, the database still refused its data (a path the checks missed).
   if ('refused' in position) return fail('VALIDATION_ERROR', `The event cannot be stored: ${position.refused}`, [{ path: ['payload'], message: position.refused }]);

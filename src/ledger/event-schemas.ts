@@ -2,7 +2,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import { RE2JS } from 're2js';
 import { z } from 'zod';
-import { bumpStamp, stampedCacheFor } from '../change-stamps.js';
+import { bumpStamp, type ChangeStamps } from '../change-stamps.js';
 import type { Sql } from '../db.js';
 import { fail, ok, type ErrorDetail, type Result } from '../errors.js';
 
@@ -166,8 +166,8 @@ type SchemaRow = { id: string; json_schema: Record<string, unknown>; enforce_val
  * Checks a payload against the application's schema for this event type, if there is one.
  * Lookups (also "no schema") are cached per process under the event-schemas change stamp.
  */
-export async function checkPayload(sql: Sql, appId: string, eventType: string, payload: Record<string, unknown>): Promise<PayloadCheck> {
-  const schema = await stampedCacheFor<SchemaRow | null>(sql, 'event-schemas').get(`${appId}/${eventType}`, async () => {
+export async function checkPayload(sql: Sql, stamps: ChangeStamps, appId: string, eventType: string, payload: Record<string, unknown>): Promise<PayloadCheck> {
+  const schema = await stamps.cache<SchemaRow | null>('event-schemas').get(`${appId}/${eventType}`, async () => {
     const [found] = await sql<SchemaRow[]>`
       SELECT id, json_schema, enforce_validation, updated_at FROM event_schemas WHERE app_id = ${appId} AND name = ${eventType}`;
     return found ?? null;

@@ -3,7 +3,7 @@ import type { Connection } from '../connections/connections.js';
 import type { Deps } from '../deps.js';
 import type { ErrorCode } from '../errors.js';
 import { readFiles } from '../files/files.js';
-import { fileStore } from '../files/storage.js';
+import type { BlobStore } from '../files/storage.js';
 import { derivedId } from '../ids.js';
 import { upsertConversation, upsertPlatformUser } from '../identity/platform-users.js';
 import { getAdapter } from '../platforms/registry.js';
@@ -85,9 +85,9 @@ export async function markFailed(deps: Deps, msg: MessageRow, error: StoredError
 }
 
 /** The stored files of a message, in the order given, from Postgres or the configured store. */
-export async function loadFiles(deps: Deps, msg: MessageRow): Promise<OutboundFile[] | undefined> {
+export async function loadFiles(deps: Deps, store: BlobStore | undefined, msg: MessageRow): Promise<OutboundFile[] | undefined> {
   if (msg.file_ids.length === 0) return undefined;
-  const files = await readFiles(deps.sql, msg.app_id, msg.file_ids, fileStore(deps.config));
+  const files = await readFiles(deps.sql, msg.app_id, msg.file_ids, store);
   return files.map((f) => ({ filename: f.filename ?? f.id, mimeType: f.mime_type ?? 'application/octet-stream', data: f.data }));
 }
 

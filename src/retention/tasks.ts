@@ -1,5 +1,5 @@
 import type { Deps } from '../deps.js';
-import { fileStore } from '../files/storage.js';
+import type { BlobStore } from '../files/storage.js';
 import { pruneFiles } from '../files/files.js';
 import { pruneIdempotencyKeys } from '../idempotency.js';
 import { pruneLinkCodes } from '../identity/link-codes.js';
@@ -11,7 +11,7 @@ import type { MaintenanceTask } from '../queues.js';
 export const MAINTENANCE = {
   'prune-idempotency-keys': (deps) => pruneIdempotencyKeys(deps.sql, deps.config.IDEMPOTENCY_KEY_RETENTION_HOURS),
   'prune-link-codes': (deps) => pruneLinkCodes(deps.sql, deps.config.LINK_CODE_RETENTION_DAYS),
-  'prune-files': (deps) => pruneFiles(deps.sql, deps.config.FILE_RETENTION_DAYS, fileStore(deps.config)),
+  'prune-files': (deps, files) => pruneFiles(deps.sql, deps.config.FILE_RETENTION_DAYS, files),
   'prune-messages': (deps) => pruneMessages(deps.sql, deps.config.MESSAGE_RETENTION_DAYS),
   'event-partitions': (deps) => maintainEventPartitions(deps.sql, deps.config.EVENT_RETENTION_DAYS),
-} satisfies Record<MaintenanceTask, (deps: Deps) => Promise<unknown>>;
+} satisfies Record<MaintenanceTask, (deps: Deps, files: BlobStore | undefined) => Promise<unknown>>;

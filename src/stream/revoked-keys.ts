@@ -1,4 +1,4 @@
-import { readStamp } from '../change-stamps.js';
+import type { ChangeStamps } from '../change-stamps.js';
 import type { Sql } from '../db.js';
 import type { Logger } from '../logger.js';
 
@@ -26,7 +26,7 @@ export interface RevokedKeyWatch {
  * means a revocation racing the query moves the stamp past what was read, and the next tick
  * catches it: a stream ends at most about two intervals after its key is revoked.
  */
-export function createRevokedKeyWatch(sql: Sql, logger: Logger, options: { intervalMs: number }): RevokedKeyWatch {
+export function createRevokedKeyWatch(sql: Sql, stamps: ChangeStamps, logger: Logger, options: { intervalMs: number }): RevokedKeyWatch {
   const streams = new Map<string, Set<(reason: StreamEndReason) => void>>();
   /** Keys that began streaming since the last check: authenticated under a stamp this watch has not seen. */
   let unchecked = new Set<string>();
@@ -41,7 +41,7 @@ export function createRevokedKeyWatch(sql: Sql, logger: Logger, options: { inter
     const fresh = unchecked;
     unchecked = new Set();
     try {
-      const stamp = await readStamp(sql, 'api-keys');
+      const stamp = await stamps.read('api-keys');
       const keys = stamp === undefined || stamp !== seenStamp ? [...streams.keys()] : [...fresh].filter((k) => streams.has(k));
       if (keys.length > 0) {
         stats.lookups++;

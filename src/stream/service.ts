@@ -1,5 +1,6 @@
 import type { NextFunction, Request, Response } from 'express';
 import type { Principal } from '../auth/api-keys.js';
+import type { ChangeStamps } from '../change-stamps.js';
 import type { Deps } from '../deps.js';
 import { AppError } from '../errors.js';
 import type { WakeHub } from '../ledger/wake-hub.js';
@@ -25,7 +26,7 @@ export interface StreamService {
   close(): Promise<void>;
 }
 
-export function createStreamService(deps: Deps, wakes: WakeHub): StreamService {
+export function createStreamService(deps: Deps, wakes: WakeHub, stamps: ChangeStamps): StreamService {
   const { config } = deps;
   const tails = createTailRegistry(deps.sql, wakes, deps.logger, { recheckMs: config.STREAM_RECHECK_MS });
   const slots = createStreamSlots(deps.redis, config.REDIS_PREFIX, deps.logger, {
@@ -33,7 +34,7 @@ export function createStreamService(deps: Deps, wakes: WakeHub): StreamService {
     leaseMs: config.STREAM_SLOT_LEASE_MS,
   });
   const open = new Set<(reason: StreamEndReason) => void>();
-  const revokedKeys = createRevokedKeyWatch(deps.sql, deps.logger, { intervalMs: config.STREAM_RECHECK_MS });
+  const revokedKeys = createRevokedKeyWatch(deps.sql, stamps, deps.logger, { intervalMs: config.STREAM_RECHECK_MS });
   return {
     tails,
     slots,

@@ -7,7 +7,7 @@ import { deliveryIdOf } from './fan-out.js';
 import { enqueueDeliveryRuns, type DeliveryRun } from './delivery-queue.js';
 import { createWebhookHttpClient, type WebhookHttpClient } from './http-client.js';
 import { parseRetryAfter, retryDelay } from './retry-policy.js';
-import { signerFor, subscriptionCacheFor } from './subscription-cache.js';
+import { signerFor, type SubscriptionCache } from './subscription-cache.js';
 import { takeDeliverySlot } from './throttle.js';
 import type { LocalFirstAttempts } from './local-deliverer.js';
 
@@ -66,9 +66,8 @@ const COLUMNS = 'd.id, d.app_id, d.subscription_id, d.event_id, d.event_type, d.
  * POSTed through a keep-alive pool, and outcomes are written by a shared group commit: no
  * per-delivery subscription load and no per-delivery transaction.
  */
-export function createDeliverer(deps: Deps): Deliverer {
+export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer {
   const schedule = deps.config.WEBHOOK_RETRY_DELAYS_MS;
-  const cache = subscriptionCacheFor(deps);
   const http = createWebhookHttpClient({ policy: deps.config.OUTBOUND_ADDRESS_POLICY, timeoutMs: deps.config.WEBHOOK_TIMEOUT_MS });
   const log = createAttemptLog(deps);
   const queueRuns = createGroupCommit<DeliveryRun, void>((runs) => enqueueDeliveryRuns(deps, runs), 500);

@@ -1,5 +1,5 @@
 import type { Deps } from '../deps.js';
-import { JOBS, type JobData } from '../queues.js';
+import { catalogJob, enqueue, enqueueBulk } from '../queues.js';
 
 export interface DeliveryRun {
   id: string;
@@ -15,9 +15,6 @@ type EventRef = { event_id: string; app_id: string };
 
 const uniqueEvents = (events: EventRef[]) => [...new Map(events.map((e) => [e.event_id, e])).values()];
 
-// First-attempt jobs fail on faults (database, Redis), not on receiver answers: plain exponential retries.
-const FIRST_ATTEMPT_RETRIES = { attempts: 8, backoff: { type: 'exponential', delay: 500 } };
-
 /**
  * Queues the first attempts of each event's deliveries: one job per event, its id the event
  * id, so a repeat of the ledger job (or of this call) queues nothing new.
@@ -25,11 +22,10 @@ const FIRST_ATTEMPT_RETRIES = { attempts: 8, backoff: { type: 'exponential', del
 export async function enqueueFirstAttempts(deps: Deps, events: EventRef[]): Promise<void> {
   const unique = uniqueEvents(events);
   if (unique.length === 0) return;
-  await deps.queues.webhook.addBulk(
-    unique.map((e) => {
-      const data = JOBS.webhook.schema.parse({ event_id: e.event_id, app_id: e.app_id }) as JobData<'webhook'>;
-      return { name: 'first-attempts', data, opts: { jobId: JOBS.webhook.jobId(data as never), ...FIRST_ATTEMPT_RETRIES } };
-    }),
+  await enqueueBulk(
+    deps.queues,
+    'webhook',
+    unique.map((e) => catalogJob('webhook', { kind: 'first-attempts', event_id: e.event_id, app_id: e.app_id }, {}, deps.config)),
   );
 }
 
@@ -42,27 +38,27 @@ export async function enqueueFirstAttempts(deps: Deps, events: EventRef[]): Prom
 export async function enqueueFirstAttemptsSafetyNet(deps: Deps, events: EventRef[], delayMs: number): Promise<void> {
   const unique = uniqueEvents(events);
   if (unique.length === 0) return;
-  const data = JOBS.webhook.schema.parse({ events: unique.map((e) => ({ event_id: e.event_id, app_id: e.app_id })) }) as JobData<'webhook'>;
-  await deps.queues.webhook.add('first-attempts-safety-net', data, { jobId: JOBS.webhook.jobId(data as never), delay: delayMs, ...FIRST_ATTEMPT_RETRIES });
+  const data = { kind: 'first-attempts-safety-net' as const, events: unique.map((e) => ({ event_id: e.event_id, app_id: e.app_id })) };
+  await enqueue(deps.queues, 'webhook', data, { delay: delayMs }, deps.config);
 }
 
 /**
  * Queues further runs of single deliveries (retries after a failed first attempt, manual
  * retries, replays). Job ids are `(delivery, run)`: adding one already queued is a no-op.
- * Each job may take the attempts left in the schedule.
+ * Each job may take the attempts left in the schedule (the catalog's retry policy).
  */
 export async function enqueueDeliveryRuns(deps: Deps, runs: DeliveryRun[]): Promise<void> {
   if (runs.length === 0) return;
-  const schedule = deps.config.WEBHOOK_RETRY_DELAYS_MS;
-  await deps.queues.webhook.addBulk(
-    runs.map((r) => {
-      const base = r.attempt_base ?? 0;
-      const data = JOBS.webhook.schema.parse({ delivery_id: r.id, app_id: r.app_id, run: r.run, attempt_base: base }) as JobData<'webhook'>;
-      return {
-        name: 'deliver',
-        data,
-        opts: { jobId: JOBS.webhook.jobId(data as never), attempts: Math.max(1, schedule.length - base), ...(r.delayMs ? { delay: r.delayMs } : {}) },
-      };
-    }),
+  await enqueueBulk(
+    deps.queues,
+    'webhook',
+    runs.map((r) =>
+      catalogJob(
+        'webhook',
+        { kind: 'deliver', delivery_id: r.id, app_id: r.app_id, run: r.run, attempt_base: r.attempt_base ?? 0 },
+        r.delayMs ? { delay: r.delayMs } : {},
+        deps.config,
+      ),
+    ),
   );
 }

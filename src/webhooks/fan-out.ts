@@ -3,8 +3,8 @@ import { derivedId } from '../ids.js';
 import type { CommittedEvent } from '../ledger/write.js';
 import { buildDeliveryBody, type BodyEvent } from './body.js';
 import { enqueueDeliveryRuns, enqueueFirstAttempts, enqueueFirstAttemptsSafetyNet } from './delivery-queue.js';
-import { localFirstAttemptsFor } from './local-deliverer.js';
-import { subscriptionCacheFor } from './subscription-cache.js';
+import type { LocalFirstAttempts } from './local-deliverer.js';
+import type { SubscriptionCache } from './subscription-cache.js';
 
 /** A delivery's id is derived from (subscription, event): a repeat computes the same one. */
 export const deliveryIdOf = (subscriptionId: string, eventId: string) => derivedId('webhook-delivery', subscriptionId, eventId);
@@ -61,6 +61,12 @@ export async function createDeliveries(deps: Deps, pairs: { subscriptionId: stri
   return { created: inserted.length };
 }
 
+/** What the fan-out matches with, and hands first attempts to when the webhook worker runs in its process. */
+export interface FanOutServices {
+  subscriptions: SubscriptionCache;
+  localFirstAttempts: LocalFirstAttempts | undefined;
+}
+
 /**
  * The ledger's after-commit hook, for events an active subscription matches (matching uses
  * the per-process subscription cache, so it costs no query). When the webhook worker runs in
@@ -71,15 +77,14 @@ export async function createDeliveries(deps: Deps, pairs: { subscriptionId: stri
  * at once. A replayed ledger job sends nothing twice: job ids derive from the events, and a
  * first attempt is never made for a (subscription, event) that already has a delivery.
  */
-export async function fanOutCommitted(deps: Deps, committed: CommittedEvent[]): Promise<void> {
+export async function fanOutCommitted(deps: Deps, webhooks: FanOutServices, committed: CommittedEvent[]): Promise<void> {
   if (committed.length === 0) return;
-  const cache = subscriptionCacheFor(deps);
-  const byApp = await cache.forApps([...new Set(committed.map((e) => e.app_id))]);
+  const byApp = await webhooks.subscriptions.forApps([...new Set(committed.map((e) => e.app_id))]);
   const matched = committed
     .filter((e) => (byApp.get(e.app_id) ?? []).some((s) => s.status === 'ACTIVE' && s.matches(e.event_type)))
     .map((e) => ({ event_id: e.id, app_id: e.app_id }));
   if (matched.length === 0) return;
-  const taken = localFirstAttemptsFor(deps)?.take(matched) ?? [];
+  const taken = webhooks.localFirstAttempts?.take(matched) ?? [];
   const takenIds = new Set(taken.map((e) => e.event_id));
   await Promise.all([
     enqueueFirstAttemptsSafetyNet(deps, taken, deps.config.WEBHOOK_TIMEOUT_MS + SAFETY_NET_MARGIN_MS),

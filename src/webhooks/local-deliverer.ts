@@ -1,5 +1,3 @@
-import type { Deps } from '../deps.js';
-
 /** What the ledger's fan-out may hand first attempts to when the webhook worker runs in its process. */
 export interface LocalFirstAttempts {
   /**
@@ -8,8 +6,3 @@ export interface LocalFirstAttempts {
    */
   take(events: { event_id: string; app_id: string }[]): { event_id: string; app_id: string }[];
 }
-
-const local = new WeakMap<Deps, LocalFirstAttempts>();
-
-export const setLocalFirstAttempts = (deps: Deps, l: LocalFirstAttempts) => void local.set(deps, l);
-export const localFirstAttemptsFor = (deps: Deps): LocalFirstAttempts | undefined => local.get(deps);

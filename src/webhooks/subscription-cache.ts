@@ -141,17 +141,3 @@ export function createSubscriptionCache(deps: Deps): SubscriptionCache {
     },
   };
 }
-
-const caches = new WeakMap<Deps, SubscriptionCache>();
-
-/** The cache of this set of dependencies (one per process in production, one per stack in tests). */
-export function subscriptionCacheFor(deps: Deps): SubscriptionCache {
-  let cache = caches.get(deps);
-  if (!cache) {
-    const created = createSubscriptionCache(deps);
-    caches.set(deps, created);
-    deps.closers.push(() => created.close());
-    cache = created;
-  }
-  return cache;
-}

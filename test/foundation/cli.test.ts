@@ -19,7 +19,7 @@ function oneJsonLine(stdout: string): Record<string, any> {
   return JSON.parse(lines[0]);
 }
 
-const authOk = async (appId: string, apiKey: string) => authenticate(s.deps.sql, { authorization: `Bearer ${apiKey}`, appId }, { appIdRequired: true });
+const authOk = async (appId: string, apiKey: string) => authenticate(s.deps.sql, s.web.services.stamps, { authorization: `Bearer ${apiKey}`, appId }, { appIdRequired: true });
 
 describe('operator CLI', () => {
   it('app create --name prints {app_id, api_key} on one line; the key works with every scope', async () => {

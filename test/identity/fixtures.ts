@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { derivedId } from '../../src/ids.js';
 import { activateFromInbound, type InboundActivation } from '../../src/identity/link-codes.js';
+import { createGuessThrottle } from '../../src/identity/link-code-throttle.js';
 import { upsertConversation, upsertPlatformUser } from '../../src/identity/platform-users.js';
 import { systemEvent } from '../../src/ledger/event-types.js';
 import { enqueue } from '../../src/queues.js';
@@ -36,7 +37,7 @@ export async function receive(
   m: { from: string; name?: string; text: string; chat?: string; at?: Date },
 ): Promise<{ platformUserId: string; userId: string; conversationId: string; eventId: string; activation: InboundActivation }> {
   const sender = await upsertPlatformUser(s.deps.sql, { appId: conn.appId, connectionId: conn.id, platform: conn.platform, externalId: m.from, name: m.name ?? null });
-  const activation = await activateFromInbound(s.deps, { appId: conn.appId, platformUserId: sender.id, text: m.text, platform: conn.platform });
+  const activation = await activateFromInbound(s.deps, createGuessThrottle(s.deps), { appId: conn.appId, platformUserId: sender.id, text: m.text, platform: conn.platform });
   const bot = await upsertPlatformUser(s.deps.sql, { appId: conn.appId, connectionId: conn.id, platform: conn.platform, externalId: 'bot', name: 'Bot', isSystem: true });
   const conversationId = await upsertConversation(s.deps.sql, { appId: conn.appId, connectionId: conn.id, externalId: m.chat ?? m.from, inboundAt: m.at ?? new Date() });
   const externalMessageId = randomUUID();

@@ -103,6 +103,8 @@ describe('inbound media', () => {
 
   it('retries a failed download, and on the last attempt keeps the message without its file', async () => {
     const conn = (await loadConnectionById(s.deps, tg.id))!;
+    const { files, linkCodes } = s.workers!.services;
+    const services = { files, linkCodes };
     const record = {
       kind: 'message' as const,
       externalMessageId: 'lost-media:1',
@@ -111,8 +113,8 @@ describe('inbound media', () => {
       message: { text: '', type: 'image' as const, media: { platformFileId: 'not-there' } },
       occurredAt: new Date().toISOString(),
     };
-    await expect(recordMessage({ deps: s.deps, conn, attempt: 0, finalAttempt: false }, record)).rejects.toThrow(/getFile failed/);
-    await recordMessage({ deps: s.deps, conn, attempt: 9, finalAttempt: true }, record);
+    await expect(recordMessage({ deps: s.deps, ...services, conn, attempt: 0, finalAttempt: false }, record)).rejects.toThrow(/getFile failed/);
+    await recordMessage({ deps: s.deps, ...services, conn, attempt: 9, finalAttempt: true }, record);
     const event = await waitForEvent(s, app.appId, 'message.inbound', (e) => e.payload.external_message_id === 'lost-media:1');
     expect(event.payload.message.media).toEqual({ id: null, mime_type: null, url: null, error: 'telegram getFile failed' });
   });

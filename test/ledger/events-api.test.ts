@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApplication } from '../../src/apps/applications.js';
 import { closeDeps, createDeps } from '../../src/deps.js';
+import { createChangeStamps } from '../../src/change-stamps.js';
 import { checkPayload, createEventSchema, deleteEventSchema, updateEventSchema } from '../../src/ledger/event-schemas.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
 
@@ -138,7 +139,8 @@ describe('event schemas', () => {
     const two = createDeps(s.config);
     try {
       const app = await createApplication(one.sql, 'schema-cache', ['admin']);
-      const check = () => checkPayload(two.sql, app.appId, 'order.paid', { note: 'no amount' });
+      const stamps = createChangeStamps(two.sql);
+      const check = () => checkPayload(two.sql, stamps, app.appId, 'order.paid', { note: 'no amount' });
       // "No schema" is cached too, and must not outlive the schema's creation.
       for (let i = 0; i < 2; i++) expect(await check()).toMatchObject({ errors: null, enforced: false });
 

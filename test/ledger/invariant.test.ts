@@ -6,18 +6,22 @@ import { listEvents } from '../../src/ledger/read.js';
 import { writeEvents } from '../../src/ledger/write.js';
 import { JOBS, type LedgerEvent } from '../../src/queues.js';
 import { ledgerProcessor } from '../../workers/ledger.js';
+import { createWorkerServices, type WorkerServices } from '../../workers/services.js';
 import { createTestEnv, spawnService, type ChildService, type TestEnv } from '../helpers/stack.js';
 
 let t: TestEnv;
 let deps: Deps;
+let services: WorkerServices;
 let workers: ChildService[] = [];
 
 beforeAll(async () => {
   t = await createTestEnv({ LOG_LEVEL: 'info', WORKER_QUEUES: 'ledger', LEDGER_BATCH_MAX: '50' });
   deps = createDeps(t.config);
+  services = createWorkerServices(deps, ['ledger']);
 });
 afterAll(async () => {
   for (const w of workers) w.kill('SIGKILL');
+  await services.close();
   await closeDeps(deps);
   await t.dropDatabase();
 });
@@ -92,7 +96,7 @@ describe('the ledger invariant', () => {
   it('a ledger job retried after its commit writes nothing twice', async () => {
     const app = await createApplication(deps.sql, 'retry', ['events:read']);
     const e = event(app.appId, 1);
-    const run = ledgerProcessor.create(deps);
+    const run = ledgerProcessor.create(deps, services);
     const job = { data: { event: e } } as Parameters<typeof run>[0];
     const first = (await run(job)) as { seq: number };
     const second = (await run(job)) as { seq: number };
@@ -108,7 +112,7 @@ describe('the ledger invariant', () => {
     const app = await createApplication(deps.sql, 'retry-batch', ['events:read']);
     const edge = { edge_type: 'about', target_node_type: 'file' as const, target_node_id: randomUUID() };
     const events = [0, 1, 2].map((i) => ({ ...event(app.appId, i), edges: [edge, { ...edge, edge_type: 'also' }] }));
-    const run = ledgerProcessor.create(deps);
+    const run = ledgerProcessor.create(deps, services);
     const job = { data: { events, reply_to: 'web-1' } } as Parameters<typeof run>[0];
     const first = (await run(job)) as { seqs: number[] };
     const second = (await run(job)) as { seqs: number[] };

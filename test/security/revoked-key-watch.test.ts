@@ -14,7 +14,7 @@ describe('the revoked-key watch of a web process', () => {
     const app = await s.createApp();
     const keys = await Promise.all([1, 2, 3].map(() => s.createKey(app.appId, ['events:read'])));
     // An hour between timer ticks: the test drives the checks itself.
-    const watch = createRevokedKeyWatch(s.deps.sql, s.deps.logger, { intervalMs: 3_600_000 });
+    const watch = createRevokedKeyWatch(s.deps.sql, s.web.services.stamps, s.deps.logger, { intervalMs: 3_600_000 });
     const ended: { key: string; reason: StreamEndReason }[] = [];
     const untrack: (() => void)[] = [];
     for (let i = 0; i < 60; i++) {

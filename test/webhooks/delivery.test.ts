@@ -208,7 +208,7 @@ describe('at-least-once without duplicates', () => {
     const replayLedgerJob = (n: number) =>
       s.deps.queues.ledger.add('ledger', { event: { id: ev.id, app_id: a.appId, event_type: 'once.only', payload: row.payload, edges: [], attachments: [] } }, { jobId: `replay-${n}-${ev.id}` });
     // The in-process first attempts' safety net: one delayed job per commit batch (here, of this event alone).
-    const safetyNet = JOBS.webhook.jobId({ events: [{ event_id: ev.id }] });
+    const safetyNet = JOBS.webhook.jobId({ kind: 'first-attempts-safety-net', events: [{ event_id: ev.id, app_id: a.appId }] });
     // 1: the safety-net job is still known to BullMQ (same job id, dropped).
     await replayLedgerJob(1);
     // 2: it has been removed (as completed jobs are, after a while): the delivery table stops it.
@@ -225,6 +225,25 @@ describe('at-least-once without duplicates', () => {
     expect(rx.received.map((r) => r.json.event_id)).toEqual([ev.id, marker.id]);
     const [{ n }] = await s.deps.sql`SELECT count(*)::int AS n FROM webhook_deliveries WHERE subscription_id = ${sub.id}`;
     expect(n).toBe(2);
+  });
+});
+
+describe('jobs queued by an older release', () => {
+  it('still delivers an event whose first-attempts job has no kind, under the same job id', async () => {
+    const rx = await receiver();
+    const sub = await subscribe(a, rx.url, ['legacy.shape']);
+    const ev = { id: randomUUID(), app_id: a.appId, event_type: 'legacy.shape', payload: {}, edges: [], attachments: [] };
+    await writeEvents(s.deps.sql, [ev]);
+    // The shape and id the release before `kind` queued.
+    const jobId = `we-${ev.id}`;
+    expect(JOBS.webhook.jobId({ kind: 'first-attempts', event_id: ev.id, app_id: a.appId })).toBe(jobId);
+    await s.deps.queues.webhook.add('first-attempts', { event_id: ev.id, app_id: a.appId }, { jobId, attempts: 8 });
+    const [got] = await rx.waitFor(1);
+    expect(got.json).toMatchObject({ event_id: ev.id, subscription_id: sub.id });
+    await eventually(async () => (await s.deps.queues.webhook.getJobState(jobId)) === 'completed');
+    // A repeat under the catalog's (tagged) job is dropped by its id.
+    await enqueue(s.deps.queues, 'webhook', { kind: 'first-attempts', event_id: ev.id, app_id: a.appId }, {}, s.deps.config);
+    expect(await s.deps.queues.webhook.getJobState(jobId)).toBe('completed');
   });
 });
 
@@ -246,7 +265,7 @@ describe('first attempts safety net', () => {
     const got = await rx.waitFor(2);
     expect(got[1].json).toMatchObject({ event_id: lost.id, subscription_id: sub.id, event_type: 'net.lost', payload: { n: 1 } });
     // The same batch again (a replayed commit) and another batch holding both: nothing is sent twice.
-    const both = JOBS.webhook.jobId({ events: [{ event_id: lost.id }, { event_id: sent.id }] });
+    const both = JOBS.webhook.jobId({ kind: 'first-attempts-safety-net', events: [{ event_id: lost.id, app_id: a.appId }, { event_id: sent.id, app_id: a.appId }] });
     await eventually(async () => (await s.deps.queues.webhook.getJobState(both)) === 'completed');
     await enqueueFirstAttemptsSafetyNet(s.deps, [{ event_id: sent.id, app_id: a.appId }, { event_id: lost.id, app_id: a.appId }], 1);
     await s.deps.queues.webhook.remove(both);

@@ -153,9 +153,10 @@ describe('test endpoint and delivery logs', () => {
     const [oldest] = await s.deps.sql<{ n: string }[]>`SELECT min(n)::text AS n FROM webhook_delivery_logs WHERE subscription_id = ${c.json.id}`;
     await s.deps.sql`UPDATE webhook_delivery_logs SET created_at = now() - interval '31 days' WHERE n = ${oldest.n}`;
     const schedulers = await s.deps.queues.webhook.getJobSchedulers();
-    expect(schedulers.map((j) => j.key)).toContain('webhook-log-retention');
+    const retention = schedulers.find((j) => j.key === 'webhook-log-retention');
+    expect(retention?.template?.data).toEqual({ kind: 'log-retention' });
     // Run the scheduled task now instead of waiting an hour.
-    await s.deps.queues.webhook.add('log-retention', { task: 'log-retention' });
+    await s.deps.queues.webhook.add('log-retention', { kind: 'log-retention' });
     await eventually(async () => (await s.deps.sql`SELECT 1 FROM webhook_delivery_logs WHERE n = ${oldest.n}`).length === 0);
     const [{ n }] = await s.deps.sql`SELECT count(*)::int AS n FROM webhook_delivery_logs WHERE subscription_id = ${c.json.id}`;
     expect(n).toBe(1);
