@@ -399,7 +399,7 @@ export function currentCommit(): string {
 export function writeResult(result: BenchResult): string {
   mkdirSync(RESULTS_DIR(), { recursive: true });
   const file = join(RESULTS_DIR(), `${result.name}.json`);
-  writeFileSync(file, JSON.stringify(result, null, 2) + '\n');
+  writeFileSync(file, `${JSON.stringify(result, null, 2)}\n`);
   return file;
 }
 

@@ -80,7 +80,7 @@ for (const name of positionals.length ? positionals : available) {
     };
     const file = writeResult(result);
     process.stdout.write(`\n${formatTable(result)}\n\n`);
-    if (report.notes?.length) process.stdout.write(report.notes.map((n) => `  - ${n}`).join('\n') + '\n\n');
+    if (report.notes?.length) process.stdout.write(`${report.notes.map((n) => `  - ${n}`).join('\n')}\n\n`);
     log(`written to ${file}`);
   } catch (err) {
     failed = true;

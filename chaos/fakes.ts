@@ -122,7 +122,7 @@ export interface WebhookReceiver {
 }
 
 /** Verifies X-Service-Signature (HMAC-SHA256 of `<timestamp>.<body>`, SPEC 5.2) and the 300 s tolerance. */
-export function verifyDelivery(secret: string, headers: IncomingMessage['headers'], body: string, now = Date.now()): boolean {
+function verifyDelivery(secret: string, headers: IncomingMessage['headers'], body: string, now = Date.now()): boolean {
   const timestamp = Number(headers['x-service-timestamp']);
   const given = String(headers['x-service-signature'] ?? '').split(' ');
   if (!Number.isInteger(timestamp) || Math.abs(now / 1000 - timestamp) > 300) return false;

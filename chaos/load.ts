@@ -5,7 +5,7 @@
 import type { AppCredentials } from './cluster.js';
 
 /** A request that has not answered in this long counts as a hang (the service promises bounded answers). */
-export const HANG_MS = 30_000;
+const HANG_MS = 30_000;
 
 export interface Tally {
   /** Responses by status (`503`) or failure (`network`, `hang`). */
@@ -13,7 +13,7 @@ export interface Tally {
   count(status: string): void;
 }
 
-export function tally(): Tally {
+function tally(): Tally {
   const statuses: Record<string, number> = {};
   return { statuses, count: (s) => void (statuses[s] = (statuses[s] ?? 0) + 1) };
 }
@@ -48,7 +48,7 @@ export async function call(url: string, init: { method: string; headers?: Record
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Picks web processes round-robin among the live ones: a client fails over on its next attempt. */
-export function roundRobin(bases: () => string[]): () => string {
+function roundRobin(bases: () => string[]): () => string {
   let i = 0;
   return () => {
     const live = bases();

@@ -36,6 +36,7 @@ export interface Scenario {
    * Applies the fault under load and undoes it; returns once the service should be whole
    * again, optionally with a check of what only this scenario can know.
    */
+  // biome-ignore lint/suspicious/noConfusingVoidType: most faults return nothing; a few add a check.
   fault(ctx: ScenarioContext): Promise<void | ScenarioCheck>;
 }
 

@@ -26,5 +26,5 @@ for (const [where, meta] of Object.entries(pkgs)) {
   }
 }
 lock.packages = Object.fromEntries(Object.entries(pkgs).sort(([a], [b]) => (a === '' ? -1 : b === '' ? 1 : a.localeCompare(b))));
-writeFileSync(path, JSON.stringify(lock, null, 2) + '\n');
+writeFileSync(path, `${JSON.stringify(lock, null, 2)}\n`);
 console.log(`lock-optional: added ${added} optional platform entries`);

@@ -43,7 +43,7 @@ const { values, positionals } = parseArgs({
 const [noun, verb, arg] = positionals;
 const config = loadConfig();
 const sql = createSql(config.DATABASE_URL, { max: 1 });
-const print = (obj: unknown) => process.stdout.write(JSON.stringify(obj) + '\n');
+const print = (obj: unknown) => process.stdout.write(`${JSON.stringify(obj)}\n`);
 
 /** The dead-letter commands: they need Redis (the queues), not the database. */
 async function deadLetters(verb: string | undefined, id: string | undefined): Promise<void> {

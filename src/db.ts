@@ -99,8 +99,6 @@ function boundReserve(sql: Sql, ms: number): void {
 
 /** The connection a transaction runs on (see `transaction`). */
 export type Tx = postgres.ReservedSql<Record<string, never>>;
-/** What `transaction` hands its function; kept as the name modules already use. */
-export type TransactionSql = Tx;
 
 /**
  * Codes by which postgres.js and PostgreSQL report that the session itself is gone

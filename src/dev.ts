@@ -28,7 +28,7 @@ if (config.DEMO_APP && (await countApplications(deps.sql)) === 0) {
   const demo = await createApplication(deps.sql, 'demo', [...SCOPES]);
   const base = `http://localhost:${web.port}`;
   process.stdout.write(
-    [
+    `${[
       '',
       'Demo application created (shown once):',
       `  app id:  ${demo.appId}`,
@@ -37,7 +37,7 @@ if (config.DEMO_APP && (await countApplications(deps.sql)) === 0) {
       'Try it:',
       `  curl -s ${base}/v1/events -H 'Authorization: Bearer ${demo.apiKey}' -H 'X-Service-App-ID: ${demo.appId}'`,
       '',
-    ].join('\n') + '\n',
+    ].join('\n')}\n`,
   );
 }
 

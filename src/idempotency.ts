@@ -4,7 +4,7 @@ import { fail, ok, type Result } from './errors.js';
 import { deleteInBatches } from './retention/batched-delete.js';
 
 /** Stable JSON (sorted keys) so the same body hashes the same whatever its key order. */
-export function canonicalJson(value: unknown): string {
+function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
   if (value && typeof value === 'object') {
     return `{${Object.keys(value as object).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(',')}}`;

@@ -49,7 +49,7 @@ export async function migrate(databaseUrl: string, log: (msg: string) => void = 
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const config = loadConfig();
-  migrate(config.DATABASE_URL, (m) => process.stdout.write(m + '\n')).then(
+  migrate(config.DATABASE_URL, (m) => process.stdout.write(`${m}\n`)).then(
     () => process.exit(0),
     (err) => {
       process.stderr.write(`migrate failed: ${err instanceof Error ? err.message : String(err)}\n`);

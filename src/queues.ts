@@ -10,7 +10,7 @@ export { QUEUE_NAMES, type QueueName };
 const uuid = z.uuid();
 const json = z.record(z.string(), z.unknown());
 
-export const edgeInput = z.object({
+const edgeInput = z.object({
   edge_type: z.string().min(1).max(100),
   target_node_type: z.enum(['platform_user', 'file']),
   target_node_id: z.string().min(1).max(200),

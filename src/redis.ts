@@ -8,7 +8,7 @@ export { Redis };
  * is not answering (paused, partitioned): the request fails instead of hanging. Our commands
  * (a rate-limit increment, a BullMQ add script) take well under a millisecond when it is up.
  */
-export const REQUEST_COMMAND_TIMEOUT_MS = 5_000;
+const REQUEST_COMMAND_TIMEOUT_MS = 5_000;
 
 /**
  * ioredis factory. `blocking` connections (BullMQ workers, pub/sub subscribers) must retry

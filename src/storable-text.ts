@@ -8,6 +8,7 @@ import { AppError } from './errors.js';
  * holds one is refused at the door, and text the service must accept anyway (a platform's
  * delivery, already acknowledged) has it replaced by U+FFFD before it is stored.
  */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: NUL is one of the things PostgreSQL cannot store.
 const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 const UNSTORABLE_ALL = new RegExp(UNSTORABLE.source, 'g');
 const storable = (s: string) => !UNSTORABLE.test(s);

@@ -6,7 +6,7 @@ import { lookupCache } from '../src/inbound/lookup-cache.js';
 import { recordMessage, recordReaction, recordStatus, recordWatermark, type RecordContext } from '../src/inbound/records.js';
 import { MalformedPayloadError } from '../src/errors.js';
 import { storableText } from '../src/storable-text.js';
-import { getInbound } from '../src/platforms/registry.js';
+import { getAdapter } from '../src/platforms/registry.js';
 import type { NormalisedRecord } from '../src/platforms/types.js';
 import type { ProcessorDef } from './host.js';
 
@@ -34,7 +34,7 @@ export const inboundProcessor: ProcessorDef<'inbound'> = {
         // documents a string; the delivery is already acknowledged, so it is recorded in a form
         // PostgreSQL accepts (text repaired, parts past JSON_MAX_DEPTH replaced by a marker)
         // rather than failing on every attempt and being lost.
-        const normalised = getInbound(conn.platform).normalise({ rawBody: Buffer.from(d.body, 'base64'), headers: d.headers, receivedAt: d.received_at });
+        const normalised = getAdapter(conn.platform).normalise({ rawBody: Buffer.from(d.body, 'base64'), headers: d.headers, receivedAt: d.received_at });
         records = storableText(normalised, deps.config.JSON_MAX_DEPTH);
       } catch (err) {
         // Only a delivery that is not the platform's shape is dropped; any other throw is a bug, retried and visible.

@@ -14,7 +14,7 @@ import { recordParticipants } from '../src/conversations/participants.js';
 
 /** Runs after each commit (webhook fan-out registers here); must be idempotent per event. */
 export type AfterCommit = (deps: Deps, services: WorkerServices, committed: CommittedEvent[]) => Promise<void>;
-export const AFTER_COMMIT: AfterCommit[] = [fanOutCommitted, (deps, _services, committed) => recordParticipants(deps, committed)];
+const AFTER_COMMIT: AfterCommit[] = [fanOutCommitted, (deps, _services, committed) => recordParticipants(deps, committed)];
 
 /**
  * Fails a job for good whose events the database refused, after telling the web process

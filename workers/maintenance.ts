@@ -4,10 +4,10 @@ import { MAINTENANCE } from '../src/retention/tasks.js';
 import type { ProcessorDef } from './host.js';
 
 /** How often each maintenance task runs: hourly keeps every chunked prune small. */
-export const MAINTENANCE_EVERY_MS = 3_600_000;
+const MAINTENANCE_EVERY_MS = 3_600_000;
 
 /** Idempotent across processes: every worker upserts the same scheduler per task. */
-export async function scheduleMaintenance(deps: Deps): Promise<void> {
+async function scheduleMaintenance(deps: Deps): Promise<void> {
   for (const task of MAINTENANCE_TASKS) {
     await deps.queues.maintenance.upsertJobScheduler(`maintenance-${task}`, { every: MAINTENANCE_EVERY_MS }, { name: task, data: { task } });
   }

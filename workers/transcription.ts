@@ -90,7 +90,7 @@ const EXTENSION_OF_MIME: Record<string, string> = {
 };
 
 /** The stored name when it ends in an audio extension, else one derived from the media type. */
-export function audioFilename(filename: string | null, mime: string | null): string {
+function audioFilename(filename: string | null, mime: string | null): string {
   const ext = filename?.split('.').pop()?.toLowerCase();
   if (filename && ext && AUDIO_EXTENSIONS.includes(ext)) return filename;
   return `audio.${EXTENSION_OF_MIME[mime ?? ''] ?? 'ogg'}`;

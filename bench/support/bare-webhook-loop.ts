@@ -16,7 +16,7 @@ const count = Number(process.env.BARE_COUNT ?? 1000);
 const concurrency = Number(process.env.BARE_CONCURRENCY ?? 64);
 const connections = Number(process.env.BARE_CONNECTIONS ?? 32);
 const key = Buffer.alloc(32, 7);
-const secret = 'whsec_' + key.toString('base64');
+const secret = `whsec_${key.toString('base64')}`;
 const pools = new Map(targets.map((t) => [t.origin, new Pool(t.origin, { connections })]));
 
 let next = 0;

@@ -45,7 +45,7 @@ const seqOf = (cursor: string) => Number(Buffer.from(cursor, 'base64url').toStri
 function createdMs(frame: string): number {
   const i = frame.indexOf('"createdAt":"');
   const iso = frame.slice(i + 13, i + 13 + 27);
-  return Date.parse(iso.slice(0, 23) + 'Z') + Number(iso.slice(23, 26)) / 1000;
+  return Date.parse(`${iso.slice(0, 23)}Z`) + Number(iso.slice(23, 26)) / 1000;
 }
 
 function onFrames(c: Client, chunk: string, at: number) {

@@ -13,7 +13,7 @@ export interface Principal {
 
 const KEY_PREFIX = 'gw_';
 
-export function hashKey(key: string): Buffer {
+function hashKey(key: string): Buffer {
   return createHash('sha256').update(key).digest();
 }
 

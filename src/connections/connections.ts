@@ -112,7 +112,7 @@ function open(deps: Deps, row: ConnectionRow): Connection {
 }
 
 /** The inbound URL of a connection: dedicated, or the platform's shared one. */
-export async function webhookUrlOf(deps: Deps, row: Pick<ConnectionRow, 'id' | 'platform' | 'webhook_secret_sealed'>): Promise<string> {
+async function webhookUrlOf(deps: Deps, row: Pick<ConnectionRow, 'id' | 'platform' | 'webhook_secret_sealed'>): Promise<string> {
   const base = deps.config.PUBLIC_BASE_URL;
   if (SHARED_WEBHOOK_PLATFORMS.includes(row.platform)) {
     const shared = await sharedWebhook(deps, row.platform);
@@ -131,7 +131,7 @@ export function dedicatedWebhookUrl(deps: Deps, conn: Pick<Connection, 'id' | 'p
 }
 
 /** The service-wide inbound URL of a Meta-family platform, created on first use. */
-export async function sharedWebhook(deps: Deps, platform: PlatformName): Promise<{ id: string; secret: string }> {
+async function sharedWebhook(deps: Deps, platform: PlatformName): Promise<{ id: string; secret: string }> {
   const sealed = deps.secrets.seal(randomBytes(24).toString('base64url'));
   await deps.sql`INSERT INTO shared_webhooks (platform, secret_sealed) VALUES (${platform}, ${sealed}) ON CONFLICT (platform) DO NOTHING`;
   const [row] = await deps.sql<{ id: string; secret_sealed: string }[]>`SELECT id, secret_sealed FROM shared_webhooks WHERE platform = ${platform}`;

@@ -17,7 +17,7 @@ export interface ReplyWindow {
   closes_at: string | null;
 }
 
-export const REPLY_WINDOW_MS = 24 * 3600_000;
+const REPLY_WINDOW_MS = 24 * 3600_000;
 
 /** The platform's rule for one conversation; `none` for a platform name we do not know. */
 export const replyPolicyOf = (platform: string, conversationExternalId: string): ReplyPolicy =>

@@ -46,7 +46,7 @@ export function admitOperation(schema: GraphQLSchema, limits: GraphqlLimits, req
  * STREAM_MAX_PER_APP like GET /events/stream). Root fields are counted as execution merges
  * them, by response name, each fragment walked once; `__typename` is free.
  */
-export function operationPoints(document: DocumentNode, operation: OperationDefinitionNode): number {
+function operationPoints(document: DocumentNode, operation: OperationDefinitionNode): number {
   if (operation.operation === 'subscription') return 0;
   if (operation.operation === 'query') return 1;
   const fragments = new Map<string, FragmentDefinitionNode>();

@@ -1,4 +1,4 @@
-import { buildSchema, GraphQLScalarType, Kind, isObjectType, type GraphQLFieldResolver, type GraphQLSchema, type ValueNode } from 'graphql';
+import { buildSchema, type GraphQLScalarType, Kind, isObjectType, type GraphQLFieldResolver, type GraphQLSchema, type ValueNode } from 'graphql';
 import type { GqlContext } from './context.js';
 import { baseModule } from './base.js';
 import { eventsModule } from './events.js';
@@ -9,8 +9,7 @@ import { usersModule } from './users.js';
 import { conversationsModule } from './conversations.js';
 import { eventStreamModule } from '../stream/graphql.js';
 
-// Sources vary per type; each resolver annotates its own.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+// biome-ignore lint/suspicious/noExplicitAny: sources vary per type; each resolver annotates its own.
 type FieldResolver = GraphQLFieldResolver<any, GqlContext, any>;
 /** Resolvers per type: plain field resolvers, or `{subscribe, resolve}` on Subscription fields. */
 export type Resolvers = Record<string, Record<string, FieldResolver | { subscribe: FieldResolver; resolve?: FieldResolver }>>;
@@ -25,7 +24,7 @@ export interface GraphqlModule {
  * Every module of the GraphQL API. Each resource adds its own module here; REST and GraphQL
  * call the same domain functions underneath.
  */
-export const MODULES: GraphqlModule[] = [
+const MODULES: GraphqlModule[] = [
   baseModule,
   eventsModule,
   connectionsModule,

@@ -24,7 +24,7 @@ import type { GraphqlModule } from './schema.js';
 
 const MAX_FIRST = 200;
 
-export const toPlatformUserNode = (p: PlatformUserView) => ({
+const toPlatformUserNode = (p: PlatformUserView) => ({
   id: p.id,
   userId: p.user_id,
   platform: p.platform.toUpperCase(),

@@ -11,7 +11,7 @@ const messageOut = z.object({
   created_at: z.string(),
 });
 
-export const toRestMessage = (m: MessageRow) => ({
+const toRestMessage = (m: MessageRow) => ({
   id: m.id,
   status: m.status,
   external_message_id: m.external_message_id,

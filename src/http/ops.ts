@@ -84,7 +84,7 @@ function fromSameOrigin(req: Request, publicOrigin: string): boolean {
  * something (any method but GET/HEAD/OPTIONS) when it comes from the same origin; a Bearer
  * token is never sent by a browser on its own and needs no such check.
  */
-export function adminGuard(adminToken: string, publicBaseUrl: string) {
+function adminGuard(adminToken: string, publicBaseUrl: string) {
   const want = digest(adminToken);
   const publicOrigin = new URL(publicBaseUrl).origin;
   return (req: Request, res: Response, next: NextFunction) => {

@@ -9,7 +9,7 @@ import type { Api } from './api.js';
 import { eventTypeFilter, restEventSchema } from './events.js';
 import { conversationOut } from './conversations.js';
 
-export const platformUserOut = z.object({
+const platformUserOut = z.object({
   id: z.string(),
   user_id: z.string(),
   platform: z.string(),
@@ -19,7 +19,7 @@ export const platformUserOut = z.object({
   is_system_user: z.boolean(),
   created_at: z.string(),
 });
-export const userOut = z.object({
+const userOut = z.object({
   id: z.string(),
   name: z.string().nullable(),
   metadata: z.record(z.string(), z.unknown()),

@@ -22,9 +22,9 @@ import { getPlatformUser, getUser, isoOf } from './users.js';
  * throttle a brute force over a 10-minute lifetime has no practical chance.
  */
 export const CODE_ALPHABET = '23456789ABCDEFGHJKMNPQRSTUVWXYZ';
-export const CODE_LENGTH = 8;
-export const DEFAULT_TTL_SECONDS = 600;
-export const MAX_TTL_SECONDS = 86_400;
+const CODE_LENGTH = 8;
+const DEFAULT_TTL_SECONDS = 600;
+const MAX_TTL_SECONDS = 86_400;
 
 const CODE_RE = new RegExp(`^[${CODE_ALPHABET}]{${CODE_LENGTH}}$`);
 
@@ -63,7 +63,7 @@ export interface Activation {
   replayed: boolean;
 }
 
-export function generateCode(): string {
+function generateCode(): string {
   let code = '';
   for (let i = 0; i < CODE_LENGTH; i++) code += CODE_ALPHABET[randomInt(CODE_ALPHABET.length)];
   return code;

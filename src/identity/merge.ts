@@ -34,7 +34,7 @@ export async function inRetriedTransaction<T>(sql: Sql, fn: (tx: Tx) => Promise<
 }
 
 /** The user.merged event id: a source is merged at most once, so the id follows from it. */
-export const mergeEventId = (appId: string, sourceUserId: string) => derivedId(appId, systemEventType('user.merged'), sourceUserId);
+const mergeEventId = (appId: string, sourceUserId: string) => derivedId(appId, systemEventType('user.merged'), sourceUserId);
 
 interface LockedUser {
   id: string;

@@ -77,7 +77,7 @@ export const updateUserInput = z
   .refine((v) => v.name !== undefined || v.metadata !== undefined, 'give name and/or metadata');
 export type UpdateUserInput = z.infer<typeof updateUserInput>;
 
-const escapeLike = (s: string) => s.replace(/[\\%_]/g, (c) => '\\' + c);
+const escapeLike = (s: string) => s.replace(/[\\%_]/g, (c) => `\\${c}`);
 
 /** The failure a merged-away user's id answers with: 410 and where it went. */
 export function userMerged(id: string, survivor: string | null): Failure {
@@ -131,7 +131,7 @@ async function liveUser(sql: Sql, appId: string, id: string, path?: (string | nu
   return ok(row);
 }
 
-export async function platformUsersOf(sql: Sql, appId: string, userIds: string[]): Promise<Map<string, PlatformUserView[]>> {
+async function platformUsersOf(sql: Sql, appId: string, userIds: string[]): Promise<Map<string, PlatformUserView[]>> {
   const byUser = new Map<string, PlatformUserView[]>(userIds.map((id) => [id, []]));
   if (userIds.length === 0) return byUser;
   const rows = await sql<PlatformUserView[]>`

@@ -40,7 +40,7 @@ const RANK_SQL = `COALESCE(CASE delivery_status WHEN 'sent' THEN 1 WHEN 'failed'
 const platformOf = (conn: Connection) => conn.platform.toLowerCase();
 
 /** The event id of an inbound message: the same platform message always maps to the same id. */
-export const inboundEventId = (connectionId: string, externalMessageId: string) => derivedId(connectionId, 'message', externalMessageId);
+const inboundEventId = (connectionId: string, externalMessageId: string) => derivedId(connectionId, 'message', externalMessageId);
 
 async function eventExists(deps: Deps, appId: string, id: string): Promise<boolean> {
   const [row] = await deps.sql`SELECT 1 FROM events WHERE app_id = ${appId} AND id = ${id}`;

@@ -11,7 +11,7 @@ import type { CommittedEvent } from './write.js';
  * the commit; a lost one only delays an answer, since the waiter also checks the ledger
  * periodically.
  */
-export const commitReportChannel = (redisPrefix: string, replyTo: string) => `${redisPrefix}:committed:${replyTo}`;
+const commitReportChannel = (redisPrefix: string, replyTo: string) => `${redisPrefix}:committed:${replyTo}`;
 
 /**
  * [app_id, id, seq, created_at] per committed event; [app_id, id, reason] per event the

@@ -46,10 +46,10 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** `a.b.c` → a jsonpath `$."a"."b"."c"` with each segment quoted, so no input is parsed as syntax. */
 function jsonPath(path: string): string {
-  return '$' + path.split('.').map((seg) => `."${seg.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`).join('');
+  return `$${path.split('.').map((seg) => `."${seg.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`).join('')}`;
 }
 
-const escapeLike = (s: string) => s.replace(/[\\%_]/g, (c) => '\\' + c);
+const escapeLike = (s: string) => s.replace(/[\\%_]/g, (c) => `\\${c}`);
 
 /**
  * One page of an application's ledger in cursor order. Every query is scoped by app_id and
@@ -62,7 +62,7 @@ export async function listEvents(sql: Sql, appId: string, filters: EventFilters,
   if (f.afterSeq !== undefined) conds.push(sql`e.seq > ${f.afterSeq}`);
   if (f.beforeSeq !== undefined) conds.push(sql`e.seq < ${f.beforeSeq}`);
   if (f.eventType?.equals !== undefined) conds.push(sql`e.event_type = ${f.eventType.equals}`);
-  if (f.eventType?.startsWith !== undefined) conds.push(sql`e.event_type LIKE ${escapeLike(f.eventType.startsWith) + '%'}`);
+  if (f.eventType?.startsWith !== undefined) conds.push(sql`e.event_type LIKE ${`${escapeLike(f.eventType.startsWith)}%`}`);
   if (f.conversationId !== undefined) {
     if (!UUID.test(f.conversationId)) return [];
     conds.push(sql`e.conversation_id = ${f.conversationId}`);
@@ -118,12 +118,6 @@ export async function getEvent(sql: Sql, appId: string, id: string): Promise<Eve
       FROM events WHERE app_id = ${appId} AND id = ${id}`;
   const [event] = await withEdges(sql, appId, rows);
   return event;
-}
-
-/** The newest `n` events (for a stream's backfill), oldest first. */
-export async function lastEvents(sql: Sql, appId: string, n: number): Promise<EventRecord[]> {
-  const rows = await sql<{ seq: number }[]>`SELECT seq FROM events WHERE app_id = ${appId} ORDER BY seq DESC LIMIT 1 OFFSET ${Math.max(0, n)}`;
-  return listEvents(sql, appId, rows[0] ? { afterSeq: rows[0].seq } : {}, Math.max(0, n));
 }
 
 /** The application's current head position (0 for an empty ledger). */

@@ -6,7 +6,7 @@ import type { CommittedEvent } from './write.js';
  * Wakes are hints, never the truth: a reader that gets one re-reads the ledger by cursor.
  * One channel per application; the message is the highest committed seq.
  */
-export const wakeChannel = (redisPrefix: string, appId: string) => `${redisPrefix}:wake:${appId}`;
+const wakeChannel = (redisPrefix: string, appId: string) => `${redisPrefix}:wake:${appId}`;
 export const wakePattern = (redisPrefix: string) => `${redisPrefix}:wake:*`;
 
 /** Adds one publish per application touched by a commit to `pipeline`. */

@@ -58,7 +58,7 @@ export async function promoteSuccessor(deps: Deps, msg: MessageRow): Promise<voi
   if (next) await promoteSendJob(deps, next.id);
 }
 
-export async function promoteSendJob(deps: Deps, messageId: string): Promise<void> {
+async function promoteSendJob(deps: Deps, messageId: string): Promise<void> {
   const job = await Job.fromId(deps.queues.send, JOBS.send.jobId({ message_id: messageId }));
   if (job && (await job.isDelayed())) await job.promote().catch(() => undefined);
 }

@@ -92,7 +92,7 @@ export const refuse = (reason: string): VerifyOutcome => ({ ok: false, reason })
  * inbound): a signed request is only good within five minutes of our clock, so a captured
  * request cannot be replayed later.
  */
-export const REPLAY_WINDOW_S = 300;
+const REPLAY_WINDOW_S = 300;
 
 /**
  * Refuses a request whose signed Unix-seconds timestamp is not a plain number within

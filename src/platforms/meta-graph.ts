@@ -41,7 +41,7 @@ const WINDOW_SUBCODES = new Set([2018278, 2534022]);
  * Maps a Graph API error by its `code` (and `error_subcode`), not by HTTP status — Meta
  * answers most refusals with HTTP 400 (PLATFORMS.md). Unknown codes fall back to the status.
  */
-export function graphError(platform: string, status: number, body: GraphErrorBody | undefined, headers: Record<string, string | string[] | undefined> = {}): PlatformError {
+function graphError(platform: string, status: number, body: GraphErrorBody | undefined, headers: Record<string, string | string[] | undefined> = {}): PlatformError {
   const e = body?.error;
   const code = e?.code;
   const platformMessage = [e?.message, e?.error_data?.details].filter(Boolean).join(' — ') || undefined;
@@ -66,7 +66,7 @@ export async function graphCall<T>(
   platform: string,
   call: { url: string; token: string; json?: unknown; multipart?: FormData; timeoutMs: number; guarded?: boolean },
 ): Promise<{ ok: true; body: T } | { ok: false; error: PlatformError }> {
-  let answer;
+  let answer: Awaited<ReturnType<typeof callPlatform>>;
   try {
     answer = await callPlatform({ method: 'POST', url: call.url, headers: { authorization: `Bearer ${call.token}` }, json: call.json, multipart: call.multipart, timeoutMs: call.timeoutMs, guarded: call.guarded });
   } catch (err) {

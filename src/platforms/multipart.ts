@@ -2,7 +2,7 @@ import { FormData } from 'undici';
 import type { OutboundFile } from './types.js';
 
 /** A file's bytes as a Blob for a multipart upload, without copying them. */
-export function blobOf(file: OutboundFile): Blob {
+function blobOf(file: OutboundFile): Blob {
   return new Blob([file.data as unknown as ArrayBuffer], { type: file.mimeType });
 }
 

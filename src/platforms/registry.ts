@@ -32,5 +32,4 @@ export function getAdapter(name: PlatformName): PlatformAdapter {
   return adapter;
 }
 
-/** The name workers/inbound.ts still imports (kept while the job-layer rework touches that file). */
-export const getInbound = getAdapter;
+

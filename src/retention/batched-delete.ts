@@ -1,5 +1,5 @@
 /** Rows one pruning statement deletes at most. */
-export const PRUNE_BATCH = 5000;
+const PRUNE_BATCH = 5000;
 
 /**
  * Runs `chunk(limit)` — one DELETE of at most `limit` rows, returning how many it deleted —

@@ -25,7 +25,7 @@ interface EventStreamArgs {
  * error (a `next` with `errors`), then the subscription completes, so the client learns why
  * instead of resubscribing with the dead key.
  */
-export const KEY_REVOKED = Symbol('api key revoked');
+const KEY_REVOKED = Symbol('api key revoked');
 
 /** Catch-up waits for the consumer once this many events are queued. */
 const CATCH_UP_QUEUE = 100;
@@ -41,7 +41,7 @@ export interface IteratorLimits {
  * makes events queue here; past `bufferBytes` the connection is dropped (`onOverflow`) and the
  * client resumes with `after`. Ends cleanly after `maxMs` or on shutdown.
  */
-export function eventIterator(
+function eventIterator(
   sql: Sql,
   streams: StreamService,
   logger: Logger,

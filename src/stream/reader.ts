@@ -25,7 +25,7 @@ export interface Reader {
 
 const PAGE = 500;
 /** A backfill looks at most this many recent events for matches, so a rare filter costs a bounded scan. */
-export const BACKFILL_SCAN_MAX = 5000;
+const BACKFILL_SCAN_MAX = 5000;
 
 /**
  * Runs one stream's reading: catch up by cursor queries from its start, then join the

@@ -60,7 +60,7 @@ export function registerStreamRoutes(api: Api, { deps, web, onShutdown }: RouteC
  * at once, and a client whose unsent bytes pass `bufferBytes` is disconnected rather than
  * holding the tail back or growing memory — it reconnects with its last cursor.
  */
-export function serveSse(
+function serveSse(
   res: Response,
   sql: Sql,
   streams: StreamService,

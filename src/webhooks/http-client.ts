@@ -3,7 +3,7 @@ import { Pool, type Dispatcher } from 'undici';
 import { guardedLookup, isPublicAddress, TargetRefusedError, type TargetPolicy } from '../net/outbound-policy.js';
 
 /** Response bodies (and request bodies in logs) are kept up to this many bytes. */
-export const LOG_BODY_LIMIT = 64 * 1024;
+const LOG_BODY_LIMIT = 64 * 1024;
 
 /** Bodies in logs are cut to 64 KB (bytes), without splitting a character. */
 export function capBody(s: string): string {

@@ -9,18 +9,18 @@ export function generateSecret(): string {
 }
 
 /** The key bytes Standard Webhooks signs with, or undefined when the secret is not of that form. */
-export function standardKey(secret: string): Buffer | undefined {
+function standardKey(secret: string): Buffer | undefined {
   const m = STANDARD_SECRET_RE.exec(secret);
   return m ? Buffer.from(m[1], 'base64') : undefined;
 }
 
 /** `sha256=<hex>` over `<timestamp>.<body>`, keyed with the secret's UTF-8 text (SPEC 5.2). */
-export function serviceSignature(secret: string | KeyObject, timestamp: number, body: string): string {
+function serviceSignature(secret: string | KeyObject, timestamp: number, body: string): string {
   return `sha256=${createHmac('sha256', secret).update(`${timestamp}.`).update(body).digest('hex')}`;
 }
 
 /** `v1,<base64>` over `<id>.<timestamp>.<body>`, keyed with the decoded `whsec_` bytes. */
-export function standardSignature(key: Buffer | KeyObject, id: string, timestamp: number, body: string): string {
+function standardSignature(key: Buffer | KeyObject, id: string, timestamp: number, body: string): string {
   return `v1,${createHmac('sha256', key).update(`${id}.${timestamp}.`).update(body).digest('base64')}`;
 }
 

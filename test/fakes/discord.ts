@@ -1,7 +1,7 @@
 import { PlatformFake, RateLimit, type FakeReply, type RecordedRequest } from './fake-server.js';
 
 /** Discord's per-channel bucket for creating messages (5 per 5 s) and the global 50 requests/s. */
-export const DISCORD_LIMITS = { perChannel: { rate: 5, perMs: 5000, burst: 0 }, global: { rate: 50, perMs: 1000, burst: 0 } };
+const DISCORD_LIMITS = { perChannel: { rate: 5, perMs: 5000, burst: 0 }, global: { rate: 50, perMs: 1000, burst: 0 } };
 
 export interface DiscordFakeOptions {
   /** The bot token the fake accepts; any other is 401. Undefined: any token. */
@@ -14,7 +14,7 @@ const err = (status: number, code: number, message: string, extra: Record<string
 
 let snowflakeSeq = 0;
 /** A snowflake-shaped id: ms since the Discord epoch shifted left 22 bits, plus a counter. */
-export function snowflake(): string {
+function snowflake(): string {
   return ((BigInt(Date.now() - 1420070400000) << 22n) | BigInt(++snowflakeSeq % 4096)).toString();
 }
 

@@ -53,7 +53,7 @@ export class SmtpFake {
       onRcptTo: (address: SMTPServerAddress, _session, cb) => {
         const scripted = this.take('rcpt');
         if (scripted) return cb(new SmtpReply(scripted.message, scripted.code));
-        if (this.unknownMailboxes.has(address.address.toLowerCase())) return cb(new SmtpReply('5.1.1 <' + address.address + '>: Recipient address rejected: User unknown', 550));
+        if (this.unknownMailboxes.has(address.address.toLowerCase())) return cb(new SmtpReply(`5.1.1 <${address.address}>: Recipient address rejected: User unknown`, 550));
         cb();
       },
       onData: (stream, session: SMTPServerSession, cb) => {

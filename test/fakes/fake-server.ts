@@ -207,18 +207,6 @@ export class RateLimit {
   }
 }
 
-/** Highest number of `times` (ms) that fall in any window of `windowMs`: what a strict counter would see. */
-export function maxInWindow(times: number[], windowMs: number): number {
-  const sorted = [...times].sort((a, b) => a - b);
-  let best = 0;
-  let start = 0;
-  for (let end = 0; end < sorted.length; end++) {
-    while (sorted[end] - sorted[start] >= windowMs) start++;
-    best = Math.max(best, end - start + 1);
-  }
-  return best;
-}
-
 /**
  * What every platform's fake shares: its server, the sends it accepted, reset and close. A
  * fake implements `handle` (the platform's documented behaviour) and starts with `listening`.

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { PlatformFake, RateLimit, type FakeReply, type RecordedRequest } from './fake-server.js';
 
 /** chat.postMessage: about one message per second per channel, short bursts allowed. */
-export const SLACK_LIMITS = { perChannel: { rate: 1, perMs: 1000, burst: 3 } };
+const SLACK_LIMITS = { perChannel: { rate: 1, perMs: 1000, burst: 3 } };
 
 export interface SlackFakeOptions {
   /** The bot token the fake accepts; any other is `invalid_auth`. Undefined: any xoxb- token. */

@@ -7,7 +7,7 @@ import { PlatformFake, RateLimit, type FakeReply, type RecordedRequest } from '.
  * milliseconds, while arrivals bunched by scheduling jitter (up to ~10 messages' worth, a
  * third of a second, per bot) are not mistaken for a faster sender.
  */
-export const TELEGRAM_LIMITS = {
+const TELEGRAM_LIMITS = {
   perBot: { rate: 30, perMs: 1000, burst: 10 },
   perChat: { rate: 1, perMs: 1000, burst: 3 },
 };

@@ -3,7 +3,7 @@ import { PlatformFake, RateLimit, type FakeReply, type RecordedRequest } from '.
 import { bearerOf, graphError, invalidToken } from './meta-graph.js';
 
 /** PLATFORMS.md: ~80 msg/s per number (130429), ~1 msg per 6 s to one user (131056). */
-export const WHATSAPP_LIMITS = {
+const WHATSAPP_LIMITS = {
   perNumber: { rate: 80, perMs: 1000, burst: 5 },
   perPair: { rate: 1, perMs: 6000, burst: 3 },
 };

@@ -15,7 +15,7 @@ describe("Bull Board's job list", () => {
   it('renders a job whose data is nested 5,000 levels deep (it answered 500 "Maximum call stack size exceeded")', async () => {
     const job = await s.deps.queues.ledger.add('ledger', { placeholder: true }, { jobId: `deep-${randomUUID()}` });
     // As a producer that got it stored would leave it: too deep for JSON.stringify, fine for JSON.parse.
-    const deep = '{"a":'.repeat(DEPTH) + '1' + '}'.repeat(DEPTH);
+    const deep = `${'{"a":'.repeat(DEPTH)}1${'}'.repeat(DEPTH)}`;
     await s.deps.redis.hset(`${queuePrefix(s.config.REDIS_PREFIX)}:ledger:${job.id}`, 'data', deep);
     const r = await fetch(`${s.base}/admin/queues/api/queues?activeQueue=ledger&status=waiting&page=1`, {
       headers: { Authorization: `Bearer ${s.config.ADMIN_TOKEN}` },

@@ -52,7 +52,7 @@ describe('Bull Board at /admin/queues', () => {
       const shot = await page.screenshot({ fullPage: true, path: 'test-artifacts/bull-board.png' });
       expect(shot.subarray(1, 4).toString()).toBe('PNG');
       expect(shot.length).toBeGreaterThan(10_000);
-      const text = await page.locator('body').innerText();
+      const text = await page.locator('body').textContent();
       for (const name of QUEUE_NAMES) expect(text).toContain(name);
     } finally {
       await context.close();
@@ -70,7 +70,7 @@ describe('Bull Board at /admin/queues', () => {
           (err: Error) => (/ERR_INVALID_AUTH_CREDENTIALS/.test(err.message) ? 'refused' : err.message),
         );
         expect([401, 'refused']).toContain(outcome);
-        if (outcome === 401) expect(await page.locator('body').innerText()).not.toContain('transcription');
+        if (outcome === 401) expect(await page.locator('body').textContent()).not.toContain('transcription');
       } finally {
         await context.close();
       }

@@ -131,7 +131,7 @@ describe('API descriptions', () => {
   });
 
   it('serves the GraphQL schema as SDL', async () => {
-    const r = await fetch(base + '/graphql/schema.graphql');
+    const r = await fetch(`${base}/graphql/schema.graphql`);
     expect(r.status).toBe(200);
     const sdl = await r.text();
     expect(sdl).toMatch(/type Query \{/);

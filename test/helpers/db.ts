@@ -1,13 +1,13 @@
 import { createHash, randomBytes } from 'node:crypto';
 import postgres from 'postgres';
 
-export const PG_BASE = 'postgres://postgres@127.0.0.1:5432';
+const PG_BASE = 'postgres://postgres@127.0.0.1:5432';
 export const ADMIN_URL = `${PG_BASE}/postgres`;
 /**
  * Names carry a hash of the checkout so that several checkouts on one machine (worktrees, a CI
  * clone) can run their suites at the same time without dropping each other's databases.
  */
-export const CHECKOUT_TAG = createHash('sha256').update(process.cwd()).digest('hex').slice(0, 8);
+const CHECKOUT_TAG = createHash('sha256').update(process.cwd()).digest('hex').slice(0, 8);
 export const TEMPLATE_DB = `gw_tpl_${CHECKOUT_TAG}`;
 export const TEST_DB_PREFIX = `gw_t_${CHECKOUT_TAG}_`;
 export const dbUrl = (name: string) => `${PG_BASE}/${name}`;

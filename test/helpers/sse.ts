@@ -56,7 +56,7 @@ export async function openSse(url: string, init: { headers?: Record<string, stri
             if (line.startsWith(':')) comments.push(line.slice(1).trim());
             else if (line.startsWith('id:')) frame.id = line.slice(3).trimStart();
             else if (line.startsWith('event:')) frame.event = line.slice(6).trimStart();
-            else if (line.startsWith('data:')) frame.data = (frame.data === undefined ? '' : frame.data + '\n') + line.slice(5).trimStart();
+            else if (line.startsWith('data:')) frame.data = (frame.data === undefined ? '' : `${frame.data}\n`) + line.slice(5).trimStart();
           }
           if (frame.id !== undefined || frame.data !== undefined || frame.event !== undefined) frames.push(frame);
           notify();

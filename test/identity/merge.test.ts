@@ -177,7 +177,10 @@ describe('concurrent merges', () => {
     const users = people.map((p) => p.userId);
     // Deterministic pseudo-random pairs, both directions, many overlapping.
     let r = 7;
-    const rnd = (n: number) => ((r = (r * 48271) % 2147483647), r % n);
+    const rnd = (n: number) => {
+      r = (r * 48271) % 2147483647;
+      return r % n;
+    };
     const requests: [string, string][] = [];
     while (requests.length < 80) {
       const x = users[rnd(users.length)];

@@ -61,7 +61,7 @@ describe('GET /v1/users', () => {
     // platform and external_id must hold for the same platform user.
     expect((await get('/v1/users?platform=whatsapp&external_id=1001')).json.data).toEqual([]);
 
-    const byName = await get('/v1/users?name_contains=' + encodeURIComponent('ann ex'));
+    const byName = await get(`/v1/users?name_contains=${encodeURIComponent('ann ex')}`);
     expect(byName.json.data.map((u: { id: string }) => u.id)).toEqual([ann]);
     // LIKE wildcards in the search are literal characters.
     expect((await get('/v1/users?name_contains=%25')).json.data).toEqual([]);

@@ -94,15 +94,15 @@ describe('verification handshakes', () => {
         expect(r.text).toBe('ch-12345');
       }
     }
-    const fb = await postWebhook(s, '/webhooks/messenger' + hub('fb-verify', '777'), '', {}, 'GET');
+    const fb = await postWebhook(s, `/webhooks/messenger${hub('fb-verify', '777')}`, '', {}, 'GET');
     expect([fb.status, fb.text]).toEqual([200, '777']);
   });
 
   it('answers 403 when no connection of the platform has the verify token', async () => {
-    expect((await postWebhook(s, '/webhooks/whatsapp' + hub('fb-verify'), '', {}, 'GET')).status).toBe(403);
+    expect((await postWebhook(s, `/webhooks/whatsapp${hub('fb-verify')}`, '', {}, 'GET')).status).toBe(403);
     expect((await postWebhook(s, waA.path + hub('wrong'), '', {}, 'GET')).status).toBe(403);
     expect((await postWebhook(s, '/webhooks/whatsapp?hub.mode=subscribe&hub.challenge=1', '', {}, 'GET')).status).toBe(403);
-    expect((await postWebhook(s, '/webhooks/slack' + hub('verify-A'), '', {}, 'GET')).status).toBe(404);
+    expect((await postWebhook(s, `/webhooks/slack${hub('verify-A')}`, '', {}, 'GET')).status).toBe(404);
   });
 
   it('answers Slack url_verification with the challenge once the request is signed', async () => {

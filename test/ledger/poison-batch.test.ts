@@ -88,7 +88,7 @@ describe('a ledger batch holding one event PostgreSQL refuses', () => {
     // into Redis would leave it: JSON.parse reads it, JSON.stringify overflows the stack).
     const job = await s.deps.queues.ledger.add('ledger', { events: [ok, deep] }, { jobId: JOBS.ledger.jobId({ events: [ok, deep] }), delay: 600_000 });
     const depth = 6_000;
-    const deepJson = JSON.stringify({ events: [ok, { ...deep, payload: '\u0001' }] }).replace('"\\u0001"', '{"a":'.repeat(depth) + '1' + '}'.repeat(depth));
+    const deepJson = JSON.stringify({ events: [ok, { ...deep, payload: '\u0001' }] }).replace('"\\u0001"', `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`);
     await s.deps.redis.hset(`${queuePrefix(s.config.REDIS_PREFIX)}:ledger:${job.id}`, 'data', deepJson);
     await job.promote();
     const outcome = await finished(job);

@@ -1,5 +1,5 @@
 import { readdirSync } from 'node:fs';
-import { GraphQLEnumType } from 'graphql';
+import type { GraphQLEnumType } from 'graphql';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { routingIdsOf, SHARED_WEBHOOK_PLATFORMS } from '../../src/connections/connections.js';

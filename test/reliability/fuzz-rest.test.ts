@@ -173,8 +173,8 @@ describe('REST bad-input sweep', () => {
   it('answers repeated query parameters (arrays) with a documented code', async () => {
     for (const route of routes.filter((r) => r.method === 'GET' && r.queryParams.length)) {
       const p = route.queryParams[0];
-      await check(route, fill(route.path, '00000000-0000-0000-0000-000000000000') + `?${p}=1&${p}=2`, undefined);
-      await check(route, fill(route.path, '00000000-0000-0000-0000-000000000000') + `?${p}[a]=1`, undefined);
+      await check(route, `${fill(route.path, '00000000-0000-0000-0000-000000000000')}?${p}=1&${p}=2`, undefined);
+      await check(route, `${fill(route.path, '00000000-0000-0000-0000-000000000000')}?${p}[a]=1`, undefined);
     }
   });
 });

@@ -26,8 +26,6 @@ afterAll(async () => {
 
 const post = (n: number, headers: Record<string, string> = {}) =>
   s.request('POST', '/v1/events', { auth: a, body: { event_type: 'outage.probe', payload: { n } }, headers });
-const ledgerCount = async () =>
-  (await s.deps.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM events WHERE app_id = ${a.appId} AND event_type = 'outage.probe'`)[0].n;
 const timed = async <T>(f: () => Promise<T>) => {
   const t0 = Date.now();
   const value = await f();

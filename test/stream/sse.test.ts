@@ -127,11 +127,11 @@ describe('GET /events/stream', () => {
     ];
     const all = [...historic];
     const payloads = new Map<string, { type: string; c: string | null; u: string | null }>();
-    batch('historic').forEach((spec, i) => payloads.set(historic[i], spec.payload as never));
+    for (const [i, spec] of batch('historic').entries()) payloads.set(historic[i], spec.payload as never);
 
     const clients = await Promise.all(cases.map((k) => stream(s.base, app, `?${k.q}`, { headers: { 'Last-Event-ID': markerCursor } })));
     const live = await commit(s.deps, app.appId, batch('live'));
-    batch('live').forEach((spec, i) => payloads.set(live[i], spec.payload as never));
+    for (const [i, spec] of batch('live').entries()) payloads.set(live[i], spec.payload as never);
     all.push(...live);
     // A sentinel every filter matches: once it arrives, nothing else can still be on its way.
     const [sentinel] = await commit(s.deps, app.appId, [{ event_type: 'order.paid', conversation_id: conv, edges: [...edge(pu1), ...edge(pu2)] }]);

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApplication } from '../../src/apps/applications.js';
 import { closeDeps, createDeps, type Deps } from '../../src/deps.js';
 import { JOBS, type LedgerEvent } from '../../src/queues.js';
-import { type SseClient } from '../helpers/sse.js';
+import type { SseClient } from '../helpers/sse.js';
 import { createTestEnv, freePort, spawnService, type AppCredentials, type ChildService, type TestEnv } from '../helpers/stack.js';
 import { commit, parse, stream, until } from './helpers.js';
 

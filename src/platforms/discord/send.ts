@@ -10,7 +10,7 @@ function discordSnowflake(to: string): string | undefined {
 }
 
 const REAL_BASE = 'https://discord.com';
-export const DISCORD_TEXT_LIMIT = 2000;
+const DISCORD_TEXT_LIMIT = 2000;
 
 interface DiscordErrorBody {
   code?: number;
@@ -25,7 +25,7 @@ interface DiscordErrorBody {
  * Discord errors carry a JSON `code` beside the HTTP status; a 429 carries `retry_after`
  * (float seconds) in the body and `Retry-After` in the headers (PLATFORMS.md).
  */
-export function discordError(status: number, body: DiscordErrorBody | undefined, headers: Record<string, string | string[] | undefined> = {}): PlatformError {
+function discordError(status: number, body: DiscordErrorBody | undefined, headers: Record<string, string | string[] | undefined> = {}): PlatformError {
   const extra = { platformCode: body?.code ?? status, platformMessage: body?.message };
   if (status === 429) {
     const ms = typeof body?.retry_after === 'number' ? body.retry_after * 1000 : retryAfterHeaderMs(headers['retry-after']);
@@ -46,7 +46,7 @@ async function send(config: DiscordConfig, m: OutboundMessage, ctx: SendContext)
   const url = `${baseUrl(config, ctx, REAL_BASE)}/api/v10/channels/${m.to}/messages`;
   const files = m.files ?? [];
   const payload = { content: m.text, ...(files.length ? { attachments: files.map((f, i) => ({ id: i, filename: f.filename })) } : {}) };
-  let answer;
+  let answer: Awaited<ReturnType<typeof callPlatform>>;
   try {
     answer = await callPlatform({
       method: 'POST',

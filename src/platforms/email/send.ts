@@ -15,7 +15,7 @@ export function subjectOf(m: Pick<OutboundMessage, 'subject' | 'text'>): string 
 }
 
 /** smtp_url with its server replaced by api_base_url's when that is set (credentials kept). */
-export function smtpServerUrl(config: EmailConfig): string {
+function smtpServerUrl(config: EmailConfig): string {
   if (!config.api_base_url) return config.smtp_url;
   const url = new URL(config.smtp_url);
   const over = new URL(config.api_base_url);
@@ -29,7 +29,7 @@ export function smtpServerUrl(config: EmailConfig): string {
  * bad login → PLATFORM_AUTH_FAILED), 4xx are the server asking us to come back later, and
  * connection trouble is the server being unavailable.
  */
-export function smtpError(err: unknown): PlatformError {
+function smtpError(err: unknown): PlatformError {
   const e = err as { code?: string; responseCode?: number; response?: string; command?: string };
   const reply = e.response?.slice(0, 300);
   const extra = { platformCode: e.responseCode ?? e.code, platformMessage: reply };

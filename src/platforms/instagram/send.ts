@@ -5,7 +5,7 @@ import { sendHalf, type OutboundMessage, type SendContext, type SendOutcome } fr
 import { INSTAGRAM_SECRETS, instagramConfig, type InstagramConfig } from './config.js';
 
 /** PLATFORMS.md: Instagram text must stay under 1000 characters. */
-export const INSTAGRAM_TEXT_LIMIT = 1000;
+const INSTAGRAM_TEXT_LIMIT = 1000;
 /** PLATFORMS.md gives the path as `{base}/{IG_ID}/messages`: the real base carries the version. */
 const REAL_BASE = `https://graph.instagram.com/${GRAPH_VERSION}`;
 

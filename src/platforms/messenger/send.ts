@@ -5,7 +5,7 @@ import { metaScopedId, sendPageMessage } from '../meta-send-api.js';
 import { MESSENGER_SECRETS, messengerConfig, type MessengerConfig } from './config.js';
 
 /** Messenger's documented text limit (the Send API refuses longer text). */
-export const MESSENGER_TEXT_LIMIT = 2000;
+const MESSENGER_TEXT_LIMIT = 2000;
 
 function send(config: MessengerConfig, m: OutboundMessage, ctx: SendContext): Promise<SendOutcome> {
   const url = `${baseUrl(config, ctx, GRAPH_BASE)}/${config.api_version ?? GRAPH_VERSION}/${config.page_id}/messages`;

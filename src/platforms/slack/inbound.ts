@@ -5,7 +5,7 @@ type Obj = Record<string, unknown>;
 const obj = (v: unknown): Obj | undefined => (isObject(v) ? v : undefined);
 
 /** A Slack message is identified by (channel, ts) (PLATFORMS.md). */
-export const slackMessageId = (channel: string, ts: string) => `${channel}:${ts}`;
+const slackMessageId = (channel: string, ts: string) => `${channel}:${ts}`;
 
 /** Slack `ts` ("1700000000.000100") is Unix seconds with a sequence suffix. */
 const tsToIso = (ts: string | undefined) => (ts ? msToIsoOr(Math.floor(Number(ts) * 1000)) : new Date(0).toISOString());

@@ -10,7 +10,7 @@ function slackChannel(to: string): string | undefined {
 
 const REAL_BASE = 'https://slack.com';
 /** Slack truncates `text` after 40,000 characters; refusing is better than a silent cut. */
-export const SLACK_TEXT_LIMIT = 40_000;
+const SLACK_TEXT_LIMIT = 40_000;
 
 const AUTH = new Set(['invalid_auth', 'not_authed', 'account_inactive', 'token_revoked', 'token_expired', 'no_permission', 'missing_scope', 'not_allowed_token_type', 'ekm_access_denied', 'access_denied', 'team_access_not_granted', 'org_login_required']);
 const TRANSIENT = new Set(['fatal_error', 'internal_error', 'service_unavailable', 'request_timeout', 'team_added_to_org']);
@@ -19,7 +19,7 @@ const TRANSIENT = new Set(['fatal_error', 'internal_error', 'service_unavailable
  * Slack answers refusals with HTTP 200 `{ok:false, error:"…"}` (PLATFORMS.md) and rate
  * limits with HTTP 429 plus `Retry-After` seconds.
  */
-export function slackError(status: number, error: string | undefined, retryAfterMs?: number): PlatformError {
+function slackError(status: number, error: string | undefined, retryAfterMs?: number): PlatformError {
   const extra = { platformCode: error ?? status, platformMessage: error, retryAfterMs };
   if (status === 429 || error === 'ratelimited' || error === 'rate_limited') return platformError('PLATFORM_RATE_LIMITED', 'Slack rate limit reached', { ...extra, retryAfterMs: retryAfterMs ?? 1000 });
   if (!error) return status >= 300 ? fromHttpStatus(status, 'Slack', extra) : unexpectedAnswer('Slack', status);

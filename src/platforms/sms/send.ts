@@ -12,7 +12,7 @@ function e164(to: string): string | undefined {
 
 const REAL_BASE = 'https://api.twilio.com';
 /** Twilio's limit on one (concatenated) SMS body. */
-export const SMS_TEXT_LIMIT = 1600;
+const SMS_TEXT_LIMIT = 1600;
 
 interface TwilioErrorBody {
   code?: number;
@@ -22,7 +22,7 @@ interface TwilioErrorBody {
 }
 
 /** Twilio REST errors: HTTP status plus a numeric Twilio `code` that says precisely what failed. */
-export function twilioError(status: number, body: TwilioErrorBody | undefined, retryAfterMs?: number): PlatformError {
+function twilioError(status: number, body: TwilioErrorBody | undefined, retryAfterMs?: number): PlatformError {
   const extra = { platformCode: body?.code ?? status, platformMessage: body?.message, retryAfterMs };
   switch (body?.code) {
     case 20003:
@@ -58,7 +58,7 @@ async function send(config: SmsConfig, m: OutboundMessage, ctx: SendContext): Pr
   if (config.messaging_service_sid) form.MessagingServiceSid = config.messaging_service_sid;
   else form.From = config.from!;
   if (ctx.webhookUrl) form.StatusCallback = ctx.webhookUrl;
-  let answer;
+  let answer: Awaited<ReturnType<typeof callPlatform>>;
   try {
     answer = await callPlatform({
       method: 'POST',

@@ -13,7 +13,7 @@ function partyOf(u: Obj | undefined): PlatformParty | undefined {
 }
 
 /** Telegram message ids are unique only inside a chat (PLATFORMS.md): the key is (chat.id, message_id). */
-export const telegramMessageId = (chatId: string, messageId: string) => `${chatId}:${messageId}`;
+const telegramMessageId = (chatId: string, messageId: string) => `${chatId}:${messageId}`;
 
 function mediaOf(m: Obj): { type: MessageType; media?: InboundMedia } {
   const file = (f: Obj | undefined, extra: Partial<InboundMedia> = {}): InboundMedia | undefined =>

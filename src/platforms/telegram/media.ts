@@ -1,4 +1,3 @@
-import { configString } from '../inbound-common.js';
 import { mediaFromUrl } from '../media-url.js';
 import type { DownloadedMedia, InboundMedia, MediaFetch } from '../types.js';
 

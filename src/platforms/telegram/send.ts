@@ -11,7 +11,7 @@ function telegramChatId(to: string): string | undefined {
 }
 
 const REAL_BASE = 'https://api.telegram.org';
-export const TELEGRAM_TEXT_LIMIT = 4096;
+const TELEGRAM_TEXT_LIMIT = 4096;
 /** Captions are shorter than messages; a longer text goes as its own message before the files. */
 const CAPTION_LIMIT = 1024;
 /** sendPhoto takes photos up to 10 MB; a bigger picture goes as a document. */
@@ -30,7 +30,7 @@ interface TelegramAnswer {
  * was blocked by the user" and "can't initiate conversation" (the user never started the
  * bot); 401/404 a bad token (the method path is fixed, so a 404 names a token that is no bot).
  */
-export function telegramError(status: number, body: TelegramAnswer | undefined, retryAfterHeader?: number): PlatformError {
+function telegramError(status: number, body: TelegramAnswer | undefined, retryAfterHeader?: number): PlatformError {
   const description = body?.description ?? '';
   const extra = { platformCode: body?.error_code ?? status, platformMessage: description || undefined };
   const code = body?.error_code ?? status;
@@ -57,7 +57,7 @@ export function telegramError(status: number, body: TelegramAnswer | undefined, 
 }
 
 /** The Bot API method that sends a file of this type (SPEC 8: photos, videos MP4, audio MP3/M4A, voice OGG, else documents). */
-export function methodFor(file: OutboundFile): { method: string; field: string } {
+function methodFor(file: OutboundFile): { method: string; field: string } {
   const mime = file.mimeType.toLowerCase();
   if (['image/jpeg', 'image/png', 'image/webp'].includes(mime) && file.data.length <= PHOTO_MAX_BYTES) return { method: 'sendPhoto', field: 'photo' };
   if (mime === 'audio/ogg' || mime === 'audio/opus') return { method: 'sendVoice', field: 'voice' };
@@ -69,7 +69,7 @@ export function methodFor(file: OutboundFile): { method: string; field: string }
 async function call(config: TelegramConfig, ctx: SendContext, method: string, body: { json?: unknown; multipart?: FormData }): Promise<SendOutcome> {
   // The token is part of the path: it must never reach an error message or a log line.
   const url = `${baseUrl(config, ctx, REAL_BASE)}/bot${config.bot_token}/${method}`;
-  let answer;
+  let answer: Awaited<ReturnType<typeof callPlatform>>;
   try {
     answer = await callPlatform({ method: 'POST', url, timeoutMs: ctx.timeoutMs, guarded: ctx.guarded, ...body });
   } catch (err) {

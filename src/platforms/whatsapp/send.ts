@@ -13,7 +13,7 @@ function whatsappNumber(to: string): string | undefined {
   return /^\+?[1-9]\d{6,14}$/.test(to) ? undefined : `"${to}" is not a phone number in international form (e.g. +14155550123 or 14155550123)`;
 }
 
-export const WHATSAPP_TEXT_LIMIT = 4096;
+const WHATSAPP_TEXT_LIMIT = 4096;
 const CAPTION_LIMIT = 1024;
 
 interface MessagesAnswer {
@@ -25,7 +25,7 @@ interface MessagesAnswer {
 type MediaType = 'image' | 'video' | 'audio' | 'document';
 
 /** The WhatsApp message type a file goes out as (WhatsApp's supported media types; anything else is a document). */
-export function mediaTypeOf(file: OutboundFile): MediaType {
+function mediaTypeOf(file: OutboundFile): MediaType {
   const mime = file.mimeType.toLowerCase();
   if (mime === 'image/jpeg' || mime === 'image/png') return 'image';
   if (mime === 'video/mp4' || mime === 'video/3gpp') return 'video';

@@ -22,7 +22,7 @@ export interface PgProxy {
 
 /** FATAL ErrorResponse as PostgreSQL sends it while it is still starting up. */
 function startingUp(): Buffer {
-  const field = (tag: string, value: string) => Buffer.concat([Buffer.from(tag), Buffer.from(value + '\0')]);
+  const field = (tag: string, value: string) => Buffer.concat([Buffer.from(tag), Buffer.from(`${value}\0`)]);
   const body = Buffer.concat([
     field('S', 'FATAL'),
     field('V', 'FATAL'),

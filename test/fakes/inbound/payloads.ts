@@ -68,7 +68,7 @@ export function waEnvelope(wabaId: string, phoneNumberId: string, value: object)
     ],
   };
 }
-export const waContact = (waId: string, name = 'Bea') => ({ contacts: [{ profile: { name }, wa_id: waId }] });
+const waContact = (waId: string, name = 'Bea') => ({ contacts: [{ profile: { name }, wa_id: waId }] });
 
 export function waText(wabaId: string, phoneNumberId: string, from: string, wamid: string, body: string) {
   return waEnvelope(wabaId, phoneNumberId, { ...waContact(from), messages: [{ from, id: wamid, timestamp: String(NOW_S()), type: 'text', text: { body } }] });

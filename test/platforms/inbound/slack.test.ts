@@ -26,7 +26,7 @@ describe('slack verification', () => {
 
   it('refuses a wrong secret, a changed body and missing headers', () => {
     expect(slack.verify(config, inboundReq(body, slackHeaders('another-secret', body))).ok).toBe(false);
-    expect(slack.verify(config, inboundReq(body + ' ', slackHeaders(config.signing_secret, body))).ok).toBe(false);
+    expect(slack.verify(config, inboundReq(`${body} `, slackHeaders(config.signing_secret, body))).ok).toBe(false);
     expect(slack.verify(config, inboundReq(body)).ok).toBe(false);
   });
 });
