@@ -8,11 +8,11 @@ import { SCENARIOS } from '../../chaos/scenarios.js';
  * The short variant of `npm run chaos`: every scenario, short phases, real processes. It passes
  * only when the harness's reconciliation finds nothing lost, doubled or skipped, no request
  * answered 500 or hung, no process exited and no job stayed stuck (the harness exits non-zero
- * otherwise). Run with `npm run test:chaos`; `npm test` leaves it out until it has passed 20
- * runs in a row on the CI machine (vitest.config.ts).
+ * otherwise). Run with `npm run test:chaos`; CI runs it after `npm test`, which leaves it out
+ * (vitest.config.ts).
  */
 describe('chaos (short)', () => {
-  // Fourteen scenarios of 10–40 s each, plus start-up and drains: about 6 minutes alone.
+  // Thirteen scenarios of 10–40 s each, plus start-up and drains: 3–5 minutes alone.
   it('loses, doubles and skips nothing through process kills, Redis and PostgreSQL crashes, connection faults, a silent platform and a poisonous neighbour', { timeout: 1_200_000 }, async () => {
     const proc = spawn(process.execPath, ['--import', 'tsx', join(projectRoot(), 'chaos/run.ts'), '--short'], {
       cwd: projectRoot(),
