@@ -17,7 +17,20 @@ import { publishWakes } from '../src/ledger/wake.js';
 import { writeEvents } from '../src/ledger/write.js';
 import { projectRoot } from '../src/project-root.js';
 import { createRedis } from '../src/redis.js';
-import { benchEnv, benchNodeArgs, createBenchDatabase, deleteRedisPrefix, freePort, percentile, processUsage, round, spawnService, target, type Bench, type ChildService } from './lib.js';
+import {
+  benchEnv,
+  benchNodeArgs,
+  createBenchDatabase,
+  deleteRedisPrefix,
+  freePort,
+  percentile,
+  processUsage,
+  round,
+  spawnService,
+  target,
+  type Bench,
+  type ChildService,
+} from './lib.js';
 
 const RATE = 50;
 const CLIENT_PROCESSES = 2;
@@ -41,10 +54,11 @@ interface ClientResult {
 function histPercentile(results: ClientResult[], p: number): number | null {
   const merged = new Map<number, number>();
   let total = 0;
-  for (const r of results) for (const [b, c] of r.hist) {
-    merged.set(b, (merged.get(b) ?? 0) + c);
-    total += c;
-  }
+  for (const r of results)
+    for (const [b, c] of r.hist) {
+      merged.set(b, (merged.get(b) ?? 0) + c);
+      total += c;
+    }
   if (total === 0) return null;
   const rank = Math.ceil((p / 100) * total);
   let seen = 0;
@@ -144,7 +158,16 @@ async function runOnce(clients: number, durationS: number, log: (m: string) => v
       const wait = due - performance.now();
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
       // The ledger worker's commit step: one group commit, then the wake.
-      const committed = await writeEvents(stack.sql, [{ id: randomUUID(), app_id: app.appId, event_type: 'bench.fanout', payload: { i, note: 'a small realistic payload' }, edges: [], attachments: [] }]);
+      const committed = await writeEvents(stack.sql, [
+        {
+          id: randomUUID(),
+          app_id: app.appId,
+          event_type: 'bench.fanout',
+          payload: { i, note: 'a small realistic payload' },
+          edges: [],
+          attachments: [],
+        },
+      ]);
       await publishWakes(redis, stack.env.REDIS_PREFIX, committed);
       if (i % RATE === 0) peakRss = Math.max(peakRss, processUsage(pid).rssMb);
     }
@@ -168,7 +191,9 @@ async function runOnce(clients: number, durationS: number, log: (m: string) => v
       clientCpuPct: results.map((r) => r.cpu_pct),
       events,
     };
-    log(`  p50 ${figures.p50} ms, p99 ${figures.p99} ms, max ${figures.max} ms; missing ${figures.missing}, duplicates ${figures.duplicates}, reordered ${figures.reordered}; RSS ${peakRss} MB, CPU ${cpuPct}%; client processes CPU ${figures.clientCpuPct.join('% / ')}%`);
+    log(
+      `  p50 ${figures.p50} ms, p99 ${figures.p99} ms, max ${figures.max} ms; missing ${figures.missing}, duplicates ${figures.duplicates}, reordered ${figures.reordered}; RSS ${peakRss} MB, CPU ${cpuPct}%; client processes CPU ${figures.clientCpuPct.join('% / ')}%`,
+    );
     return figures;
   } finally {
     for (const p of procs) p.kill('SIGKILL');
@@ -203,11 +228,15 @@ async function redisFloor(durationS: number): Promise<{ p50: number | null; p99:
 }
 
 const bench: Bench = {
-  description: 'SSE fan-out: 1,000 and 5,000 clients of one application, 50 events/s committed → received at every client, vs a bare Redis publish → subscriber round trip',
+  description:
+    'SSE fan-out: 1,000 and 5,000 clients of one application, 50 events/s committed → received at every client, vs a bare Redis publish → subscriber round trip',
   async run({ options, log }) {
     const durationS = options.durationS ?? 20;
     log('building the production web process (tsc -p tsconfig.build.json)');
-    execFileSync(process.execPath, [join(projectRoot(), 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd: projectRoot(), stdio: 'inherit' });
+    execFileSync(process.execPath, [join(projectRoot(), 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], {
+      cwd: projectRoot(),
+      stdio: 'inherit',
+    });
     const loadBefore = loadavg()[0];
     const small = options.clients ?? 1000;
     const large = Number(process.env.BENCH_FANOUT_LARGE ?? 5000);

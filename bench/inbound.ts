@@ -12,7 +12,21 @@ import { Queue } from 'bullmq';
 import { Pool } from 'undici';
 import { queuePrefix } from '../src/queues.js';
 import { createRedis } from '../src/redis.js';
-import { machineBusySeconds, percentile, processUsage, ratio, round, runLoad, startEchoServer, startStack, target, until, type Bench, type BenchStack, type LoadRequest } from './lib.js';
+import {
+  machineBusySeconds,
+  percentile,
+  processUsage,
+  ratio,
+  round,
+  runLoad,
+  startEchoServer,
+  startStack,
+  target,
+  until,
+  type Bench,
+  type BenchStack,
+  type LoadRequest,
+} from './lib.js';
 
 const TG_SECRET = 'bench_secret-token';
 const WA_SECRET = 'bench-wa-app-secret';
@@ -35,17 +49,58 @@ function senders(tgPath: string, waPath: string, runTag: number): Sender {
         const id = runTag * 10_000_000 + i;
         const body = JSON.stringify({
           update_id: id,
-          message: { message_id: id, from: { id: user, is_bot: false, first_name: 'Bench', last_name: `U${user}` }, chat: { id: user, type: 'private' }, date: Math.floor(Date.now() / 1000), text: `hello ${i}` },
+          message: {
+            message_id: id,
+            from: { id: user, is_bot: false, first_name: 'Bench', last_name: `U${user}` },
+            chat: { id: user, type: 'private' },
+            date: Math.floor(Date.now() / 1000),
+            text: `hello ${i}`,
+          },
         });
-        return { method: 'POST', path: tgPath, headers: { 'content-type': 'application/json', 'x-telegram-bot-api-secret-token': TG_SECRET } as Record<string, string>, body, externalId: `${user}:${id}` };
+        return {
+          method: 'POST',
+          path: tgPath,
+          headers: { 'content-type': 'application/json', 'x-telegram-bot-api-secret-token': TG_SECRET } as Record<string, string>,
+          body,
+          externalId: `${user}:${id}`,
+        };
       }
       const wamid = `wamid.bench${runTag}.${i}`;
       const body = JSON.stringify({
         object: 'whatsapp_business_account',
-        entry: [{ id: WA_WABA, changes: [{ field: 'messages', value: { messaging_product: 'whatsapp', metadata: { display_phone_number: '15550001111', phone_number_id: WA_PHONE }, contacts: [{ profile: { name: `U${user}` }, wa_id: String(user) }], messages: [{ from: String(user), id: wamid, timestamp: String(Math.floor(Date.now() / 1000)), type: 'text', text: { body: `hello ${i}` } }] } }] }],
+        entry: [
+          {
+            id: WA_WABA,
+            changes: [
+              {
+                field: 'messages',
+                value: {
+                  messaging_product: 'whatsapp',
+                  metadata: { display_phone_number: '15550001111', phone_number_id: WA_PHONE },
+                  contacts: [{ profile: { name: `U${user}` }, wa_id: String(user) }],
+                  messages: [
+                    {
+                      from: String(user),
+                      id: wamid,
+                      timestamp: String(Math.floor(Date.now() / 1000)),
+                      type: 'text',
+                      text: { body: `hello ${i}` },
+                    },
+                  ],
+                },
+              },
+            ],
+          },
+        ],
       });
       const sig = `sha256=${createHmac('sha256', WA_SECRET).update(body).digest('hex')}`;
-      return { method: 'POST', path: waPath, headers: { 'content-type': 'application/json', 'x-hub-signature-256': sig }, body, externalId: wamid };
+      return {
+        method: 'POST',
+        path: waPath,
+        headers: { 'content-type': 'application/json', 'x-hub-signature-256': sig },
+        body,
+        externalId: wamid,
+      };
     },
   };
 }
@@ -57,10 +112,18 @@ function senders(tgPath: string, waPath: string, runTag: number): Sender {
  * (matching thousands of ids in every poll would cost PostgreSQL CPU that the workers being
  * measured need), and the ids are matched once, at the end.
  */
-async function commitLatencies(stack: BenchStack, appId: string, sentAt: Map<string, number>, totalSoFar: number, epochOffset: number, timeoutMs: number) {
+async function commitLatencies(
+  stack: BenchStack,
+  appId: string,
+  sentAt: Map<string, number>,
+  totalSoFar: number,
+  epochOffset: number,
+  timeoutMs: number,
+) {
   const ids = [...sentAt.keys()];
   const committed = async () =>
-    (await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM events WHERE app_id = ${appId} AND event_type = 'message.inbound'`)[0].n;
+    (await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM events WHERE app_id = ${appId} AND event_type = 'message.inbound'`)[0]
+      .n;
   const started = performance.now();
   const all = await until(async () => (await committed()) >= totalSoFar, timeoutMs, 100);
   const drainedAt = performance.now();
@@ -69,7 +132,15 @@ async function commitLatencies(stack: BenchStack, appId: string, sentAt: Map<str
      WHERE app_id = ${appId} AND event_type = 'message.inbound' AND payload->>'external_message_id' = ANY(${ids}::text[])`;
   const lat = rows.map((r) => r.at.getTime() - (sentAt.get(r.ext)! + epochOffset)).sort((a, b) => a - b);
   const last = rows.reduce((m, r) => Math.max(m, r.at.getTime()), 0);
-  return { all, committed: rows.length, waitedS: (drainedAt - started) / 1000, lastCommitEpochMs: last, p50: round(percentile(lat, 50)), p99: round(percentile(lat, 99)), max: round(lat.at(-1)) };
+  return {
+    all,
+    committed: rows.length,
+    waitedS: (drainedAt - started) / 1000,
+    lastCommitEpochMs: last,
+    p50: round(percentile(lat, 50)),
+    p99: round(percentile(lat, 99)),
+    max: round(lat.at(-1)),
+  };
 }
 
 async function setup(stack: BenchStack) {
@@ -84,7 +155,13 @@ async function setup(stack: BenchStack) {
     return new URL(((await r.json()) as { webhook_url: string }).webhook_url).pathname;
   };
   const tgPath = await post('TELEGRAM', { bot_token: '123456:bench-bot', secret_token: TG_SECRET });
-  const waPath = await post('WHATSAPP', { access_token: 't', phone_number_id: WA_PHONE, business_account_id: WA_WABA, app_secret: WA_SECRET, verify_token: 'v' });
+  const waPath = await post('WHATSAPP', {
+    access_token: 't',
+    phone_number_id: WA_PHONE,
+    business_account_id: WA_WABA,
+    app_secret: WA_SECRET,
+    verify_token: 'v',
+  });
   return { app, tgPath, waPath };
 }
 
@@ -107,8 +184,14 @@ const bench: Bench = {
 
     // The per-connection flood guard and the per-source limit (every request comes from
     // 127.0.0.1) would (rightly) refuse a benchmark's rate: lifted here.
-    const stack = await startStack({ workerQueues: 'inbound,ledger', env: { INBOUND_FLOOD_PER_SECOND: '1000000', INBOUND_PER_SOURCE_PER_MINUTE: '100000000' } });
-    const inboundQueue = new Queue('inbound', { connection: createRedis(stack.env.REDIS_URL, 'blocking'), prefix: queuePrefix(stack.env.REDIS_PREFIX) });
+    const stack = await startStack({
+      workerQueues: 'inbound,ledger',
+      env: { INBOUND_FLOOD_PER_SECOND: '1000000', INBOUND_PER_SOURCE_PER_MINUTE: '100000000' },
+    });
+    const inboundQueue = new Queue('inbound', {
+      connection: createRedis(stack.env.REDIS_URL, 'blocking'),
+      prefix: queuePrefix(stack.env.REDIS_PREFIX),
+    });
     try {
       const { app, tgPath, waPath } = await setup(stack);
       // performance.now() is relative; the ledger stamps wall-clock time.
@@ -124,7 +207,12 @@ const bench: Bench = {
       await inboundQueue.pause();
       const sentA = new Map<string, number>();
       const webCpu = cpuPerRequest(stack.web[0].proc.pid!);
-      const ackOnly = await runLoad(stack.base, { clients, durationS, warmupS: 2, request: webCpu.count(timed(senders(tgPath, waPath, 1), sentA)) });
+      const ackOnly = await runLoad(stack.base, {
+        clients,
+        durationS,
+        warmupS: 2,
+        request: webCpu.count(timed(senders(tgPath, waPath, 1), sentA)),
+      });
       const ackCpuUs = webCpu.usPerRequest();
       log(`A: ${ackOnly.okPerS} acknowledged/s; resuming the workers to drain ${sentA.size} deliveries`);
       const drainStart = Date.now();
@@ -146,7 +234,14 @@ const bench: Bench = {
       // C: a steady rate the workers keep up with — receipt → commit without a backlog.
       log(`C: paced ${PACED_PER_S} deliveries/s for ${durationS} s`);
       const paced = await pacedRun(stack.base, senders(tgPath, waPath, 3), PACED_PER_S, durationS);
-      const commitC = await commitLatencies(stack, app.appId, paced.sentAt, sentA.size + sentB.size + paced.sentAt.size, epochOffset, 120_000);
+      const commitC = await commitLatencies(
+        stack,
+        app.appId,
+        paced.sentAt,
+        sentA.size + sentB.size + paced.sentAt.size,
+        epochOffset,
+        120_000,
+      );
 
       const figures = {
         acknowledged_per_s: ackOnly.okPerS,
@@ -190,7 +285,7 @@ const bench: Bench = {
         targets: { ack_p99_ms: target(ackOnly.p99Ms, '<', 10) },
         notes: [
           `${clients} closed-loop senders, ${durationS} s per phase after 2 s warm-up, alternating Telegram updates (secret-token header) and WhatsApp payloads (X-Hub-Signature-256) from ${USERS} users; 1 web + 1 worker process (inbound, ledger; NODE_ENV=production), load generator in the bench process, all on this ${cpus().length}-CPU machine with PostgreSQL and Redis`,
-          'web_cpu_us_per_ack: CPU time (user + system, /proc) of the web process during phase A (warm-up included) / requests sent in it; the baseline is the same for the bare express process. Contention inflates both (a quiet machine spends far less per request), but their ratio moves much less with the machine\'s load than the latencies do',
+          "web_cpu_us_per_ack: CPU time (user + system, /proc) of the web process during phase A (warm-up included) / requests sent in it; the baseline is the same for the bare express process. Contention inflates both (a quiet machine spends far less per request), but their ratio moves much less with the machine's load than the latencies do",
           `A (ack_*, acknowledged_per_s): inbound queue paused while measuring, then resumed: worker_committed_per_s = ${drainA.committed} deliveries / time from resume to the last commit; worker_cpu_us_per_delivery and machine_cpu_us_per_drained_delivery: CPU of the worker process (inbound + ledger) and busy time of the whole machine (PostgreSQL and Redis included; the web is idle then) from resume until the drain was seen complete, per delivery`,
           `B (mixed_*): workers running during the load; receipt → commit includes the backlog they build (${commitB.committed} of ${sentB.size} committed, the last ${round(commitB.waitedS, 1)} s after the load)`,
           `C (paced_*): ${PACED_PER_S} deliveries/s open loop; ${commitC.committed} of ${paced.sentAt.size} committed; the bare express handler is paced the same way (http_paced_*).`,
@@ -249,7 +344,14 @@ async function pacedRun(base: string, s: Sender, perS: number, durationS: number
   await Promise.all(inflight.map((p) => p.catch(() => void errors++)));
   await pool.close();
   lat.sort((a, b) => a - b);
-  return { sentAt, errors, p50: round(percentile(lat, 50)), p90: round(percentile(lat, 90)), p99: round(percentile(lat, 99)), max: round(lat.at(-1)) };
+  return {
+    sentAt,
+    errors,
+    p50: round(percentile(lat, 50)),
+    p90: round(percentile(lat, 90)),
+    p99: round(percentile(lat, 99)),
+    max: round(lat.at(-1)),
+  };
 }
 
 export default bench;

@@ -8,7 +8,18 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { createApplication } from '../src/apps/applications.js';
 import { cpus, loadavg } from 'node:os';
-import { machineBusySeconds, processUsage, ratio, round, runLoad, startEchoServer, startStack, target, type Bench, type LoadRequest } from './lib.js';
+import {
+  machineBusySeconds,
+  processUsage,
+  ratio,
+  round,
+  runLoad,
+  startEchoServer,
+  startStack,
+  target,
+  type Bench,
+  type LoadRequest,
+} from './lib.js';
 
 const INSERT_WRITERS = 4;
 const INSERT_BATCH = 100;
@@ -40,9 +51,12 @@ const bench: Bench = {
       return marks.then(() => end.map((e, i) => e - start[i]));
     };
     const echoCpu = cpuOver([echo.pid]);
-    const http = await runLoad(echo.base, { clients, durationS, warmupS, request: (i): LoadRequest => ({ method: 'POST', path: '/v1/events', headers: json, body: eventBody(i) }) }).finally(() =>
-      echoCpu.finally(() => echo.stop()),
-    );
+    const http = await runLoad(echo.base, {
+      clients,
+      durationS,
+      warmupS,
+      request: (i): LoadRequest => ({ method: 'POST', path: '/v1/events', headers: json, body: eventBody(i) }),
+    }).finally(() => echoCpu.finally(() => echo.stop()));
     const [echoCpuS, echoMachineS] = await echoCpu;
 
     log(`gateway: 1 web + 1 worker process (ledger), ${clients} clients, ${durationS} s`);
@@ -55,8 +69,21 @@ const bench: Bench = {
       let atEnd = 0;
       const stackCpu = cpuOver([stack.web[0].proc.pid!, stack.workers[0].proc.pid!]);
       const marks = [
-        new Promise<void>((r) => setTimeout(async () => { atStart = await count(); r(); }, warmupS * 1000)),
-        new Promise<void>((r) => setTimeout(async () => { atEnd = await count(); r(); }, (warmupS + durationS) * 1000)),
+        new Promise<void>((r) =>
+          setTimeout(async () => {
+            atStart = await count();
+            r();
+          }, warmupS * 1000),
+        ),
+        new Promise<void>((r) =>
+          setTimeout(
+            async () => {
+              atEnd = await count();
+              r();
+            },
+            (warmupS + durationS) * 1000,
+          ),
+        ),
       ];
       const load = await runLoad(stack.base, {
         clients,
@@ -100,7 +127,10 @@ const bench: Bench = {
         committed_per_s_vs_http_201_per_s: ratio(committedPerS, http.okPerS),
         committed_per_s_vs_insert_rows_per_s: ratio(committedPerS, insertPerS),
         web_cpu_ms_per_event_vs_http_cpu_ms_per_request: ratio(cpuMsPer(webCpuS, committed), cpuMsPer(echoCpuS, http.requests)),
-        machine_cpu_ms_per_event_vs_http_machine_cpu_ms_per_request: ratio(cpuMsPer(machineS, committed), cpuMsPer(echoMachineS, http.requests)),
+        machine_cpu_ms_per_event_vs_http_machine_cpu_ms_per_request: ratio(
+          cpuMsPer(machineS, committed),
+          cpuMsPer(echoMachineS, http.requests),
+        ),
       };
       return {
         figures,

@@ -284,7 +284,9 @@ export interface BenchStack {
  * `base`) and `workerProcesses` worker processes serving `workerQueues`, each its own Node
  * process, on a fresh migrated database and a fresh Redis prefix.
  */
-export async function startStack(o: { env?: Record<string, string>; webProcesses?: number; workerProcesses?: number; workerQueues?: string } = {}): Promise<BenchStack> {
+export async function startStack(
+  o: { env?: Record<string, string>; webProcesses?: number; workerProcesses?: number; workerQueues?: string } = {},
+): Promise<BenchStack> {
   const db = await createBenchDatabase();
   const env = benchEnv(db.url, o.env);
   const sql = createSql(db.url, { max: 8 });
@@ -292,19 +294,23 @@ export async function startStack(o: { env?: Record<string, string>; webProcesses
   const workers: ChildService[] = [];
   const ports: number[] = [];
   const stop = async () => {
-    await Promise.all([...web, ...workers].map(async (c) => {
-      c.kill('SIGTERM');
-      const timer = setTimeout(() => c.kill('SIGKILL'), 15_000);
-      await c.exited;
-      clearTimeout(timer);
-    }));
+    await Promise.all(
+      [...web, ...workers].map(async (c) => {
+        c.kill('SIGTERM');
+        const timer = setTimeout(() => c.kill('SIGKILL'), 15_000);
+        await c.exited;
+        clearTimeout(timer);
+      }),
+    );
     await sql.end({ timeout: 5 });
     await deleteRedisPrefix(env.REDIS_URL, env.REDIS_PREFIX);
     await db.drop();
   };
   try {
     for (let i = 0; i < (o.workerProcesses ?? 1); i++) {
-      workers.push(spawnService('workers/index.ts', { ...env, ...(o.workerQueues ? { WORKER_QUEUES: o.workerQueues } : {}) }, benchNodeArgs()));
+      workers.push(
+        spawnService('workers/index.ts', { ...env, ...(o.workerQueues ? { WORKER_QUEUES: o.workerQueues } : {}) }, benchNodeArgs()),
+      );
     }
     for (let i = 0; i < (o.webProcesses ?? 1); i++) {
       const port = await freePort();
@@ -389,7 +395,11 @@ export const loadAverage = (): number => round(loadavg()[0], 1) ?? 0;
 export function currentCommit(): string {
   try {
     const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: projectRoot(), encoding: 'utf8' }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no', '--', '.', ':!bench/results', ':!bench/README.md'], { cwd: projectRoot(), encoding: 'utf8' }).trim();
+    const dirty = execFileSync(
+      'git',
+      ['status', '--porcelain', '--untracked-files=no', '--', '.', ':!bench/results', ':!bench/README.md'],
+      { cwd: projectRoot(), encoding: 'utf8' },
+    ).trim();
     return dirty ? `${head}-dirty` : head;
   } catch {
     return 'unknown';
@@ -469,7 +479,8 @@ export function summaryRows(r: BenchResult): SummaryRow[] {
     if (pair && pair[0] in r.figures) ratiosOf.set(pair[0], [...(ratiosOf.get(pair[0]) ?? []), key]);
     else orphans.push(key);
   }
-  const goal = (key: string, label = '') => (r.targets[key] ? { text: `${label}${r.targets[key].want}`, met: r.targets[key].met } : undefined);
+  const goal = (key: string, label = '') =>
+    r.targets[key] ? { text: `${label}${r.targets[key].want}`, met: r.targets[key].met } : undefined;
   const row = (figure: string, ratioKey?: string): SummaryRow => {
     const pair = ratioKey ? pairOf(ratioKey) : undefined;
     const goals = [goal(figure), ratioKey ? goal(ratioKey, 'ratio ') : undefined].filter((g) => g !== undefined);
@@ -504,7 +515,9 @@ export function renderSummary(results: BenchResult[]): string {
       const baseline = row.baseline ? `${row.baseline.name} = ${fmt(row.baseline.value)}` : '';
       const ratioCell = row.ratio === undefined ? '' : fmt(row.ratio);
       const met = row.met.map((m) => (m ? 'met' : '**NOT met**')).join('; ');
-      lines.push(`| ${i === 0 ? `**${r.name}**` : ''} | ${row.figure} | ${fmt(row.value)} | ${baseline} | ${ratioCell} | ${row.targets.join('; ')} | ${met} | ${i === 0 ? runText(r) : ''} |`);
+      lines.push(
+        `| ${i === 0 ? `**${r.name}**` : ''} | ${row.figure} | ${fmt(row.value)} | ${baseline} | ${ratioCell} | ${row.targets.join('; ')} | ${met} | ${i === 0 ? runText(r) : ''} |`,
+      );
     });
   }
   return lines.join('\n');

@@ -59,8 +59,21 @@ async function httpIngest(stack: BenchStack, apps: App[], clients: number, durat
   let atStart = 0;
   let atEnd = 0;
   const marks = [
-    new Promise<void>((r) => setTimeout(async () => { atStart = await countEvents(stack, ids); r(); }, warmupS * 1000)),
-    new Promise<void>((r) => setTimeout(async () => { atEnd = await countEvents(stack, ids); r(); }, (warmupS + durationS) * 1000)),
+    new Promise<void>((r) =>
+      setTimeout(async () => {
+        atStart = await countEvents(stack, ids);
+        r();
+      }, warmupS * 1000),
+    ),
+    new Promise<void>((r) =>
+      setTimeout(
+        async () => {
+          atEnd = await countEvents(stack, ids);
+          r();
+        },
+        (warmupS + durationS) * 1000,
+      ),
+    ),
   ];
   const load = await runLoad(stack.bases, {
     clients,
@@ -96,7 +109,9 @@ async function ledgerDrain(stack: BenchStack, queue: Queue, appIds: string[], to
   await queue.resume();
   const drained = await until(async () => (await countEvents(stack, appIds)) - before >= total, 300_000, 100);
   const created = (
-    await stack.sql<{ t: number }[]>`SELECT extract(epoch FROM created_at)::float8 * 1000 AS t FROM events WHERE id = ANY(${ids}::uuid[]) ORDER BY created_at`
+    await stack.sql<
+      { t: number }[]
+    >`SELECT extract(epoch FROM created_at)::float8 * 1000 AS t FROM events WHERE id = ANY(${ids}::uuid[]) ORDER BY created_at`
   ).map((r) => r.t);
   const lo = Math.floor(created.length * 0.1);
   const hi = Math.floor(created.length * 0.9) - 1;
@@ -113,7 +128,10 @@ async function directWrites(sql: Sql, appIds: string[], durationS: number): Prom
     Array.from({ length: WRITERS }, async (_, w) => {
       while (performance.now() < end) {
         const appId = appIds[w % appIds.length];
-        await writeEvents(sql, Array.from({ length: WRITE_BATCH }, () => ledgerEvent(appId, i++)));
+        await writeEvents(
+          sql,
+          Array.from({ length: WRITE_BATCH }, () => ledgerEvent(appId, i++)),
+        );
         if (performance.now() <= end) rows += WRITE_BATCH;
       }
     }),
@@ -136,7 +154,8 @@ const median = (xs: (number | null)[]): number | null => {
 };
 
 const bench: Bench = {
-  description: 'ingest with 2 web + 2 worker processes vs 1 + 1, and one application (its ledger row lock) vs many, over HTTP, through the ledger worker and at the write',
+  description:
+    'ingest with 2 web + 2 worker processes vs 1 + 1, and one application (its ledger row lock) vs many, over HTTP, through the ledger worker and at the write',
   async run({ options, log }) {
     const clients = options.clients ?? 32;
     const durationS = options.durationS ?? 6;
@@ -157,31 +176,64 @@ const bench: Bench = {
     const writeDb = await createBenchDatabase();
     const writeSql = createSql(writeDb.url, { max: WRITERS + 2 });
     try {
-      const writers = await Promise.all(Array.from({ length: WRITERS }, (_, k) => createApplication(writeSql, `bench-writer-${k}`, ['events:write'])));
+      const writers = await Promise.all(
+        Array.from({ length: WRITERS }, (_, k) => createApplication(writeSql, `bench-writer-${k}`, ['events:write'])),
+      );
       for (const n of [1, 2]) {
         const stack = await startStack({ webProcesses: n, workerProcesses: n, workerQueues: 'ledger' });
-        const queue = new Queue('ledger', { connection: createRedis(stack.env.REDIS_URL, 'blocking'), prefix: queuePrefix(stack.env.REDIS_PREFIX) });
+        const queue = new Queue('ledger', {
+          connection: createRedis(stack.env.REDIS_URL, 'blocking'),
+          prefix: queuePrefix(stack.env.REDIS_PREFIX),
+        });
         topologies.push({ n, tag: `${n}x${n}`, stack, queue, one: [], many: [] });
         topologies.at(-1)!.one = [await stack.createApp(['events:write'])];
         topologies.at(-1)!.many = await Promise.all(Array.from({ length: m }, () => stack.createApp(['events:write'])));
       }
       for (let r = 1; r <= rounds; r++) {
         for (const t of topologies) {
-          log(`round ${r}/${rounds}, ${t.n} + ${t.n}: HTTP on one application, on ${m}, ${durationS} s each; ledger drains of ${backlog} events`);
+          log(
+            `round ${r}/${rounds}, ${t.n} + ${t.n}: HTTP on one application, on ${m}, ${durationS} s each; ledger drains of ${backlog} events`,
+          );
           const h1 = await httpIngest(t.stack, t.one, clients, durationS);
           const hm = await httpIngest(t.stack, t.many, clients, durationS);
-          const d1 = await ledgerDrain(t.stack, t.queue, t.one.map((a) => a.appId), backlog);
-          const dm = await ledgerDrain(t.stack, t.queue, t.many.map((a) => a.appId), backlog);
+          const d1 = await ledgerDrain(
+            t.stack,
+            t.queue,
+            t.one.map((a) => a.appId),
+            backlog,
+          );
+          const dm = await ledgerDrain(
+            t.stack,
+            t.queue,
+            t.many.map((a) => a.appId),
+            backlog,
+          );
           record(`http_1app_${t.tag}_committed_per_s`, h1.committedPerS);
           record(`http_1app_${t.tag}_post_p99_ms`, h1.p99Ms);
           record(`http_${m}apps_${t.tag}_committed_per_s`, hm.committedPerS);
           record(`http_${m}apps_${t.tag}_post_p99_ms`, hm.p99Ms);
           record(`drain_1app_${t.tag}_committed_per_s`, d1.perS);
           record(`drain_${m}apps_${t.tag}_committed_per_s`, dm.perS);
-          statuses.push(`round ${r} ${t.n} + ${t.n}: one application ${JSON.stringify(h1.statuses)}, ${m} applications ${JSON.stringify(hm.statuses)}${d1.drained && dm.drained ? '' : '; a drain did not finish within 300 s'}`);
+          statuses.push(
+            `round ${r} ${t.n} + ${t.n}: one application ${JSON.stringify(h1.statuses)}, ${m} applications ${JSON.stringify(hm.statuses)}${d1.drained && dm.drained ? '' : '; a drain did not finish within 300 s'}`,
+          );
           if (t.n === 1) {
-            record('write_1app_rows_per_s', await directWrites(writeSql, writers.slice(0, 1).map((a) => a.appId), durationS));
-            record(`write_${WRITERS}apps_rows_per_s`, await directWrites(writeSql, writers.map((a) => a.appId), durationS));
+            record(
+              'write_1app_rows_per_s',
+              await directWrites(
+                writeSql,
+                writers.slice(0, 1).map((a) => a.appId),
+                durationS,
+              ),
+            );
+            record(
+              `write_${WRITERS}apps_rows_per_s`,
+              await directWrites(
+                writeSql,
+                writers.map((a) => a.appId),
+                durationS,
+              ),
+            );
           }
         }
       }
@@ -195,7 +247,10 @@ const bench: Bench = {
     }
 
     const figures = Object.fromEntries([...samples].map(([k, v]) => [k, median(v)]));
-    const scaled = [`http_1app`, `http_${m}apps`, `drain_1app`, `drain_${m}apps`].map((p) => [`${p}_2x2_committed_per_s`, `${p}_1x1_committed_per_s`]);
+    const scaled = [`http_1app`, `http_${m}apps`, `drain_1app`, `drain_${m}apps`].map((p) => [
+      `${p}_2x2_committed_per_s`,
+      `${p}_1x1_committed_per_s`,
+    ]);
     const oneVsMany = [
       [`http_1app_1x1_committed_per_s`, `http_${m}apps_1x1_committed_per_s`],
       [`http_1app_2x2_committed_per_s`, `http_${m}apps_2x2_committed_per_s`],

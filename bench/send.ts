@@ -27,7 +27,11 @@ async function createConnection(stack: BenchStack, headers: Record<string, strin
   const r = await fetch(`${stack.base}/v1/platform-connections`, {
     method: 'POST',
     headers: { ...headers, 'content-type': 'application/json' },
-    body: JSON.stringify({ platform_name: 'TELEGRAM', name: `bench ${token.split(':')[0]}`, config: { bot_token: token, api_base_url: apiBase } }),
+    body: JSON.stringify({
+      platform_name: 'TELEGRAM',
+      name: `bench ${token.split(':')[0]}`,
+      config: { bot_token: token, api_base_url: apiBase },
+    }),
   });
   if (r.status !== 201) throw new Error(`connection: ${r.status} ${await r.text()}`);
   return ((await r.json()) as { id: string }).id;
@@ -54,7 +58,11 @@ async function limitedRun(log: (m: string) => void, notes: string[]) {
             method: 'POST',
             path: '/v1/messages',
             headers: { ...app.headers, 'content-type': 'application/json' },
-            body: JSON.stringify({ platform_connection_id: conn, to_external_id: String(200000 + (i % LIMITED_CHATS)), message: `limited ${i}` }),
+            body: JSON.stringify({
+              platform_connection_id: conn,
+              to_external_id: String(200000 + (i % LIMITED_CHATS)),
+              message: `limited ${i}`,
+            }),
           });
           await res.body.dump();
           statuses[res.statusCode] = (statuses[res.statusCode] ?? 0) + 1;
@@ -87,7 +95,8 @@ async function openRun(durationS: number, clients: number, log: (m: string) => v
   try {
     const app = await stack.createApp(['admin', 'events:write', 'events:read']);
     const conns: string[] = [];
-    for (let k = 0; k < CONNECTIONS; k++) conns.push(await createConnection(stack, app.headers, `${910000 + k}:bench-open-token`, fake.url));
+    for (let k = 0; k < CONNECTIONS; k++)
+      conns.push(await createConnection(stack, app.headers, `${910000 + k}:bench-open-token`, fake.url));
     log(`(b) ${clients} closed-loop clients over ${CONNECTIONS} connections for ${durationS} s`);
     const load = await runLoad(stack.base, {
       clients,
@@ -97,18 +106,30 @@ async function openRun(durationS: number, clients: number, log: (m: string) => v
         method: 'POST',
         path: '/v1/messages',
         headers: { ...app.headers, 'content-type': 'application/json' },
-        body: JSON.stringify({ platform_connection_id: conns[i % CONNECTIONS], to_external_id: String(300000 + (i % 10_000)), message: `open ${i}` }),
+        body: JSON.stringify({
+          platform_connection_id: conns[i % CONNECTIONS],
+          to_external_id: String(300000 + (i % 10_000)),
+          message: `open ${i}`,
+        }),
       }),
     });
-    notes.push(`(b) ${CONNECTIONS} connections, ${clients} closed-loop clients, ${durationS} s measured after 2 s warm-up; statuses ${JSON.stringify(load.statuses)} (201 = sent and its message.outbound recorded)`);
+    notes.push(
+      `(b) ${CONNECTIONS} connections, ${clients} closed-loop clients, ${durationS} s measured after 2 s warm-up; statuses ${JSON.stringify(load.statuses)} (201 = sent and its message.outbound recorded)`,
+    );
 
     const count = Math.max(10_000, Math.round(load.okPerS * durationS));
     log(`(b) floor: ${count} bare sendMessage calls, ${clients} concurrent`);
-    const bare = spawnService('bench/support/bare-send-loop.ts', { BARE_TARGET: fake.url, BARE_COUNT: String(count), BARE_CONCURRENCY: String(clients) });
+    const bare = spawnService('bench/support/bare-send-loop.ts', {
+      BARE_TARGET: fake.url,
+      BARE_COUNT: String(count),
+      BARE_CONCURRENCY: String(clients),
+    });
     await bare.waitFor(/bare done \d+ [\d.]+/, 120_000);
     const [, ok, ms] = bare.output().match(/bare done (\d+) ([\d.]+)/)!;
     const bareRate = round(Number(ok) / (Number(ms) / 1000), 1);
-    notes.push(`(b) floor: ${ok} sendMessage calls to the same fake by a bare undici loop in its own process, ${clients} concurrent, keep-alive`);
+    notes.push(
+      `(b) floor: ${ok} sendMessage calls to the same fake by a bare undici loop in its own process, ${clients} concurrent, keep-alive`,
+    );
     return { load, bareRate };
   } finally {
     await stack.stop();
@@ -117,7 +138,8 @@ async function openRun(durationS: number, clients: number, log: (m: string) => v
 }
 
 const bench: Bench = {
-  description: 'sending: achieved rate under Telegram limits (one connection, 2,000 messages, 200 chats) and end-to-end sends/s over 100 connections vs a bare undici loop',
+  description:
+    'sending: achieved rate under Telegram limits (one connection, 2,000 messages, 200 chats) and end-to-end sends/s over 100 connections vs a bare undici loop',
   async run({ options, log }) {
     const notes: string[] = ['web and worker are separate Node processes (NODE_ENV=production); the Telegram fake runs in its own process'];
     const load = () => loadavg()[0].toFixed(1);

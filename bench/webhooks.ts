@@ -26,7 +26,8 @@ const SATURATE_EVENTS_PER_S = 800;
 const payload = (i: number) => ({ i, order_id: `ord-${i}`, amount: i % 1000, note: 'a small realistic payload' });
 
 const bench: Bench = {
-  description: 'webhook deliveries (ledger commit → fan-out → signed POST to 10 loopback receivers) vs a bare undici loop sending the same signed POSTs',
+  description:
+    'webhook deliveries (ledger commit → fan-out → signed POST to 10 loopback receivers) vs a bare undici loop sending the same signed POSTs',
   async run({ options, log }) {
     const durationS = options.durationS ?? 10;
     const workerProcesses = Number(process.env.BENCH_WEBHOOK_WORKERS ?? 1);
@@ -43,7 +44,10 @@ const bench: Bench = {
       const stack = await startStack({
         workerQueues: 'ledger,webhook',
         workerProcesses,
-        env: { WEBHOOK_CONCURRENCY: String(CONCURRENCY), ...(process.env.BENCH_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_NODE_OPTIONS } : {}) },
+        env: {
+          WEBHOOK_CONCURRENCY: String(CONCURRENCY),
+          ...(process.env.BENCH_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_NODE_OPTIONS } : {}),
+        },
       });
       const queueRedis = createRedis(stack.env.REDIS_URL, 'blocking');
       const queues = createQueues(queueRedis, stack.env.REDIS_PREFIX);
@@ -67,7 +71,14 @@ const bench: Bench = {
             const due = Math.round((perS * t) / 100);
             const jobs = [];
             for (; sent < due; sent++) {
-              const event = { id: randomUUID(), app_id: app.appId, event_type: 'bench.webhook', payload: payload(seq++), edges: [], attachments: [] };
+              const event = {
+                id: randomUUID(),
+                app_id: app.appId,
+                event_type: 'bench.webhook',
+                payload: payload(seq++),
+                edges: [],
+                attachments: [],
+              };
               jobs.push({ name: 'ledger', data: { event }, opts: { jobId: JOBS.ledger.jobId({ event }) } });
             }
             if (jobs.length) await queues.ledger.addBulk(jobs);
@@ -82,7 +93,9 @@ const bench: Bench = {
         const workerCpu = () => stack.workers.reduce((t, w) => t + cpuSeconds(w.proc.pid!), 0);
         const pgBackends = new Set<number>();
         const pgCpu = async () => {
-          const rows = await stack.sql<{ pid: number }[]>`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`;
+          const rows = await stack.sql<
+            { pid: number }[]
+          >`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`;
           for (const r of rows) pgBackends.add(r.pid);
           return [...pgBackends].reduce((t, pid) => t + cpuSeconds(pid), 0);
         };
@@ -112,7 +125,8 @@ const bench: Bench = {
         throughput = hi > lo ? round(((hi - lo) * 1000) / (phase[hi] - phase[lo]), 1) : null;
         log(`  ${delivered} deliveries, ${throughput} /s sustained; ledger committed ~${committedPerS} events/s meanwhile`);
 
-        const steadyEvents = Number(process.env.BENCH_STEADY_EVENTS ?? 0) || Math.max(10, Math.floor(((throughput ?? 1000) * 0.5) / SUBSCRIPTIONS));
+        const steadyEvents =
+          Number(process.env.BENCH_STEADY_EVENTS ?? 0) || Math.max(10, Math.floor(((throughput ?? 1000) * 0.5) / SUBSCRIPTIONS));
         log(`latency: ${steadyEvents} events/s (half the sustained delivery rate) for ${durationS} s`);
         const mark = receivers.receipts.length;
         await offer(steadyEvents, durationS);
@@ -121,7 +135,9 @@ const bench: Bench = {
         // Both phases: the delayed safety-net jobs of the first phase's events run during the second.
         const n = receivers.receipts.length - before;
         cpu = { workerUs: ((workerCpu() - worker0) * 1e6) / n, pgUs: (((await pgCpu()) - pg0) * 1e6) / n, n, throughputWorkerUs };
-        log(`  CPU per delivery: worker ${cpu.workerUs.toFixed(0)} µs (throughput phase alone ${throughputWorkerUs.toFixed(0)} µs), PostgreSQL ${cpu.pgUs.toFixed(0)} µs`);
+        log(
+          `  CPU per delivery: worker ${cpu.workerUs.toFixed(0)} µs (throughput phase alone ${throughputWorkerUs.toFixed(0)} µs), PostgreSQL ${cpu.pgUs.toFixed(0)} µs`,
+        );
         const lat = steady.map((r: Receipt) => r.at - r.createdAt).sort((a, b) => a - b);
         const toBuilt = steady.map((r) => r.builtAt - r.createdAt).sort((a, b) => a - b);
         const toReceipt = steady.map((r) => r.at - r.builtAt).sort((a, b) => a - b);
@@ -167,10 +183,14 @@ const bench: Bench = {
         `throughput: ${SATURATE_EVENTS_PER_S} events/s offered for ${durationS} s (${delivered} deliveries), rate over the middle 80% of arrivals`,
         ...(breakdown ? [breakdown] : []),
         ...(cpu
-          ? [`CPU per delivery over both phases (${cpu.n} deliveries): user+system time of the worker process(es) and of the PostgreSQL backends of the bench database, from /proc; the worker's alone in the throughput phase ${cpu.throughputWorkerUs.toFixed(0)} µs; Redis and the receivers not counted; the bare loop's is its own process's`]
+          ? [
+              `CPU per delivery over both phases (${cpu.n} deliveries): user+system time of the worker process(es) and of the PostgreSQL backends of the bench database, from /proc; the worker's alone in the throughput phase ${cpu.throughputWorkerUs.toFixed(0)} µs; Redis and the receivers not counted; the bare loop's is its own process's`,
+            ]
           : []),
         `machine load average (1 min) ${loadBefore.toFixed(1)} at the start, ${loadavg()[0].toFixed(1)} at the end: other work on the machine moves every figure`,
-        latency ? `latency: ${latency.rate} deliveries/s offered (half the sustained rate) for ${durationS} s, ${latency.n} deliveries; commit time = the event's created_at` : 'latency not measured',
+        latency
+          ? `latency: ${latency.rate} deliveries/s offered (half the sustained rate) for ${durationS} s, ${latency.n} deliveries; commit time = the event's created_at`
+          : 'latency not measured',
       );
       return {
         figures,

@@ -98,7 +98,9 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
   const harnessDb = (url: string, max: number) =>
     postgres(url, { max, onnotice: () => {}, connect_timeout: 5, connection: { application_name: HARNESS_APP_NAME } });
   const admin = harnessDb(`${pg.base}/postgres`, 1);
-  o.log(`redis-server on port ${redis.port} (appendonly yes, appendfsync always, noeviction), private PostgreSQL on port ${pg.port}, database ${dbName}`);
+  o.log(
+    `redis-server on port ${redis.port} (appendonly yes, appendfsync always, noeviction), private PostgreSQL on port ${pg.port}, database ${dbName}`,
+  );
   await migrate(dbUrl);
   const env: Record<string, string> = {
     NODE_ENV: 'production',
@@ -151,7 +153,10 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     queueRedis,
     dbName,
     webBases: slots.web.map((s) => `http://127.0.0.1:${s.port}`),
-    liveWebBases: () => slots.web.filter((s) => s.proc && s.proc.proc.exitCode === null && s.proc.proc.signalCode === null).map((s) => `http://127.0.0.1:${s.port}`),
+    liveWebBases: () =>
+      slots.web
+        .filter((s) => s.proc && s.proc.proc.exitCode === null && s.proc.proc.signalCode === null)
+        .map((s) => `http://127.0.0.1:${s.port}`),
     async createApp() {
       const a = await createApplication(sql, `chaos-${randomBytes(3).toString('hex')}`, [...SCOPES]);
       return { appId: a.appId, apiKey: a.apiKey, headers: { Authorization: `Bearer ${a.apiKey}`, 'X-Service-App-ID': a.appId } };
@@ -207,7 +212,12 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     },
     outputs() {
       return all()
-        .map((s) => [...s.previous.map((p, i) => `--- ${s.name} (earlier process ${i + 1})\n${p.slice(-3000)}`), `--- ${s.name}\n${s.proc?.output().slice(-3000) ?? ''}`].join('\n'))
+        .map((s) =>
+          [
+            ...s.previous.map((p, i) => `--- ${s.name} (earlier process ${i + 1})\n${p.slice(-3000)}`),
+            `--- ${s.name}\n${s.proc?.output().slice(-3000) ?? ''}`,
+          ].join('\n'),
+        )
         .join('\n');
     },
     contractViolations() {
@@ -221,7 +231,8 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     },
     saveLogs() {
       mkdirSync(logDir, { recursive: true });
-      for (const s of all()) writeFileSync(join(logDir, `${s.name}.log`), [...s.previous, s.proc?.output() ?? ''].join('\n--- restarted\n'));
+      for (const s of all())
+        writeFileSync(join(logDir, `${s.name}.log`), [...s.previous, s.proc?.output() ?? ''].join('\n--- restarted\n'));
       return logDir;
     },
     crashes: () => [...crashes],

@@ -70,7 +70,8 @@ export async function startTelegramFake(): Promise<TelegramFake> {
       answers[status] = (answers[status] ?? 0) + 1;
       res.writeHead(status, { 'Content-Type': 'application/json' }).end(JSON.stringify(body));
     };
-    if (!/^\/bot\d+:[A-Za-z0-9_-]+\/sendMessage$/.test(req.url ?? '')) return reply(404, { ok: false, error_code: 404, description: 'Not Found' });
+    if (!/^\/bot\d+:[A-Za-z0-9_-]+\/sendMessage$/.test(req.url ?? ''))
+      return reply(404, { ok: false, error_code: 404, description: 'Not Found' });
     if (failing && Date.now() < failing.until) {
       return failing.status === 429
         ? reply(429, { ok: false, error_code: 429, description: 'Too Many Requests: retry after 1', parameters: { retry_after: 1 } })

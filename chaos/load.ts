@@ -24,7 +24,10 @@ export interface HttpResult {
 }
 
 /** One request; never throws: a refused connection or a hang is a status like any other. */
-export async function call(url: string, init: { method: string; headers?: Record<string, string>; body?: unknown; raw?: string }): Promise<HttpResult> {
+export async function call(
+  url: string,
+  init: { method: string; headers?: Record<string, string>; body?: unknown; raw?: string },
+): Promise<HttpResult> {
   try {
     const res = await fetch(url, {
       method: init.method,
@@ -136,7 +139,8 @@ export function startWriters(o: WriterSpec) {
   };
 }
 
-const accepted = (status: string, json: any) => ((status === '201' || status === '202') && typeof json?.id === 'string' ? json.id : undefined);
+const accepted = (status: string, json: any) =>
+  (status === '201' || status === '202') && typeof json?.id === 'string' ? json.id : undefined;
 
 /** Custom events (POST /v1/events) with the client key as Idempotency-Key and in the payload. */
 export const eventWrites = (app: AppCredentials, webBases: () => string[], clients: number, pauseMs: number, tag: string): WriterSpec => ({
@@ -144,7 +148,11 @@ export const eventWrites = (app: AppCredentials, webBases: () => string[], clien
   clients,
   pauseMs,
   tag,
-  request: (key, w, n) => ({ path: '/v1/events', headers: { ...app.headers, 'Idempotency-Key': key }, body: { event_type: 'chaos.tick', payload: { key, w, n } } }),
+  request: (key, w, n) => ({
+    path: '/v1/events',
+    headers: { ...app.headers, 'Idempotency-Key': key },
+    body: { event_type: 'chaos.tick', payload: { key, w, n } },
+  }),
   ackedId: accepted,
 });
 
@@ -153,7 +161,14 @@ export const eventWrites = (app: AppCredentials, webBases: () => string[], clien
  * the client key, so the fake can tell a doubled send. Each goes to its own chat, so sends do
  * not queue behind one another (per-recipient order) more than the platform's budget asks.
  */
-export const sendWrites = (app: AppCredentials, connectionId: string, webBases: () => string[], clients: number, pauseMs: number, tag: string): WriterSpec => ({
+export const sendWrites = (
+  app: AppCredentials,
+  connectionId: string,
+  webBases: () => string[],
+  clients: number,
+  pauseMs: number,
+  tag: string,
+): WriterSpec => ({
   webBases,
   clients,
   pauseMs,
@@ -166,7 +181,8 @@ export const sendWrites = (app: AppCredentials, connectionId: string, webBases: 
   // A send that may have reached the platform answers 502 DELIVERY_UNCERTAIN with its message
   // id: the client has its outcome (failed, not resent), as with a 201.
   ackedId: (status, json) =>
-    accepted(status, json) ?? (status === '502' && json?.error?.code === 'DELIVERY_UNCERTAIN' ? json.error.details?.[0]?.message_id : undefined),
+    accepted(status, json) ??
+    (status === '502' && json?.error?.code === 'DELIVERY_UNCERTAIN' ? json.error.details?.[0]?.message_id : undefined),
   // A send the platform refused for good answers 4xx or 502; retrying it changes nothing.
   refusal: (s) => (/^4/.test(s) && s !== '429') || s === '502',
 });
@@ -176,7 +192,15 @@ export const sendWrites = (app: AppCredentials, connectionId: string, webBases: 
  * unchanged until answered 2xx, as Telegram does. Acknowledged = 2xx; the id is the
  * external message id the ledger event will carry.
  */
-export const inboundWrites = (webhookPath: string, secretToken: string, webBases: () => string[], clients: number, pauseMs: number, tag: string, updateBase: number): WriterSpec => ({
+export const inboundWrites = (
+  webhookPath: string,
+  secretToken: string,
+  webBases: () => string[],
+  clients: number,
+  pauseMs: number,
+  tag: string,
+  updateBase: number,
+): WriterSpec => ({
   webBases,
   clients,
   pauseMs,
@@ -190,7 +214,13 @@ export const inboundWrites = (webhookPath: string, secretToken: string, webBases
       headers: { 'X-Telegram-Bot-Api-Secret-Token': secretToken },
       body: {
         update_id: updateId,
-        message: { message_id: messageId, date: Math.floor(Date.now() / 1000), chat: { id: chatId, type: 'private', first_name: 'Chaos' }, from: { id: chatId, is_bot: false, first_name: 'Chaos' }, text: key },
+        message: {
+          message_id: messageId,
+          date: Math.floor(Date.now() / 1000),
+          chat: { id: chatId, type: 'private', first_name: 'Chaos' },
+          from: { id: chatId, is_bot: false, first_name: 'Chaos' },
+          text: key,
+        },
       },
     };
   },
@@ -223,7 +253,10 @@ export function startCursorReader(o: { name: string; app: AppCredentials; webBas
 
   const loop = (async () => {
     for (;;) {
-      const r = await call(`${next()}/v1/events?limit=500${cursor ? `&after=${encodeURIComponent(cursor)}` : ''}`, { method: 'GET', headers: o.app.headers });
+      const r = await call(`${next()}/v1/events?limit=500${cursor ? `&after=${encodeURIComponent(cursor)}` : ''}`, {
+        method: 'GET',
+        headers: o.app.headers,
+      });
       log.tally.count(r.status);
       if (r.status !== '200') {
         await sleep(200);

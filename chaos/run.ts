@@ -12,7 +12,17 @@ import { parseArgs } from 'node:util';
 import { startCluster, type AppCredentials, type Cluster } from './cluster.js';
 import { startTelegramFake, startWebhookReceiver, type TelegramFake, type WebhookReceiver } from './fakes.js';
 import { QUEUE_NAMES } from '../src/queues.js';
-import { call, eventWrites, inboundWrites, sendWrites, startCursorReader, startSseReader, startWriters, type Tally, type Writes } from './load.js';
+import {
+  call,
+  eventWrites,
+  inboundWrites,
+  sendWrites,
+  startCursorReader,
+  startSseReader,
+  startWriters,
+  type Tally,
+  type Writes,
+} from './load.js';
 import { failed, formatTable, reconcileStream, reconcileWrites, total, type Row } from './reconcile.js';
 import { SCENARIOS, type Scenario, type Timing } from './scenarios.js';
 
@@ -64,7 +74,11 @@ async function wire(cluster: Cluster, app: AppCredentials, telegram: TelegramFak
   const conn = await call(`${base}/v1/platform-connections`, {
     method: 'POST',
     headers: app.headers,
-    body: { platform_name: 'TELEGRAM', name: 'chaos', config: { bot_token: '123456:chaos-bot-token', secret_token: secretToken, api_base_url: telegram.base } },
+    body: {
+      platform_name: 'TELEGRAM',
+      name: 'chaos',
+      config: { bot_token: '123456:chaos-bot-token', secret_token: secretToken, api_base_url: telegram.base },
+    },
   });
   if (conn.status !== '201') throw new Error(`creating the Telegram connection answered ${conn.status} ${JSON.stringify(conn.json)}`);
   const secret = randomBytes(WEBHOOK_SECRET_BYTES).toString('hex');
@@ -87,15 +101,26 @@ interface Settled {
 }
 
 /** Reads the ledger and checks what should be in it; `done` when nothing is outstanding. */
-async function observe(cluster: Cluster, app: AppCredentials, w: { events: Writes; sends: Writes; inbound: Writes }, receiver: WebhookReceiver): Promise<Settled & { done: boolean }> {
+async function observe(
+  cluster: Cluster,
+  app: AppCredentials,
+  w: { events: Writes; sends: Writes; inbound: Writes },
+  receiver: WebhookReceiver,
+): Promise<Settled & { done: boolean }> {
   const ledger = await cluster.sql<Settled['ledger']>`
     SELECT id, event_type, payload->>'key' AS key, payload->>'external_message_id' AS external_message_id
       FROM events WHERE app_id = ${app.appId} ORDER BY seq`;
   const ids = new Set(ledger.map((r) => r.id));
-  const inboundIds = new Set(ledger.filter((r) => r.event_type.startsWith('message.') && r.event_type.endsWith('inbound')).map((r) => r.external_message_id));
+  const inboundIds = new Set(
+    ledger.filter((r) => r.event_type.startsWith('message.') && r.event_type.endsWith('inbound')).map((r) => r.external_message_id),
+  );
   const sendIds = [...w.sends.acked.values()];
   const failedSends = new Set(
-    (await cluster.sql<{ id: string }[]>`SELECT id FROM outbound_messages WHERE app_id = ${app.appId} AND id = ANY(${sendIds}::uuid[]) AND status = 'failed'`).map((r) => r.id),
+    (
+      await cluster.sql<
+        { id: string }[]
+      >`SELECT id FROM outbound_messages WHERE app_id = ${app.appId} AND id = ANY(${sendIds}::uuid[]) AND status = 'failed'`
+    ).map((r) => r.id),
   );
   const s: Settled = {
     ledger,
@@ -156,18 +181,28 @@ async function runScenario(cluster: Cluster, telegram: TelegramFake, scenario: S
   const writers = {
     events: startWriters(eventWrites(app, bases, load.events, load.pauseMs, `${tag}-ev`)),
     sends: startWriters(sendWrites(app, wiring.connectionId, bases, load.sends, load.pauseMs * 3, `${tag}-send`)),
-    inbound: startWriters(inboundWrites(wiring.webhookPath, wiring.secretToken, bases, load.inbound, load.pauseMs * 2, `${tag}-in`, (index + 1) * 10_000_000)),
+    inbound: startWriters(
+      inboundWrites(wiring.webhookPath, wiring.secretToken, bases, load.inbound, load.pauseMs * 2, `${tag}-in`, (index + 1) * 10_000_000),
+    ),
   };
-  const readers = Array.from({ length: load.readers }, (_, i) => startCursorReader({ name: `cursor-reader-${i}`, app, webBases: bases, idleMs: 50 }));
+  const readers = Array.from({ length: load.readers }, (_, i) =>
+    startCursorReader({ name: `cursor-reader-${i}`, app, webBases: bases, idleMs: 50 }),
+  );
 
   const watch = watchActiveJobs(cluster);
   await sleep(timing.warmupMs);
   const check = await scenario.fault({ cluster, timing, log, receiver: wiring.receiver, telegram });
   await sleep(timing.settleMs);
-  const [events, sends, inbound] = await Promise.all([writers.events.stop(GRACE_MS), writers.sends.stop(GRACE_MS), writers.inbound.stop(GRACE_MS)]);
+  const [events, sends, inbound] = await Promise.all([
+    writers.events.stop(GRACE_MS),
+    writers.sends.stop(GRACE_MS),
+    writers.inbound.stop(GRACE_MS),
+  ]);
   const w = { events, sends, inbound };
   for (const [kind, x] of Object.entries(w)) {
-    log(`${kind}: ${x.acked.size} acknowledged, ${x.unacked.length} unacknowledged, ${x.refused.size} refused; answers ${JSON.stringify(x.tally.statuses)}`);
+    log(
+      `${kind}: ${x.acked.size} acknowledged, ${x.unacked.length} unacknowledged, ${x.refused.size} refused; answers ${JSON.stringify(x.tally.statuses)}`,
+    );
   }
 
   // Drain: wait (bounded) until every acknowledged write has its outcome and every event its delivery.
@@ -181,11 +216,16 @@ async function runScenario(cluster: Cluster, telegram: TelegramFake, scenario: S
   const logs = await Promise.all(readers.map((r) => r.finish()));
   s = await observe(cluster, app, w, wiring.receiver);
   const sseLogs = await Promise.all(streams.map((r) => r.finish(s.ledger.length, 20_000)));
-  log(`streams: ${sseLogs.map((l) => `${l.name} ${new Set(l.ids).size}/${s.ledger.length} events, ${l.reconnects} reconnects`).join('; ')}`);
+  log(
+    `streams: ${sseLogs.map((l) => `${l.name} ${new Set(l.ids).size}/${s.ledger.length} events, ${l.reconnects} reconnects`).join('; ')}`,
+  );
   logs.push(...sseLogs);
   await wiring.receiver.stop();
 
-  const ticks = reconcileWrites(events.acked, s.ledger.filter((r) => r.event_type === 'chaos.tick').map((r) => ({ id: r.id, key: r.key ?? undefined })));
+  const ticks = reconcileWrites(
+    events.acked,
+    s.ledger.filter((r) => r.event_type === 'chaos.tick').map((r) => ({ id: r.id, key: r.key ?? undefined })),
+  );
   if (ticks.lost) log(`lost event keys: ${ticks.lostKeys.slice(0, 10).join(', ')}`);
   const inboundRows = s.ledger.filter((r) => r.event_type.startsWith('message.') && r.event_type.endsWith('inbound'));
   const inboundDup = inboundRows.length - new Set(inboundRows.map((r) => r.external_message_id)).size;
@@ -253,7 +293,12 @@ try {
   for (const [i, name] of chosen.entries()) {
     const crashesBefore = cluster.crashes().length;
     const row = await runScenario(cluster, telegram, SCENARIOS.find((s) => s.name === name)!, i);
-    row.faults.push(...cluster.crashes().slice(crashesBefore).map((c) => `process crash: ${c}`));
+    row.faults.push(
+      ...cluster
+        .crashes()
+        .slice(crashesBefore)
+        .map((c) => `process crash: ${c}`),
+    );
     rows.push(row);
     for (const f of row.faults) log(`FAULT ${f}`);
   }

@@ -63,7 +63,11 @@ export const SCENARIOS: Scenario[] = [
     name: 'worker-kill',
     description: 'kill -9 each worker process in turn in the middle of its ledger, send and webhook jobs, then start it again',
     async fault({ cluster, timing, log }) {
-      for (const [i, queue] of [[0, 'ledger'], [1, 'send'], [0, 'webhook']] as const) {
+      for (const [i, queue] of [
+        [0, 'ledger'],
+        [1, 'send'],
+        [0, 'webhook'],
+      ] as const) {
         await whileJobsActive(cluster, queue, log);
         await cluster.kill('worker', i);
         await sleep(timing.downMs / 2);
@@ -104,7 +108,8 @@ export const SCENARIOS: Scenario[] = [
   },
   {
     name: 'postgres-stopped',
-    description: 'PostgreSQL is stopped (-m fast) for the long outage, then started: the service answers 503 meanwhile and reconnects within ~1 s',
+    description:
+      'PostgreSQL is stopped (-m fast) for the long outage, then started: the service answers 503 meanwhile and reconnects within ~1 s',
     async fault({ cluster, timing, log }) {
       await cluster.postgres.stop('fast');
       log(`PostgreSQL stopped for ${timing.outageMs} ms`);
@@ -115,7 +120,8 @@ export const SCENARIOS: Scenario[] = [
   },
   {
     name: 'backends-terminated',
-    description: "the gateway's PostgreSQL backends are terminated every 300 ms for the long outage (connections die mid-query, mid-transaction, mid-start-up)",
+    description:
+      "the gateway's PostgreSQL backends are terminated every 300 ms for the long outage (connections die mid-query, mid-transaction, mid-start-up)",
     async fault({ cluster, timing, log }) {
       const until = Date.now() + timing.outageMs;
       let rounds = 0;
@@ -130,7 +136,8 @@ export const SCENARIOS: Scenario[] = [
   },
   {
     name: 'slots-filled',
-    description: 'every PostgreSQL connection slot is taken by someone else for the long outage: new sessions are refused (53300), pools must cope',
+    description:
+      'every PostgreSQL connection slot is taken by someone else for the long outage: new sessions are refused (53300), pools must cope',
     async fault({ cluster, timing, log }) {
       const slots = await cluster.fillSlots();
       log(`${slots.held} connection slots held`);
@@ -141,7 +148,8 @@ export const SCENARIOS: Scenario[] = [
   },
   {
     name: 'pool-exhausted',
-    description: 'the events table is locked exclusively for a while: every pooled connection that touches it waits, so pools run dry; requests must not hang',
+    description:
+      'the events table is locked exclusively for a while: every pooled connection that touches it waits, so pools run dry; requests must not hang',
     async fault({ cluster, timing, log }) {
       log(`events locked for ${timing.downMs * 2} ms`);
       await cluster.lockTable('events', timing.downMs * 2);
@@ -150,7 +158,8 @@ export const SCENARIOS: Scenario[] = [
   },
   {
     name: 'worker-sigstop',
-    description: 'a worker is frozen (SIGSTOP) past its job lock, so its jobs are taken over, then thawed (SIGCONT): nothing may be done twice',
+    description:
+      'a worker is frozen (SIGSTOP) past its job lock, so its jobs are taken over, then thawed (SIGCONT): nothing may be done twice',
     async fault({ cluster, timing }) {
       await whileJobsActive(cluster, 'ledger', () => {});
       cluster.signal('worker', 0, 'SIGSTOP');
@@ -191,7 +200,8 @@ export const SCENARIOS: Scenario[] = [
   },
   {
     name: 'poison-neighbour',
-    description: "another application sends payloads nested thousands deep, and ledger jobs no write can store reach the queue behind the door: the scenario application's work is untouched, the poison ends dead-lettered",
+    description:
+      "another application sends payloads nested thousands deep, and ledger jobs no write can store reach the queue behind the door: the scenario application's work is untouched, the poison ends dead-lettered",
     fault: poisonNeighbour,
   },
 ];
@@ -211,8 +221,15 @@ const BEHIND_THE_DOOR_DEPTH = 6_000;
 async function poisonLedgerJob(cluster: Cluster, appId: string): Promise<string> {
   const id = randomUUID();
   const event = { id, app_id: appId, event_type: 'poison.deep', payload: {}, edges: [], attachments: [] };
-  const job = await cluster.queues.ledger.add('ledger', { event }, { jobId: `ev-${id}`, delay: 600_000, attempts: 3, backoff: { type: 'fixed', delay: 100 } });
-  const data = JSON.stringify({ event: { ...event, payload: '\u0001' } }).replace('"\\u0001"', `${'{"a":'.repeat(BEHIND_THE_DOOR_DEPTH)}1${'}'.repeat(BEHIND_THE_DOOR_DEPTH)}`);
+  const job = await cluster.queues.ledger.add(
+    'ledger',
+    { event },
+    { jobId: `ev-${id}`, delay: 600_000, attempts: 3, backoff: { type: 'fixed', delay: 100 } },
+  );
+  const data = JSON.stringify({ event: { ...event, payload: '\u0001' } }).replace(
+    '"\\u0001"',
+    `${'{"a":'.repeat(BEHIND_THE_DOOR_DEPTH)}1${'}'.repeat(BEHIND_THE_DOOR_DEPTH)}`,
+  );
   await cluster.queueRedis.hset(`${queuePrefix(cluster.env.REDIS_PREFIX)}:ledger:${job.id}`, 'data', data);
   await job.promote();
   return job.id!;
@@ -226,7 +243,11 @@ async function poisonNeighbour({ cluster, timing, log }: ScenarioContext): Promi
   const until = Date.now() + timing.downMs;
   for (let i = 0; Date.now() < until; i++) {
     const base = cluster.liveWebBases()[i % cluster.liveWebBases().length];
-    const r = await call(`${base}/v1/events`, { method: 'POST', headers: { ...other.headers, 'Content-Type': 'application/json' }, raw: deep });
+    const r = await call(`${base}/v1/events`, {
+      method: 'POST',
+      headers: { ...other.headers, 'Content-Type': 'application/json' },
+      raw: deep,
+    });
     answers[r.status] = (answers[r.status] ?? 0) + 1;
     if (i < POISON_JOBS) jobIds.push(await poisonLedgerJob(cluster, other.appId));
     await sleep(50);

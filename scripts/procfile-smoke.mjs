@@ -121,11 +121,18 @@ try {
   });
   const headers = { Authorization: `Bearer ${app?.api_key}`, 'X-Service-App-ID': app?.app_id, 'Content-Type': 'application/json' };
   await check('the worker process commits an event: POST /v1/events answers 201, GET lists it', async () => {
-    const r = await fetch(`${base}/v1/events`, { method: 'POST', headers, body: JSON.stringify({ event_type: 'smoke.one', payload: { n: 1 } }) });
+    const r = await fetch(`${base}/v1/events`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ event_type: 'smoke.one', payload: { n: 1 } }),
+    });
     const body = await r.json();
     assert(r.status === 201, `POST /v1/events ${r.status} ${JSON.stringify(body).slice(0, 200)}`);
     const list = await (await fetch(`${base}/v1/events?event_type=smoke.one`, { headers })).json();
-    assert(list.data?.some((e) => e.id === body.id), `GET /v1/events does not list ${body.id}`);
+    assert(
+      list.data?.some((e) => e.id === body.id),
+      `GET /v1/events does not list ${body.id}`,
+    );
   });
   await check('the live stream delivers an event committed after it opened', async () => {
     const ac = new AbortController();
@@ -142,7 +149,11 @@ try {
     ac.abort();
   });
   await check('GraphQL answers a query', async () => {
-    const r = await fetch(`${base}/graphql`, { method: 'POST', headers, body: JSON.stringify({ query: '{ events(first: 5) { edges { node { id eventType } } } }' }) });
+    const r = await fetch(`${base}/graphql`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ query: '{ events(first: 5) { edges { node { id eventType } } } }' }),
+    });
     const body = await r.json();
     assert(r.status === 200 && !body.errors, `${r.status} ${JSON.stringify(body).slice(0, 300)}`);
   });
@@ -167,7 +178,8 @@ try {
       .toString()
       .split('\n')
       .filter(Boolean);
-    for (let i = 0; i < keys.length; i += 500) execFileSync('redis-cli', ['-u', REDIS_URL, 'DEL', ...keys.slice(i, i + 500)], { stdio: 'ignore' });
+    for (let i = 0; i < keys.length; i += 500)
+      execFileSync('redis-cli', ['-u', REDIS_URL, 'DEL', ...keys.slice(i, i + 500)], { stdio: 'ignore' });
   } catch {}
 }
 

@@ -24,7 +24,10 @@ export async function announceChange(deps: Deps, topic: ChangeTopic, id: string)
   try {
     await deps.redis.publish(channel(deps.config.REDIS_PREFIX, topic), id);
   } catch (err) {
-    deps.logger.warn({ err: (err as Error).message, topic, id }, 'change not announced; other processes pick it up when their cache entries expire');
+    deps.logger.warn(
+      { err: (err as Error).message, topic, id },
+      'change not announced; other processes pick it up when their cache entries expire',
+    );
   }
 }
 
@@ -45,7 +48,11 @@ export function watchChanges(deps: Deps, topic: ChangeTopic, onChange: (id?: str
   const ready = sub.subscribe(channel(deps.config.REDIS_PREFIX, topic)).then(() => onChange());
   ready.catch((err) => deps.logger.warn({ err: (err as Error).message, topic }, 'change subscription failed'));
   let closed: Promise<void> | undefined;
-  const close = () => (closed ??= sub.quit().then(() => undefined, () => sub.disconnect()));
+  const close = () =>
+    (closed ??= sub.quit().then(
+      () => undefined,
+      () => sub.disconnect(),
+    ));
   deps.closers.push(close);
   return { ready, close };
 }

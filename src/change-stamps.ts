@@ -45,7 +45,8 @@ export interface ChangeStamps {
 
 export function createChangeStamps(sql: Sql): ChangeStamps {
   const readAll = createGroupCommit<void, Stamps>(
-    async () => new Map((await sql<{ name: string; stamp: number }[]>`SELECT name, stamp FROM change_stamps`).map((r) => [r.name, r.stamp])),
+    async () =>
+      new Map((await sql<{ name: string; stamp: number }[]>`SELECT name, stamp FROM change_stamps`).map((r) => [r.name, r.stamp])),
     100_000,
   );
   const read = () => readAll();

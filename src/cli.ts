@@ -36,7 +36,14 @@ function die(message: string): never {
 
 const { values, positionals } = parseArgs({
   args: process.argv.slice(2),
-  options: { name: { type: 'string' }, scopes: { type: 'string' }, app: { type: 'string' }, queue: { type: 'string' }, limit: { type: 'string' }, all: { type: 'boolean' } },
+  options: {
+    name: { type: 'string' },
+    scopes: { type: 'string' },
+    app: { type: 'string' },
+    queue: { type: 'string' },
+    limit: { type: 'string' },
+    all: { type: 'boolean' },
+  },
   allowPositionals: true,
   strict: true,
 });
@@ -84,9 +91,11 @@ try {
     const app = await createApplication(sql, values.name.trim(), scopes);
     print({ app_id: app.appId, api_key: app.apiKey, key_id: app.keyId, scopes });
   } else if (noun === 'app' && verb === 'list') {
-    for (const a of await listApplications(sql)) print({ app_id: a.id, name: a.name, created_at: a.created_at, active_keys: a.active_keys });
+    for (const a of await listApplications(sql))
+      print({ app_id: a.id, name: a.name, created_at: a.created_at, active_keys: a.active_keys });
   } else if (noun === 'key' && verb === 'create') {
-    if (!values.app || !isUuid(values.app) || !(await applicationExists(sql, values.app))) die(`key create needs --app with an existing application id`);
+    if (!values.app || !isUuid(values.app) || !(await applicationExists(sql, values.app)))
+      die(`key create needs --app with an existing application id`);
     const key = await createApiKey(sql, values.app, scopes);
     print({ key_id: key.keyId, api_key: key.apiKey, scopes });
   } else if (noun === 'dead') {

@@ -37,8 +37,14 @@ const schema = z
     PORT: z.coerce.number().int().min(0).max(65535).default(3000),
     /** Base URL the service is reached at from outside; used in webhook URLs and Twilio signatures. */
     PUBLIC_BASE_URL: z.url().optional(),
-    DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'expected a postgres:// URL').default('postgres://postgres@127.0.0.1:5432/gateway'),
-    REDIS_URL: z.string().regex(/^rediss?:\/\//, 'expected a redis:// URL').default('redis://127.0.0.1:6379/0'),
+    DATABASE_URL: z
+      .string()
+      .regex(/^postgres(ql)?:\/\//, 'expected a postgres:// URL')
+      .default('postgres://postgres@127.0.0.1:5432/gateway'),
+    REDIS_URL: z
+      .string()
+      .regex(/^rediss?:\/\//, 'expected a redis:// URL')
+      .default('redis://127.0.0.1:6379/0'),
     /**
      * Prefix for every Redis key and channel (BullMQ queues, rate limits, stream slots, wakes).
      * It may hold one Redis Cluster hash tag, e.g. `{gw}`: every key then lives in one slot,
@@ -55,7 +61,10 @@ const schema = z
       .default('all')
       .transform((s, ctx) => {
         if (s.trim() === 'all' || s.trim() === '') return [...QUEUE_NAMES];
-        const names = s.split(',').map((n) => n.trim()).filter(Boolean);
+        const names = s
+          .split(',')
+          .map((n) => n.trim())
+          .filter(Boolean);
         const bad = names.filter((n) => !(QUEUE_NAMES as readonly string[]).includes(n));
         if (bad.length) {
           ctx.addIssue({ code: 'custom', message: `unknown queue ${bad.join(', ')}; expected some of ${QUEUE_NAMES.join(', ')} or all` });
@@ -162,10 +171,16 @@ const schema = z
         const v = s.trim();
         if (v === 'true' || v === 'false') return v === 'true';
         if (/^\d+$/.test(v)) return Number(v);
-        const parts = v.split(',').map((p) => p.trim()).filter(Boolean);
+        const parts = v
+          .split(',')
+          .map((p) => p.trim())
+          .filter(Boolean);
         const bad = parts.filter((p) => !PROXY_NAMES.includes(p) && !(/^[^/]+(\/\d{1,3})?$/.test(p) && isIP(p.split('/')[0]) !== 0));
         if (parts.length === 0 || bad.length) {
-          ctx.addIssue({ code: 'custom', message: `expected true, false, a hop count or addresses/CIDRs/${PROXY_NAMES.join('/')}, got "${bad[0] ?? v}"` });
+          ctx.addIssue({
+            code: 'custom',
+            message: `expected true, false, a hop count or addresses/CIDRs/${PROXY_NAMES.join('/')}, got "${bad[0] ?? v}"`,
+          });
           return z.NEVER;
         }
         return parts;
@@ -201,7 +216,10 @@ const schema = z
       .default('')
       .transform((s, ctx) => {
         const out: Record<string, string> = {};
-        for (const part of s.split(',').map((p) => p.trim()).filter(Boolean)) {
+        for (const part of s
+          .split(',')
+          .map((p) => p.trim())
+          .filter(Boolean)) {
           const m = part.match(/^([A-Z]+)=(https?:\/\/\S+)$/);
           if (!m) {
             ctx.addIssue({ code: 'custom', message: `expected PLATFORM=http(s)://… pairs separated by commas, got "${part}"` });
@@ -221,7 +239,10 @@ const schema = z
     S3_ACCESS_KEY_ID: z.string().optional(),
     S3_SECRET_ACCESS_KEY: z.string().optional(),
     /** Path-style addressing (bucket in the path), which most S3-compatible servers need. @default true when S3_ENDPOINT is set */
-    S3_FORCE_PATH_STYLE: z.enum(['true', 'false', '1', '0']).optional().transform((v) => (v === undefined ? undefined : v === 'true' || v === '1')),
+    S3_FORCE_PATH_STYLE: z
+      .enum(['true', 'false', '1', '0'])
+      .optional()
+      .transform((v) => (v === undefined ? undefined : v === 'true' || v === '1')),
     /**
      * Retention of what grows per request (docs/OPERATIONS.md, src/retention/registry.ts).
      * Idempotency keys answer replays for 24 h (SPEC), so they are kept at least that long (hours).
@@ -243,9 +264,14 @@ const schema = z
   })
   .superRefine((env, ctx) => {
     if (env.HTTP_REQUEST_TIMEOUT_MS !== 0 && env.HTTP_REQUEST_TIMEOUT_MS < env.HTTP_HEADERS_TIMEOUT_MS) {
-      ctx.addIssue({ code: 'custom', path: ['HTTP_REQUEST_TIMEOUT_MS'], message: `must be 0 or at least HTTP_HEADERS_TIMEOUT_MS (${env.HTTP_HEADERS_TIMEOUT_MS})` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['HTTP_REQUEST_TIMEOUT_MS'],
+        message: `must be 0 or at least HTTP_HEADERS_TIMEOUT_MS (${env.HTTP_HEADERS_TIMEOUT_MS})`,
+      });
     }
-    if (env.FILE_STORAGE === 's3' && !env.S3_BUCKET) ctx.addIssue({ code: 'custom', path: ['S3_BUCKET'], message: 'is required when FILE_STORAGE=s3' });
+    if (env.FILE_STORAGE === 's3' && !env.S3_BUCKET)
+      ctx.addIssue({ code: 'custom', path: ['S3_BUCKET'], message: 'is required when FILE_STORAGE=s3' });
     if (env.NODE_ENV === 'production') {
       if (!env.ADMIN_TOKEN) ctx.addIssue({ code: 'custom', path: ['ADMIN_TOKEN'], message: 'is required in production' });
       if (!env.SECRETS_KEY) ctx.addIssue({ code: 'custom', path: ['SECRETS_KEY'], message: 'is required in production' });
@@ -256,14 +282,18 @@ const schema = z
     ADMIN_TOKEN: env.ADMIN_TOKEN ?? DEV_ADMIN_TOKEN,
     SECRETS_KEY: env.SECRETS_KEY ?? DEV_SECRETS_KEY,
     PUBLIC_BASE_URL: (env.PUBLIC_BASE_URL ?? `http://localhost:${env.PORT}`).replace(/\/$/, ''),
-    OUTBOUND_ADDRESS_POLICY: env.OUTBOUND_ADDRESS_POLICY ?? env.WEBHOOK_TARGET_POLICY ?? (env.NODE_ENV === 'production' ? 'public-https' : 'any'),
+    OUTBOUND_ADDRESS_POLICY:
+      env.OUTBOUND_ADDRESS_POLICY ?? env.WEBHOOK_TARGET_POLICY ?? (env.NODE_ENV === 'production' ? 'public-https' : 'any'),
     usingDevSecrets: !env.ADMIN_TOKEN || !env.SECRETS_KEY,
   }));
 
 export type Config = z.infer<typeof schema>;
 
 export class ConfigError extends Error {
-  constructor(readonly variable: string, message: string) {
+  constructor(
+    readonly variable: string,
+    message: string,
+  ) {
     super(`${variable}: ${message}`);
   }
 }

@@ -105,7 +105,18 @@ export type Tx = postgres.ReservedSql<Record<string, never>>;
  * (closed socket, terminated backend, server shutting down): the server has already rolled
  * back whatever transaction that session had open.
  */
-const SESSION_LOST = new Set(['CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', '57P01', '57P02', '57P03', '25P03']);
+const SESSION_LOST = new Set([
+  'CONNECTION_CLOSED',
+  'CONNECTION_ENDED',
+  'CONNECTION_DESTROYED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  '57P01',
+  '57P02',
+  '57P03',
+  '25P03',
+]);
 const sessionLost = (err: unknown) => {
   const code = (err as { code?: unknown })?.code;
   return typeof code === 'string' && (SESSION_LOST.has(code) || code.startsWith('08'));

@@ -31,7 +31,12 @@ export interface Deps {
 
 export function createDeps(
   config: Config,
-  options: { logger?: Logger; metrics?: Metrics; dbPoolSize?: number; /** Sets the statement timeout. @default 'worker' */ role?: 'web' | 'worker' } = {},
+  options: {
+    logger?: Logger;
+    metrics?: Metrics;
+    dbPoolSize?: number /** Sets the statement timeout. @default 'worker' */;
+    role?: 'web' | 'worker';
+  } = {},
 ): Deps {
   const logger = options.logger ?? createLogger(config.LOG_LEVEL);
   const queueRedis = watchConnection(createRedis(config.REDIS_URL, 'request'), 'queues', logger);

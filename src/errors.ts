@@ -77,7 +77,12 @@ export class AppError extends Error {
   /** Extra response headers (Retry-After, WWW-Authenticate…). */
   readonly headers?: Record<string, string>;
 
-  constructor(code: ErrorCode, message: string, details?: ErrorDetail[], options: { cause?: unknown; headers?: Record<string, string> } = {}) {
+  constructor(
+    code: ErrorCode,
+    message: string,
+    details?: ErrorDetail[],
+    options: { cause?: unknown; headers?: Record<string, string> } = {},
+  ) {
     super(message, { cause: options.cause });
     this.code = code;
     this.details = details;
@@ -109,7 +114,10 @@ export function unwrap<T>(result: Result<T>): T {
  * anything else a normaliser throws is a bug and is retried and logged like one.
  */
 export class MalformedPayloadError extends Error {
-  constructor(readonly platform: string, message: string) {
+  constructor(
+    readonly platform: string,
+    message: string,
+  ) {
     super(message);
     this.name = 'MalformedPayloadError';
   }
@@ -117,12 +125,28 @@ export class MalformedPayloadError extends Error {
 
 /** Connection-level failure codes of Node sockets, postgres.js and PostgreSQL (SQLSTATE class 08, 57P0x, 53300). */
 const UNAVAILABLE_CODES = new Set([
-  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN',
-  'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'CONNECT_TIMEOUT', 'CONNECTION_QUEUE_TIMEOUT',
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EAI_AGAIN',
+  'CONNECTION_CLOSED',
+  'CONNECTION_ENDED',
+  'CONNECTION_DESTROYED',
+  'CONNECT_TIMEOUT',
+  'CONNECTION_QUEUE_TIMEOUT',
   '57014', // statement_timeout: the database is too slow for this request now
   '25P03', // idle_in_transaction_session_timeout ended the session
-  '08000', '08001', '08003', '08004', '08006', // connection exceptions
-  '57P01', '57P02', '57P03', // admin shutdown (pg_terminate_backend), crash shutdown, cannot connect now
+  '08000',
+  '08001',
+  '08003',
+  '08004',
+  '08006', // connection exceptions
+  '57P01',
+  '57P02',
+  '57P03', // admin shutdown (pg_terminate_backend), crash shutdown, cannot connect now
   '53300', // too many connections
 ]);
 

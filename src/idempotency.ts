@@ -7,7 +7,10 @@ import { deleteInBatches } from './retention/batched-delete.js';
 function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
   if (value && typeof value === 'object') {
-    return `{${Object.keys(value as object).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(',')}}`;
+    return `{${Object.keys(value as object)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`)
+      .join(',')}}`;
   }
   return JSON.stringify(value) ?? 'null';
 }
@@ -26,7 +29,10 @@ export async function claimIdempotencyKey(
 ): Promise<Result<{ resourceId: string; replay: boolean }>> {
   const fresh = randomUUID();
   if (key === undefined) return ok({ resourceId: fresh, replay: false });
-  if (key.length === 0 || key.length > 255) return fail('VALIDATION_ERROR', 'Idempotency-Key must be 1 to 255 characters', [{ path: ['headers', 'Idempotency-Key'], message: 'invalid length' }]);
+  if (key.length === 0 || key.length > 255)
+    return fail('VALIDATION_ERROR', 'Idempotency-Key must be 1 to 255 characters', [
+      { path: ['headers', 'Idempotency-Key'], message: 'invalid length' },
+    ]);
   const hash = createHash('sha256').update(canonicalJson(body)).digest();
   const [claimed] = await sql<{ resource_id: string }[]>`
     INSERT INTO idempotency_keys (app_id, scope, key, request_hash, resource_id)
@@ -50,7 +56,12 @@ export async function claimIdempotencyKey(
  * answers replays), in bounded chunks; the maintenance queue runs it on a schedule.
  */
 export async function pruneIdempotencyKeys(sql: Sql, hours: number): Promise<number> {
-  return deleteInBatches(async (limit) => (await sql`
+  return deleteInBatches(
+    async (limit) =>
+      (
+        await sql`
     DELETE FROM idempotency_keys WHERE (app_id, scope, key) IN (
-      SELECT app_id, scope, key FROM idempotency_keys WHERE created_at < now() - ${Math.max(24, hours)} * interval '1 hour' LIMIT ${limit})`).count);
+      SELECT app_id, scope, key FROM idempotency_keys WHERE created_at < now() - ${Math.max(24, hours)} * interval '1 hour' LIMIT ${limit})`
+      ).count,
+  );
 }

@@ -20,10 +20,11 @@ interface QueueHealth {
 async function readQueueHealth(queue: Queues[keyof Queues], stuckAfterMs: number, now: number): Promise<QueueHealth> {
   // The queues' own connection (src/queues.ts createQueues): an ioredis client, not a cluster.
   const client = (await queue.client) as unknown as Redis;
-  const [[, active], [, oldestWaiting]] = (await client.pipeline().lrange(queue.keys.active, -ACTIVE_SAMPLE, -1).lindex(queue.keys.wait, -1).exec()) as [
-    [unknown, string[]],
-    [unknown, string | null],
-  ];
+  const [[, active], [, oldestWaiting]] = (await client
+    .pipeline()
+    .lrange(queue.keys.active, -ACTIVE_SAMPLE, -1)
+    .lindex(queue.keys.wait, -1)
+    .exec()) as [[unknown, string[]], [unknown, string | null]];
   const reads = client.pipeline();
   for (const id of active) reads.hget(queue.toKey(id), 'processedOn');
   if (oldestWaiting) reads.hget(queue.toKey(oldestWaiting), 'timestamp');
@@ -47,7 +48,9 @@ export function registerQueueHealth(registry: Registry, queues: Queues, stuckAft
   const read = () =>
     (pending ??= (async () => {
       const now = Date.now();
-      const entries = await Promise.all(Object.entries(queues).map(async ([name, q]) => [name, await readQueueHealth(q, stuckAfterMs, now)] as const));
+      const entries = await Promise.all(
+        Object.entries(queues).map(async ([name, q]) => [name, await readQueueHealth(q, stuckAfterMs, now)] as const),
+      );
       return new Map(entries);
     })().finally(() => setImmediate(() => (pending = undefined))));
   new Gauge({

@@ -62,11 +62,15 @@ export type WebhookJob = z.infer<typeof webhookJobSchema>;
 function tagUntaggedWebhookJob(d: unknown): unknown {
   if (typeof d !== 'object' || d === null || 'kind' in d) return d;
   const kind: WebhookJob['kind'] | undefined =
-    'task' in d && d.task === 'log-retention' ? 'log-retention'
-    : 'event_id' in d ? 'first-attempts'
-    : 'events' in d ? 'first-attempts-safety-net'
-    : 'delivery_id' in d ? 'deliver'
-    : undefined;
+    'task' in d && d.task === 'log-retention'
+      ? 'log-retention'
+      : 'event_id' in d
+        ? 'first-attempts'
+        : 'events' in d
+          ? 'first-attempts-safety-net'
+          : 'delivery_id' in d
+            ? 'deliver'
+            : undefined;
   return kind ? { ...d, kind } : d;
 }
 
@@ -87,7 +91,13 @@ interface CatalogEntry {
  * The scheduled housekeeping tasks of the `maintenance` queue: the pruners of
  * src/retention/registry.ts and the upkeep of the events table's partitions.
  */
-export const MAINTENANCE_TASKS = ['prune-idempotency-keys', 'prune-link-codes', 'prune-files', 'prune-messages', 'event-partitions'] as const;
+export const MAINTENANCE_TASKS = [
+  'prune-idempotency-keys',
+  'prune-link-codes',
+  'prune-files',
+  'prune-messages',
+  'event-partitions',
+] as const;
 export type MaintenanceTask = (typeof MAINTENANCE_TASKS)[number];
 
 /**
@@ -101,7 +111,13 @@ export const JOBS = {
     // them all); `reply_to` names the web process that waits for their commit report.
     schema: z.union([
       z.object({ event: ledgerEventSchema }),
-      z.object({ events: z.array(ledgerEventSchema).min(1).max(1000), reply_to: z.string().regex(/^[A-Za-z0-9-]{1,64}$/).optional() }),
+      z.object({
+        events: z.array(ledgerEventSchema).min(1).max(1000),
+        reply_to: z
+          .string()
+          .regex(/^[A-Za-z0-9-]{1,64}$/)
+          .optional(),
+      }),
     ]),
     // The event id is the job id (for a batch, a digest of its event ids): a producer that
     // retries its `add` never queues twice.
@@ -189,7 +205,11 @@ export function createQueues(connection: Redis, redisPrefix: string): Queues {
     new Queue(name, {
       connection,
       prefix,
-      defaultJobOptions: { ...staticOptions(JOBS[name]), removeOnComplete: { age: 3600, count: 10_000 }, removeOnFail: { age: 7 * 24 * 3600 } },
+      defaultJobOptions: {
+        ...staticOptions(JOBS[name]),
+        removeOnComplete: { age: 3600, count: 10_000 },
+        removeOnFail: { age: 7 * 24 * 3600 },
+      },
     }),
   ]);
   return Object.fromEntries(entries) as Queues;
@@ -202,7 +222,9 @@ const staticOptions = (entry: CatalogEntry): JobsOptions => (typeof entry.option
 type ConfiguredQueue = { [Q in QueueName]: (typeof JOBS)[Q]['options'] extends (...args: never[]) => JobsOptions ? Q : never }[QueueName];
 
 /** Extra options of one job (a delay…), and the configuration when its queue's retry policy reads it. */
-export type CatalogArgs<Q extends QueueName> = Q extends ConfiguredQueue ? [options: JobsOptions, config: RetryConfig] : [options?: JobsOptions];
+export type CatalogArgs<Q extends QueueName> = Q extends ConfiguredQueue
+  ? [options: JobsOptions, config: RetryConfig]
+  : [options?: JobsOptions];
 
 /** The catalog's retry policy of one job. */
 export function retryOptions<Q extends QueueName>(name: Q, data: JobData<Q>, config?: RetryConfig): JobsOptions {

@@ -34,7 +34,13 @@ export interface WindowLimiter {
  * per process and key), and `remaining` is this process's view. Fit for a flood guard, not
  * for a budget clients read (the API rate limit does not lease).
  */
-export function createWindowLimiter(redis: Redis, keyPrefix: string, points: number, durationS: number, options: { lease?: number } = {}): WindowLimiter {
+export function createWindowLimiter(
+  redis: Redis,
+  keyPrefix: string,
+  points: number,
+  durationS: number,
+  options: { lease?: number } = {},
+): WindowLimiter {
   const limiter = new RateLimiterRedis({ storeClient: redis, keyPrefix, points, duration: durationS });
   const lease = Math.max(0, Math.min(options.lease ?? 0, points));
   const leases = new Map<string, { tokens: number; until: number }>();

@@ -21,7 +21,12 @@ const REQUEST_COMMAND_TIMEOUT_MS = 5_000;
 export function createRedis(url: string, kind: 'blocking' | 'request' = 'request', extra: RedisOptions = {}): Redis {
   const failFast: RedisOptions =
     kind === 'request'
-      ? { maxRetriesPerRequest: 1, enableOfflineQueue: false, autoResendUnfulfilledCommands: false, commandTimeout: REQUEST_COMMAND_TIMEOUT_MS }
+      ? {
+          maxRetriesPerRequest: 1,
+          enableOfflineQueue: false,
+          autoResendUnfulfilledCommands: false,
+          commandTimeout: REQUEST_COMMAND_TIMEOUT_MS,
+        }
       : { maxRetriesPerRequest: null, enableOfflineQueue: true };
   return new Redis(url, {
     lazyConnect: false,

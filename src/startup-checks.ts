@@ -62,7 +62,10 @@ export async function checkRedis(redis: Redis, logger: Logger, options: CheckRed
         'Redis has NO PERSISTENCE (appendonly no, no save points): a Redis restart loses every queued job, including accepted events not yet in the ledger. Production: appendonly yes, appendfsync everysec or always',
       );
     } else if (!d.appendonly) {
-      logger.warn({ save: d.savePoints }, 'Redis persists by RDB snapshots only: a crash loses the jobs queued since the last snapshot. Production: appendonly yes');
+      logger.warn(
+        { save: d.savePoints },
+        'Redis persists by RDB snapshots only: a crash loses the jobs queued since the last snapshot. Production: appendonly yes',
+      );
     }
   };
 
@@ -79,10 +82,13 @@ export async function checkRedis(redis: Redis, logger: Logger, options: CheckRed
   }
   report(durability);
   if (!durability.evictionSafe) {
-    (options.onUnsafe ?? (() => {
-      logger.flush?.();
-      process.exit(1);
-    }))(durability);
+    (
+      options.onUnsafe ??
+      (() => {
+        logger.flush?.();
+        process.exit(1);
+      })
+    )(durability);
   }
   return durability;
 }

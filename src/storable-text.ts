@@ -103,14 +103,17 @@ export function unstorableError(value: unknown, at: (string | number)[] = [], ma
   const path = [...at, ...found.path];
   return found.problem === 'text'
     ? new AppError('VALIDATION_ERROR', MESSAGE, [{ path, message: 'not storable text' }])
-    : new AppError('VALIDATION_ERROR', `JSON must not be nested deeper than ${maxDepth} levels`, [{ path, message: `nested deeper than ${maxDepth} levels` }]);
+    : new AppError('VALIDATION_ERROR', `JSON must not be nested deeper than ${maxDepth} levels`, [
+        { path, message: `nested deeper than ${maxDepth} levels` },
+      ]);
 }
 
 /** GraphQL validation rule: such a string literal (`"\u0000"` in the document) is refused. */
 export function storableLiterals(context: ValidationContext): ASTVisitor {
   return {
     StringValue(node) {
-      if (!storable(node.value)) context.reportError(new GraphQLError(MESSAGE, { nodes: [node], extensions: { code: 'VALIDATION_ERROR' } }));
+      if (!storable(node.value))
+        context.reportError(new GraphQLError(MESSAGE, { nodes: [node], extensions: { code: 'VALIDATION_ERROR' } }));
     },
   };
 }

@@ -59,7 +59,10 @@ export async function startWeb(deps: Deps, port = deps.config.PORT): Promise<Web
       for (const res of inFlight) if (!res.headersSent) res.shouldKeepAlive = false;
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
-      await runAll(deps.logger, web.onShutdown.map((hook) => async () => hook()));
+      await runAll(
+        deps.logger,
+        web.onShutdown.map((hook) => async () => hook()),
+      );
       const timer = setTimeout(() => server.closeAllConnections(), deps.config.SHUTDOWN_TIMEOUT_MS);
       await closed;
       clearTimeout(timer);

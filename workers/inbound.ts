@@ -34,14 +34,26 @@ export const inboundProcessor: ProcessorDef<'inbound'> = {
         // documents a string; the delivery is already acknowledged, so it is recorded in a form
         // PostgreSQL accepts (text repaired, parts past JSON_MAX_DEPTH replaced by a marker)
         // rather than failing on every attempt and being lost.
-        const normalised = getAdapter(conn.platform).normalise({ rawBody: Buffer.from(d.body, 'base64'), headers: d.headers, receivedAt: d.received_at });
+        const normalised = getAdapter(conn.platform).normalise({
+          rawBody: Buffer.from(d.body, 'base64'),
+          headers: d.headers,
+          receivedAt: d.received_at,
+        });
         records = storableText(normalised, deps.config.JSON_MAX_DEPTH);
       } catch (err) {
         // Only a delivery that is not the platform's shape is dropped; any other throw is a bug, retried and visible.
         if (err instanceof MalformedPayloadError) throw new UnrecoverableError(`malformed ${conn.platform} payload: ${err.message}`);
         throw err;
       }
-      const ctx: RecordContext = { deps, files: services.files, linkCodes: services.linkCodes, conn, attempt: job.attemptsMade, finalAttempt: job.attemptsMade + 1 >= (job.opts.attempts ?? 1), systemUsers };
+      const ctx: RecordContext = {
+        deps,
+        files: services.files,
+        linkCodes: services.linkCodes,
+        conn,
+        attempt: job.attemptsMade,
+        finalAttempt: job.attemptsMade + 1 >= (job.opts.attempts ?? 1),
+        systemUsers,
+      };
       for (const r of records) {
         if (r.kind === 'message') await recordMessage(ctx, r);
         else if (r.kind === 'status') await recordStatus(ctx, r);

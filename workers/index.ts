@@ -11,7 +11,10 @@ import { PROCESSORS } from './registry.js';
 
 /** Starts the processors of the queues named in WORKER_QUEUES. */
 export function startWorkers(deps: Deps, names: QueueName[] = deps.config.WORKER_QUEUES): WorkerHost {
-  return startWorkerHost(deps, names.map((n) => PROCESSORS[n]));
+  return startWorkerHost(
+    deps,
+    names.map((n) => PROCESSORS[n]),
+  );
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {

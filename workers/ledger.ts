@@ -54,7 +54,10 @@ export const ledgerProcessor: ProcessorDef<'ledger'> = {
       // later ledger job of this process. The driver no longer strands one (patches/), so this
       // bound is only a safety net: past it the jobs fail as UNAVAILABLE and retry; a write
       // that lands late anyway is harmless (ids are written once, positions under the head's row lock).
-      const write = writeEvents(deps.sql, items.map((p) => p.event));
+      const write = writeEvents(
+        deps.sql,
+        items.map((p) => p.event),
+      );
       const bound = deps.config.LEDGER_WRITE_DEADLINE_MS;
       const committed = await (bound > 0 ? withDeadline(write, bound, 'PostgreSQL') : write);
       deps.metrics.ledgerBatchSize.observe(items.length);

@@ -9,7 +9,11 @@ const MAINTENANCE_EVERY_MS = 3_600_000;
 /** Idempotent across processes: every worker upserts the same scheduler per task. */
 async function scheduleMaintenance(deps: Deps): Promise<void> {
   for (const task of MAINTENANCE_TASKS) {
-    await deps.queues.maintenance.upsertJobScheduler(`maintenance-${task}`, { every: MAINTENANCE_EVERY_MS }, { name: task, data: { task } });
+    await deps.queues.maintenance.upsertJobScheduler(
+      `maintenance-${task}`,
+      { every: MAINTENANCE_EVERY_MS },
+      { name: task, data: { task } },
+    );
   }
 }
 

@@ -42,7 +42,10 @@ export const sendProcessor: ProcessorDef<'send'> = {
       const data = job.data;
       const msg = await loadMessage(deps, data.app_id, data.message_id);
       if (!msg) return { skipped: 'unknown message' };
-      const [conn, waitsForEarlier] = await Promise.all([loadConnection(deps, data.app_id, msg.platform_connection_id), hasEarlierPending(deps, msg)]);
+      const [conn, waitsForEarlier] = await Promise.all([
+        loadConnection(deps, data.app_id, msg.platform_connection_id),
+        hasEarlierPending(deps, msg),
+      ]);
       if (!conn) {
         // Deleting a connection deletes its messages; this only covers the moment in between.
         await markFailed(deps, msg, storedError({ code: 'PLATFORM_CONNECTION_NOT_FOUND', message: 'The platform connection was deleted' }));
@@ -73,9 +76,18 @@ export const sendProcessor: ProcessorDef<'send'> = {
       // record the answer) before settling. The platform may have the message; sending again
       // could deliver it twice, so the message fails as uncertain and the client decides.
       if (msg.status === 'sending') {
-        return finalFailure(storedError({ code: 'DELIVERY_UNCERTAIN', message: 'Sending was interrupted while the platform call was in flight; the platform may or may not have delivered it, so it was not sent again' }));
+        return finalFailure(
+          storedError({
+            code: 'DELIVERY_UNCERTAIN',
+            message:
+              'Sending was interrupted while the platform call was in flight; the platform may or may not have delivered it, so it was not sent again',
+          }),
+        );
       }
-      if (conn.status !== 'ACTIVE') return finalFailure(storedError({ code: 'CONNECTION_DISABLED', message: `Platform connection ${conn.id} was disabled before the message went out` }));
+      if (conn.status !== 'ACTIVE')
+        return finalFailure(
+          storedError({ code: 'CONNECTION_DISABLED', message: `Platform connection ${conn.id} was disabled before the message went out` }),
+        );
 
       if (waitsForEarlier) {
         await job.moveToDelayed(Date.now() + ORDER_FALLBACK_MS, token);
@@ -94,8 +106,18 @@ export const sendProcessor: ProcessorDef<'send'> = {
           return delay(wait - WAKE_EARLY_MS);
         }
       }
-      const [files, inReplyTo] = await Promise.all([loadFiles(deps, services.files, msg), conn.platform === 'EMAIL' ? inboundToReplyTo(deps, msg) : undefined]);
-      const outbound = { to: msg.to_external_id, text: msg.text, parseMode: msg.options.parse_mode, subject: msg.options.subject, files, inReplyTo };
+      const [files, inReplyTo] = await Promise.all([
+        loadFiles(deps, services.files, msg),
+        conn.platform === 'EMAIL' ? inboundToReplyTo(deps, msg) : undefined,
+      ]);
+      const outbound = {
+        to: msg.to_external_id,
+        text: msg.text,
+        parseMode: msg.options.parse_mode,
+        subject: msg.options.subject,
+        files,
+        inReplyTo,
+      };
       // Paced last, so as little as possible lies between the budget's clock and the platform's.
       for (;;) {
         const wait = await paceSend(deps.redis, deps.config.REDIS_PREFIX, conn.platform, conn.id, msg.to_external_id);
@@ -113,14 +135,20 @@ export const sendProcessor: ProcessorDef<'send'> = {
         defaultBaseUrl: deps.config.PLATFORM_API_BASES[conn.platform],
         webhookUrl: dedicatedWebhookUrl(deps, conn),
         // The operator's PLATFORM_API_BASES are trusted; a tenant's api_base_url (and the real platforms) go through the policy.
-        guarded: deps.config.OUTBOUND_ADDRESS_POLICY === 'public-https' && (conn.config.api_base_url !== undefined || !deps.config.PLATFORM_API_BASES[conn.platform]),
+        guarded:
+          deps.config.OUTBOUND_ADDRESS_POLICY === 'public-https' &&
+          (conn.config.api_base_url !== undefined || !deps.config.PLATFORM_API_BASES[conn.platform]),
       });
       if (outcome.ok) {
         // The row first, and it must outlast a database blip: the platform has the message, so a
         // repeat of this job must find it sent rather than send it twice. A successor may go once
         // it reads `sent`; the rest is independent.
         await untilAvailable(() => markSent(deps, msg, outcome.externalMessageId));
-        await Promise.all([recordHealth(deps, conn.id, { ok: true }), recordSent(deps, msg, conn, outcome.externalMessageId), promoteSuccessor(deps, msg)]);
+        await Promise.all([
+          recordHealth(deps, conn.id, { ok: true }),
+          recordSent(deps, msg, conn, outcome.externalMessageId),
+          promoteSuccessor(deps, msg),
+        ]);
         return { status: 'sent', external_message_id: outcome.externalMessageId };
       }
 

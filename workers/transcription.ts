@@ -36,7 +36,12 @@ export const transcriptionProcessor: ProcessorDef<'transcription'> = {
         };
       } catch (err) {
         if (!finalAttempt && !(err instanceof PermanentTranscriptionError)) throw err;
-        transcription = { status: 'failed', duration_ms: Date.now() - started, attempts: job.attemptsMade + 1, error: (err as Error).message.slice(0, 300) };
+        transcription = {
+          status: 'failed',
+          duration_ms: Date.now() - started,
+          attempts: job.attemptsMade + 1,
+          error: (err as Error).message.slice(0, 300),
+        };
       }
       // The job carries the event as src/inbound/records.ts built it (with systemEvent), less the transcript.
       const inbound = event.payload as SystemEventPayload<'message.inbound'>;
@@ -49,11 +54,20 @@ export const transcriptionProcessor: ProcessorDef<'transcription'> = {
   options: () => ({ concurrency: 4 }),
 };
 
-async function transcribe(deps: Deps, files: BlobStore | undefined, appId: string, fileId: string): Promise<{ text: string; language?: string; durationSec?: number }> {
+async function transcribe(
+  deps: Deps,
+  files: BlobStore | undefined,
+  appId: string,
+  fileId: string,
+): Promise<{ text: string; language?: string; durationSec?: number }> {
   const file = await getFileContent(deps.sql, appId, fileId, files);
   if (!file) throw new PermanentTranscriptionError(`file ${fileId} is gone`);
   const form = new FormData();
-  form.set('file', new Blob([new Uint8Array(file.data)], { type: file.mime_type ?? 'application/octet-stream' }), audioFilename(file.filename, file.mime_type));
+  form.set(
+    'file',
+    new Blob([new Uint8Array(file.data)], { type: file.mime_type ?? 'application/octet-stream' }),
+    audioFilename(file.filename, file.mime_type),
+  );
   form.set('model', deps.config.TRANSCRIPTION_MODEL);
   form.set('response_format', 'verbose_json');
   const res = await fetch(`${deps.config.TRANSCRIPTION_API_BASE!.replace(/\/$/, '')}/v1/audio/transcriptions`, {
@@ -69,7 +83,11 @@ async function transcribe(deps: Deps, files: BlobStore | undefined, appId: strin
   }
   const body = (await res.json()) as { text?: string; language?: string; duration?: number };
   if (typeof body.text !== 'string') throw new Error('transcription provider answered without text');
-  return { text: body.text, language: typeof body.language === 'string' ? body.language : undefined, durationSec: typeof body.duration === 'number' ? body.duration : undefined };
+  return {
+    text: body.text,
+    language: typeof body.language === 'string' ? body.language : undefined,
+    durationSec: typeof body.duration === 'number' ? body.duration : undefined,
+  };
 }
 
 /** Extensions OpenAI-compatible servers recognise; the hosted API picks the decoder by extension. */

@@ -11,7 +11,11 @@ const RETENTION_EVERY_MS = 3_600_000;
 async function scheduleRetention(deps: Deps): Promise<void> {
   // Idempotent across processes: every worker upserts the same scheduler (which makes the job ids).
   const data = { kind: 'log-retention' } as const;
-  await deps.queues.webhook.upsertJobScheduler('webhook-log-retention', { every: RETENTION_EVERY_MS }, { name: data.kind, data, opts: retryOptions('webhook', data, deps.config) });
+  await deps.queues.webhook.upsertJobScheduler(
+    'webhook-log-retention',
+    { every: RETENTION_EVERY_MS },
+    { name: data.kind, data, opts: retryOptions('webhook', data, deps.config) },
+  );
 }
 
 /**
@@ -41,7 +45,13 @@ export const webhookProcessor: ProcessorDef<'webhook'> = {
         }
         case 'deliver': {
           const lastAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
-          const outcome = await deliverer.attempt({ deliveryId: data.delivery_id, appId: data.app_id, run: data.run, lastAttempt, queuedAt: job.timestamp });
+          const outcome = await deliverer.attempt({
+            deliveryId: data.delivery_id,
+            appId: data.app_id,
+            run: data.run,
+            lastAttempt,
+            queuedAt: job.timestamp,
+          });
           switch (outcome.kind) {
             case 'wait':
               await job.moveToDelayed(Date.now() + outcome.ms, token);
@@ -60,7 +70,11 @@ export const webhookProcessor: ProcessorDef<'webhook'> = {
     settings: {
       // A run that started after a failed first attempt is `attempt_base` steps into the schedule.
       backoffStrategy: (attemptsMade: number, _type?: string, err?: Error, job?: { data?: { attempt_base?: number } }) =>
-        retryDelay(deps.config.WEBHOOK_RETRY_DELAYS_MS, attemptsMade + (job?.data?.attempt_base ?? 0), err instanceof DeliveryAttemptError ? err.retryAfterMs : undefined),
+        retryDelay(
+          deps.config.WEBHOOK_RETRY_DELAYS_MS,
+          attemptsMade + (job?.data?.attempt_base ?? 0),
+          err instanceof DeliveryAttemptError ? err.retryAfterMs : undefined,
+        ),
     },
   }),
 };

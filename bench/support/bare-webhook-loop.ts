@@ -11,7 +11,10 @@ import { createHmac, randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
 
-const targets = (process.env.BARE_TARGETS ?? '').split(',').filter(Boolean).map((u) => new URL(u));
+const targets = (process.env.BARE_TARGETS ?? '')
+  .split(',')
+  .filter(Boolean)
+  .map((u) => new URL(u));
 const count = Number(process.env.BARE_COUNT ?? 1000);
 const concurrency = Number(process.env.BARE_CONCURRENCY ?? 64);
 const connections = Number(process.env.BARE_CONNECTIONS ?? 32);

@@ -15,7 +15,9 @@ export interface Receipt {
  * Loopback webhook receivers answering 200 at once, recording each delivery's arrival time
  * and its event's creation time (so commit → receipt latency can be computed).
  */
-export async function startReceivers(n: number): Promise<{ urls: string[]; receipts: Receipt[]; bareCount(): number; stop(): Promise<void> }> {
+export async function startReceivers(
+  n: number,
+): Promise<{ urls: string[]; receipts: Receipt[]; bareCount(): number; stop(): Promise<void> }> {
   const receipts: Receipt[] = [];
   let bare = 0;
   const servers: Server[] = [];
@@ -28,12 +30,23 @@ export async function startReceivers(n: number): Promise<{ urls: string[]; recei
         res.writeHead(200, { 'content-type': 'text/plain', 'content-length': '2' });
         res.end('ok');
         // Both kinds are parsed: the floor does the same receiver work as the real deliveries.
-        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { id: string; event_id: string; created_at: string; timestamp: string };
+        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
+          id: string;
+          event_id: string;
+          created_at: string;
+          timestamp: string;
+        };
         if (req.url === '/bare') {
           bare++;
           return;
         }
-        receipts.push({ at, createdAt: Date.parse(body.created_at), builtAt: Date.parse(body.timestamp), deliveryId: body.id, eventId: body.event_id });
+        receipts.push({
+          at,
+          createdAt: Date.parse(body.created_at),
+          builtAt: Date.parse(body.timestamp),
+          deliveryId: body.id,
+          eventId: body.event_id,
+        });
       });
     });
     server.keepAliveTimeout = 65_000;

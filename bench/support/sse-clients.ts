@@ -75,20 +75,23 @@ function onFrames(c: Client, chunk: string, at: number) {
 function open(): Promise<void> {
   return new Promise((resolve) => {
     const c: Client = { last: 0, received: 0, duplicates: 0, gaps: 0, reordered: 0, buf: '' };
-    const req = request({ hostname: url.hostname, port: url.port, path: url.pathname + url.search, headers, agent: false }, (res: IncomingMessage) => {
-      if (res.statusCode !== 200) {
-        failed++;
-        res.resume();
+    const req = request(
+      { hostname: url.hostname, port: url.port, path: url.pathname + url.search, headers, agent: false },
+      (res: IncomingMessage) => {
+        if (res.statusCode !== 200) {
+          failed++;
+          res.resume();
+          resolve();
+          return;
+        }
+        clients.push(c);
+        clientsSockets.push(res);
+        connected++;
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => onFrames(c, chunk, now()));
         resolve();
-        return;
-      }
-      clients.push(c);
-      clientsSockets.push(res);
-      connected++;
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => onFrames(c, chunk, now()));
-      resolve();
-    });
+      },
+    );
     req.on('error', () => {
       failed++;
       resolve();

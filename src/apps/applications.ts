@@ -9,7 +9,11 @@ export interface Application {
 }
 
 /** Creates an application with its first API key (shown once). */
-export async function createApplication(sql: Sql, name: string, scopes: Scope[]): Promise<{ appId: string; keyId: string; apiKey: string }> {
+export async function createApplication(
+  sql: Sql,
+  name: string,
+  scopes: Scope[],
+): Promise<{ appId: string; keyId: string; apiKey: string }> {
   const [app] = await sql<{ id: string }[]>`INSERT INTO applications (name) VALUES (${name}) RETURNING id`;
   const key = await createApiKey(sql, app.id, scopes);
   return { appId: app.id, ...key };

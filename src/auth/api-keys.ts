@@ -56,7 +56,12 @@ type KeyRow = { id: string; app_id: string; scopes: Scope[] };
  * under the api-keys change stamp (src/change-stamps.ts), so a revoked key stops working at
  * once in every process; unknown keys are never cached.
  */
-export async function authenticate(sql: Sql, stamps: ChangeStamps, creds: Credentials, options: { appIdRequired: boolean }): Promise<Result<Principal>> {
+export async function authenticate(
+  sql: Sql,
+  stamps: ChangeStamps,
+  creds: Credentials,
+  options: { appIdRequired: boolean },
+): Promise<Result<Principal>> {
   const match = /^Bearer\s+(\S+)\s*$/i.exec(creds.authorization ?? '');
   if (!match) return fail('UNAUTHORIZED', 'Missing or malformed Authorization header; expected "Bearer <API key>"');
   const appHeader = creds.appId?.trim();

@@ -68,7 +68,12 @@ function splitConfig(deps: Deps, platform: PlatformName, config: Record<string, 
   const secrets: Record<string, unknown> = {};
   const pub: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(config)) (secretNames.has(k) ? secrets : pub)[k] = v;
-  return { sealed: deps.secrets.seal(JSON.stringify(secrets)), pub, routingIds: routingIdsOf(platform, config), verifyTokenHash: verifyTokenHashOf(deps, config) };
+  return {
+    sealed: deps.secrets.seal(JSON.stringify(secrets)),
+    pub,
+    routingIds: routingIdsOf(platform, config),
+    verifyTokenHash: verifyTokenHashOf(deps, config),
+  };
 }
 
 /** The keyed hash the Meta verification handshake finds a connection by (null without a verify token). */
@@ -80,7 +85,11 @@ function validateConfig(deps: Deps, platform: PlatformName, config: Record<strin
   const parsed = getAdapter(platform).configSchema.safeParse(config);
   if (!parsed.success) {
     const details: ErrorDetail[] = zodDetails(parsed.error, ['config']);
-    return fail('VALIDATION_ERROR', `Invalid ${platform} config: ${details.map((d) => `${d.path?.join('.')}: ${d.message}`).join('; ')}`, details);
+    return fail(
+      'VALIDATION_ERROR',
+      `Invalid ${platform} config: ${details.map((d) => `${d.path?.join('.')}: ${d.message}`).join('; ')}`,
+      details,
+    );
   }
   const value = parsed.data as Record<string, unknown>;
   const policy = deps.config.OUTBOUND_ADDRESS_POLICY;
@@ -134,7 +143,9 @@ export function dedicatedWebhookUrl(deps: Deps, conn: Pick<Connection, 'id' | 'p
 async function sharedWebhook(deps: Deps, platform: PlatformName): Promise<{ id: string; secret: string }> {
   const sealed = deps.secrets.seal(randomBytes(24).toString('base64url'));
   await deps.sql`INSERT INTO shared_webhooks (platform, secret_sealed) VALUES (${platform}, ${sealed}) ON CONFLICT (platform) DO NOTHING`;
-  const [row] = await deps.sql<{ id: string; secret_sealed: string }[]>`SELECT id, secret_sealed FROM shared_webhooks WHERE platform = ${platform}`;
+  const [row] = await deps.sql<
+    { id: string; secret_sealed: string }[]
+  >`SELECT id, secret_sealed FROM shared_webhooks WHERE platform = ${platform}`;
   return { id: row.id, secret: deps.secrets.open(row.secret_sealed) };
 }
 
@@ -166,7 +177,11 @@ export type PublicConnection = Awaited<ReturnType<typeof toPublicConnection>>;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const notFound = (id: string) => fail('PLATFORM_CONNECTION_NOT_FOUND', `Platform connection ${id} not found`);
 
-export async function createConnection(deps: Deps, appId: string, input: z.infer<typeof createConnectionInput>): Promise<Result<PublicConnection>> {
+export async function createConnection(
+  deps: Deps,
+  appId: string,
+  input: z.infer<typeof createConnectionInput>,
+): Promise<Result<PublicConnection>> {
   const config = validateConfig(deps, input.platform_name, input.config);
   if (!config.ok) return config;
   const { sealed, pub, routingIds, verifyTokenHash } = splitConfig(deps, input.platform_name, config.value);
@@ -262,7 +277,12 @@ export async function connectionByVerifyToken(deps: Deps, platform: PlatformName
   return found && open(deps, found);
 }
 
-export async function updateConnection(deps: Deps, appId: string, id: string, patch: z.infer<typeof updateConnectionInput>): Promise<Result<PublicConnection>> {
+export async function updateConnection(
+  deps: Deps,
+  appId: string,
+  id: string,
+  patch: z.infer<typeof updateConnectionInput>,
+): Promise<Result<PublicConnection>> {
   const row = await rowOf(deps, appId, id);
   if (!row) return notFound(id);
   let sealed = row.config_sealed;

@@ -28,7 +28,8 @@ export async function storeFile(
   store?: BlobStore,
 ): Promise<FileMeta> {
   const sniffed = await fileTypeFromBuffer(f.data).catch(() => undefined);
-  const mime = sniffed?.mime ?? (f.declaredMime && /^[\w.+-]+\/[\w.+-]+$/.test(f.declaredMime) ? f.declaredMime : 'application/octet-stream');
+  const mime =
+    sniffed?.mime ?? (f.declaredMime && /^[\w.+-]+\/[\w.+-]+$/.test(f.declaredMime) ? f.declaredMime : 'application/octet-stream');
   const sha256 = createHash('sha256').update(f.data).digest('hex');
   const id = randomUUID();
   const key = store ? `${appId}/${id}` : null;
@@ -45,11 +46,18 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export async function getFileMeta(sql: Sql, appId: string, id: string): Promise<FileMeta | undefined> {
   if (!UUID.test(id)) return undefined;
-  const [row] = await sql<FileMeta[]>`SELECT id, filename, mime_type, size_bytes, sha256, created_at FROM files WHERE app_id = ${appId} AND id = ${id}`;
+  const [row] = await sql<
+    FileMeta[]
+  >`SELECT id, filename, mime_type, size_bytes, sha256, created_at FROM files WHERE app_id = ${appId} AND id = ${id}`;
   return row;
 }
 
-export async function getFileContent(sql: Sql, appId: string, id: string, store?: BlobStore): Promise<(FileMeta & { data: Buffer }) | undefined> {
+export async function getFileContent(
+  sql: Sql,
+  appId: string,
+  id: string,
+  store?: BlobStore,
+): Promise<(FileMeta & { data: Buffer }) | undefined> {
   if (!UUID.test(id)) return undefined;
   return (await readFiles(sql, appId, [id], store))[0];
 }

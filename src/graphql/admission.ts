@@ -1,4 +1,15 @@
-import { GraphQLError, Kind, getOperationAST, parse, validate, type DocumentNode, type FragmentDefinitionNode, type GraphQLSchema, type OperationDefinitionNode, type SelectionSetNode } from 'graphql';
+import {
+  GraphQLError,
+  Kind,
+  getOperationAST,
+  parse,
+  validate,
+  type DocumentNode,
+  type FragmentDefinitionNode,
+  type GraphQLSchema,
+  type OperationDefinitionNode,
+  type SelectionSetNode,
+} from 'graphql';
 import { unstorableError } from '../storable-text.js';
 import { tooComplex, validationRules, type GraphqlLimits } from './limits.js';
 
@@ -23,20 +34,28 @@ export function admitOperation(schema: GraphQLSchema, limits: GraphqlLimits, req
   // A POST body was checked at the door with the rest of the JSON; GET's variables arrive as
   // query-string text parsed by the GraphQL handler, so the same entrance check runs here.
   const unstorable = unstorableError(request.variables ?? undefined, ['variables'], limits.maxJsonDepth);
-  if (unstorable) return { ok: false, errors: [new GraphQLError(unstorable.message, { extensions: { code: 'VALIDATION_ERROR', path: unstorable.details?.[0]?.path } })] };
+  if (unstorable)
+    return {
+      ok: false,
+      errors: [new GraphQLError(unstorable.message, { extensions: { code: 'VALIDATION_ERROR', path: unstorable.details?.[0]?.path } })],
+    };
   let document: DocumentNode;
   try {
     document = parse(request.query, { maxTokens: limits.maxTokens });
   } catch (err) {
     if (!(err instanceof GraphQLError)) throw err;
     // graphql-js reports the token limit as a syntax error ("more that N tokens"); it is a size refusal.
-    return { ok: false, errors: [/more tha[nt] \d+ tokens/.test(err.message) ? tooComplex(`Document has more than ${limits.maxTokens} tokens`) : err] };
+    return {
+      ok: false,
+      errors: [/more tha[nt] \d+ tokens/.test(err.message) ? tooComplex(`Document has more than ${limits.maxTokens} tokens`) : err],
+    };
   }
   const rules = validationRules(limits, { variables: request.variables ?? undefined, operationName: request.operationName ?? undefined });
   const errors = validate(schema, document, rules);
   if (errors.length) return { ok: false, errors };
   const operation = getOperationAST(document, request.operationName);
-  if (!operation) return { ok: false, errors: [new GraphQLError('Name the operation to run with `operationName`, one of the document’s operations')] };
+  if (!operation)
+    return { ok: false, errors: [new GraphQLError('Name the operation to run with `operationName`, one of the document’s operations')] };
   return { ok: true, document, operation, points: operationPoints(document, operation) };
 }
 

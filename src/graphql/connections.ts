@@ -30,7 +30,10 @@ const toNode = (c: PublicConnection) => ({
   createdAt: c.created_at,
 });
 
-function parse<T>(schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: import('zod').ZodError } }, v: unknown): T {
+function parse<T>(
+  schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: import('zod').ZodError } },
+  v: unknown,
+): T {
   const r = schema.safeParse(v);
   if (!r.success) throw new AppError('VALIDATION_ERROR', r.error.issues[0]?.message ?? 'Invalid input', zodDetails(r.error));
   return r.data;
@@ -84,10 +87,14 @@ export const connectionsModule: GraphqlModule = {
       },
       updatePlatformConnection: async (_r, args: { id: string; name?: string; status?: string; config?: unknown }, ctx: GqlContext) => {
         const { appId } = ctx.need('admin');
-        const patch = parse(updateConnectionInput, Object.fromEntries(Object.entries({ name: args.name, status: args.status, config: args.config }).filter(([, v]) => v != null)));
+        const patch = parse(
+          updateConnectionInput,
+          Object.fromEntries(Object.entries({ name: args.name, status: args.status, config: args.config }).filter(([, v]) => v != null)),
+        );
         return toNode(unwrap(await updateConnection(ctx.deps, appId, args.id, patch)));
       },
-      deletePlatformConnection: async (_r, args: { id: string }, ctx: GqlContext) => unwrap(await deleteConnection(ctx.deps, ctx.need('admin').appId, args.id)),
+      deletePlatformConnection: async (_r, args: { id: string }, ctx: GqlContext) =>
+        unwrap(await deleteConnection(ctx.deps, ctx.need('admin').appId, args.id)),
     },
   },
 };

@@ -34,7 +34,10 @@ export function createContext(deps: Deps, web: WebServices, principal: Principal
  */
 export function formatGraphqlError(err: unknown): GraphQLError {
   const e = err instanceof GraphQLError ? err : new GraphQLError(String((err as Error)?.message ?? err));
-  const original = e.originalError && !(e.originalError instanceof AppError) && isUnavailable(e.originalError) ? unavailable(undefined, e.originalError) : e.originalError;
+  const original =
+    e.originalError && !(e.originalError instanceof AppError) && isUnavailable(e.originalError)
+      ? unavailable(undefined, e.originalError)
+      : e.originalError;
   if (original instanceof AppError) {
     const firstPath = original.details?.find((d) => d.path)?.path;
     return new GraphQLError(original.message, {
@@ -42,14 +45,24 @@ export function formatGraphqlError(err: unknown): GraphQLError {
       source: e.source,
       positions: e.positions,
       path: e.path,
-      extensions: { code: original.code, ...(firstPath ? { path: firstPath } : {}), ...(original.details ? { details: original.details } : {}) },
+      extensions: {
+        code: original.code,
+        ...(firstPath ? { path: firstPath } : {}),
+        ...(original.details ? { details: original.details } : {}),
+      },
     });
   }
   if (original && !(original instanceof GraphQLError)) {
     return new GraphQLError('Internal error', { nodes: e.nodes, path: e.path, extensions: { code: 'INTERNAL' } });
   }
   if (!e.extensions?.code) {
-    return new GraphQLError(e.message, { nodes: e.nodes, source: e.source, positions: e.positions, path: e.path, extensions: { ...e.extensions, code: 'GRAPHQL_VALIDATION_FAILED' } });
+    return new GraphQLError(e.message, {
+      nodes: e.nodes,
+      source: e.source,
+      positions: e.positions,
+      path: e.path,
+      extensions: { ...e.extensions, code: 'GRAPHQL_VALIDATION_FAILED' },
+    });
   }
   return e;
 }

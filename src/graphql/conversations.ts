@@ -107,11 +107,17 @@ export const conversationsModule: GraphqlModule = {
   `,
   resolvers: {
     Query: {
-      conversations: async (_r, a: { filters?: { platformConnectionId?: string; userId?: string }; first?: number; after?: string }, ctx: GqlContext) => {
+      conversations: async (
+        _r,
+        a: { filters?: { platformConnectionId?: string; userId?: string }; first?: number; after?: string },
+        ctx: GqlContext,
+      ) => {
         const { appId } = ctx.need('events:read');
         const first = a.first ?? 50;
         if (!Number.isInteger(first) || first < 1 || first > MAX_FIRST) {
-          throw new AppError('VALIDATION_ERROR', `first must be between 1 and ${MAX_FIRST}`, [{ path: ['first'], message: 'out of range' }]);
+          throw new AppError('VALIDATION_ERROR', `first must be between 1 and ${MAX_FIRST}`, [
+            { path: ['first'], message: 'out of range' },
+          ]);
         }
         const input = parseInput(listConversationsInput, {
           ...(a.filters?.platformConnectionId ? { platform_connection_id: a.filters.platformConnectionId } : {}),
@@ -121,7 +127,10 @@ export const conversationsModule: GraphqlModule = {
         });
         const page = must(await listConversations(ctx.deps.sql, appId, input));
         const nodes = page.conversations.map(toConversationNode);
-        return { edges: nodes.map((node) => ({ cursor: node.cursor, node })), pageInfo: { hasNextPage: page.hasMore, endCursor: page.nextCursor } };
+        return {
+          edges: nodes.map((node) => ({ cursor: node.cursor, node })),
+          pageInfo: { hasNextPage: page.hasMore, endCursor: page.nextCursor },
+        };
       },
       conversation: async (_r, a: { id: string }, ctx: GqlContext) => {
         const { appId } = ctx.need('events:read');

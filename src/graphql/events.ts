@@ -21,7 +21,10 @@ interface EventsArgs {
   after?: string;
 }
 
-function parse<T>(schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: import('zod').ZodError } }, value: unknown): T {
+function parse<T>(
+  schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: import('zod').ZodError } },
+  value: unknown,
+): T {
   const r = schema.safeParse(value);
   if (!r.success) throw new AppError('VALIDATION_ERROR', r.error.issues[0]?.message ?? 'Invalid input', zodDetails(r.error));
   return r.data;
@@ -119,18 +122,24 @@ export const eventsModule: GraphqlModule = {
         const { appId } = ctx.need('events:read');
         const first = args.first ?? 50;
         if (!Number.isInteger(first) || first < 1 || first > MAX_FIRST) {
-          throw new AppError('VALIDATION_ERROR', `first must be between 1 and ${MAX_FIRST}`, [{ path: ['first'], message: 'out of range' }]);
+          throw new AppError('VALIDATION_ERROR', `first must be between 1 and ${MAX_FIRST}`, [
+            { path: ['first'], message: 'out of range' },
+          ]);
         }
         const f = args.filters ?? {};
         const filters: EventFilters = {
           afterSeq: args.after !== undefined && args.after !== null ? unwrap(decodeCursor(args.after)).seq : undefined,
           eventType: f.eventType ?? undefined,
           payload: f.payload ?? undefined,
-          hasEdge: f.hasEdge ? { edgeType: f.hasEdge.edgeType ?? undefined, targetNodeId: f.hasEdge.targetNodeId?.equals ?? undefined } : undefined,
+          hasEdge: f.hasEdge
+            ? { edgeType: f.hasEdge.edgeType ?? undefined, targetNodeId: f.hasEdge.targetNodeId?.equals ?? undefined }
+            : undefined,
           conversationId: f.conversationId ?? undefined,
         };
         if (filters.payload && !/^[^.]+(\.[^.]+)*$/.test(filters.payload.path)) {
-          throw new AppError('VALIDATION_ERROR', 'payload.path must be dotted field names like "order.total"', [{ path: ['filters', 'payload', 'path'], message: 'invalid path' }]);
+          throw new AppError('VALIDATION_ERROR', 'payload.path must be dotted field names like "order.total"', [
+            { path: ['filters', 'payload', 'path'], message: 'invalid path' },
+          ]);
         }
         const rows = await listEvents(ctx.deps.sql, appId, filters, first + 1);
         const page = rows.slice(0, first).map(toEventNode);
@@ -153,19 +162,37 @@ export const eventsModule: GraphqlModule = {
       },
     },
     Mutation: {
-      createEvent: async (_root, args: { eventType: string; payload?: Record<string, unknown>; edges?: { edgeType: string; targetNodeType: string; targetNodeId: string }[]; originEventId?: string }, ctx: GqlContext) => {
+      createEvent: async (
+        _root,
+        args: {
+          eventType: string;
+          payload?: Record<string, unknown>;
+          edges?: { edgeType: string; targetNodeType: string; targetNodeId: string }[];
+          originEventId?: string;
+        },
+        ctx: GqlContext,
+      ) => {
         const { appId } = ctx.need('events:write');
         const input = parse(createEventInput, {
           event_type: args.eventType,
           payload: args.payload ?? {},
-          edges: (args.edges ?? []).map((e) => ({ edge_type: e.edgeType, target_node_type: e.targetNodeType.toLowerCase(), target_node_id: e.targetNodeId })),
+          edges: (args.edges ?? []).map((e) => ({
+            edge_type: e.edgeType,
+            target_node_type: e.targetNodeType.toLowerCase(),
+            target_node_id: e.targetNodeId,
+          })),
           origin_event_id: args.originEventId ?? null,
         });
         const outcome = unwrap(await createCustomEvent(ctx.deps, ctx.web, appId, input));
-        if (!outcome.committed) throw new AppError('UNAVAILABLE', `Event ${outcome.id} was accepted but not yet committed; read it later by id`);
+        if (!outcome.committed)
+          throw new AppError('UNAVAILABLE', `Event ${outcome.id} was accepted but not yet committed; read it later by id`);
         return toEventNode(outcome.event);
       },
-      createEventSchema: async (_root, args: { name: string; description?: string; jsonSchema: Record<string, unknown>; enforceValidation?: boolean }, ctx: GqlContext) => {
+      createEventSchema: async (
+        _root,
+        args: { name: string; description?: string; jsonSchema: Record<string, unknown>; enforceValidation?: boolean },
+        ctx: GqlContext,
+      ) => {
         const { appId } = ctx.need('admin');
         const input = parse(eventSchemaInput, {
           name: args.name,
@@ -174,7 +201,14 @@ export const eventsModule: GraphqlModule = {
           enforce_validation: args.enforceValidation ?? false,
         });
         const s = unwrap(await createEventSchema(ctx.deps.sql, appId, input));
-        return { id: s.id, name: s.name, description: s.description, jsonSchema: s.json_schema, enforceValidation: s.enforce_validation, createdAt: s.created_at };
+        return {
+          id: s.id,
+          name: s.name,
+          description: s.description,
+          jsonSchema: s.json_schema,
+          enforceValidation: s.enforce_validation,
+          createdAt: s.created_at,
+        };
       },
     },
   },

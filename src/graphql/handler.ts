@@ -50,7 +50,13 @@ export function graphqlRouter(deps: Deps, web: WebServices, guards: RequestGuard
       }
     }
     const { operationName, variables } = params;
-    return { schema, document: admission.document, operationName: operationName ?? undefined, variableValues: variables ?? undefined, contextValue };
+    return {
+      schema,
+      document: admission.document,
+      operationName: operationName ?? undefined,
+      variableValues: variables ?? undefined,
+      contextValue,
+    };
   };
 
   const http = createHttpHandler<GqlContext>({
@@ -63,8 +69,7 @@ export function graphqlRouter(deps: Deps, web: WebServices, guards: RequestGuard
   const sse = createSseHandler<GqlContext>({
     schema,
     // The response rides along so a subscription can drop a client that cannot keep up.
-    onSubscribe: (req, params) =>
-      admit(resOf(req), params, 0, { ...createContext(deps, web, principalOf(resOf(req))), res: resOf(req) }),
+    onSubscribe: (req, params) => admit(resOf(req), params, 0, { ...createContext(deps, web, principalOf(resOf(req))), res: resOf(req) }),
     // `admit` validated already, with the full rule list.
     validate: () => [],
     onNext: (_ctx, _req, result) => mapErrors(result as ExecutionResult),
@@ -98,7 +103,9 @@ export function graphqlRouter(deps: Deps, web: WebServices, guards: RequestGuard
 
 /** A refusal answered before anything runs, in the same shape on both endpoints. */
 const refusal = (status: number, body: unknown, headers: Record<string, string> = {}) =>
-  [JSON.stringify(body), { status, statusText: STATUS_CODES[status] ?? '', headers: { ...headers, 'content-type': 'application/json; charset=utf-8' } }] as const;
+  [
+    JSON.stringify(body),
+    { status, statusText: STATUS_CODES[status] ?? '', headers: { ...headers, 'content-type': 'application/json; charset=utf-8' } },
+  ] as const;
 
 const isSse = (req: Request) => (req.get('accept') ?? '').includes('text/event-stream');
-

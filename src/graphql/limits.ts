@@ -1,7 +1,14 @@
 import { maxAliasesRule } from '@escape.tech/graphql-armor-max-aliases';
 import { maxDepthRule } from '@escape.tech/graphql-armor-max-depth';
 import { maxDirectivesRule } from '@escape.tech/graphql-armor-max-directives';
-import { GraphQLError, specifiedRules, type ASTVisitor, type OperationDefinitionNode, type ValidationContext, type ValidationRule } from 'graphql';
+import {
+  GraphQLError,
+  specifiedRules,
+  type ASTVisitor,
+  type OperationDefinitionNode,
+  type ValidationContext,
+  type ValidationRule,
+} from 'graphql';
 import { createComplexityRule, simpleEstimator, type ComplexityEstimator } from 'graphql-query-complexity';
 import type { Config } from '../config.js';
 import { storableLiterals } from '../storable-text.js';
@@ -41,7 +48,9 @@ const armor = (n: number) => ({
   n,
   exposeLimits: true,
   propagateOnRejection: false,
-  onReject: [(ctx: ValidationContext | null, err: GraphQLError) => ctx?.reportError(tooComplex(err.message.replace(/^Syntax Error: /, '')))],
+  onReject: [
+    (ctx: ValidationContext | null, err: GraphQLError) => ctx?.reportError(tooComplex(err.message.replace(/^Syntax Error: /, ''))),
+  ],
 });
 
 /**
@@ -91,7 +100,10 @@ function costLimit(maxCost: number, variables: Record<string, unknown> | undefin
  * / alias / directive counts that walk each fragment once (graphql-armor), the cost estimate
  * and the storable-text check. Token count is the parser's (`parseOptions`).
  */
-export function validationRules(limits: GraphqlLimits, request: { variables?: Record<string, unknown>; operationName?: string }): ValidationRule[] {
+export function validationRules(
+  limits: GraphqlLimits,
+  request: { variables?: Record<string, unknown>; operationName?: string },
+): ValidationRule[] {
   return [
     ...specifiedRules,
     maxDepthRule({ ...armor(limits.maxDepth), flattenFragments: true, ignoreIntrospection: true }),

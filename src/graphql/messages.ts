@@ -22,7 +22,18 @@ export const messagesModule: GraphqlModule = {
   `,
   resolvers: {
     Mutation: {
-      sendMessage: async (_r, a: { platformConnectionId: string; toExternalId: string; message: string; fileIds?: string[]; parseMode?: string; subject?: string }, ctx: GqlContext) => {
+      sendMessage: async (
+        _r,
+        a: {
+          platformConnectionId: string;
+          toExternalId: string;
+          message: string;
+          fileIds?: string[];
+          parseMode?: string;
+          subject?: string;
+        },
+        ctx: GqlContext,
+      ) => {
         const { appId } = ctx.need('events:write');
         const parsed = sendMessageInput.safeParse({
           platform_connection_id: a.platformConnectionId,
@@ -32,12 +43,17 @@ export const messagesModule: GraphqlModule = {
           ...(a.parseMode ? { parse_mode: a.parseMode } : {}),
           ...(a.subject ? { subject: a.subject } : {}),
         });
-        if (!parsed.success) throw new AppError('VALIDATION_ERROR', parsed.error.issues[0]?.message ?? 'Invalid input', zodDetails(parsed.error));
+        if (!parsed.success)
+          throw new AppError('VALIDATION_ERROR', parsed.error.issues[0]?.message ?? 'Invalid input', zodDetails(parsed.error));
         const m = unwrap(await submitMessage(ctx.deps, ctx.web.sends, appId, parsed.data));
         if (m.status === 'failed') throw sendFailure(m);
         return {
           id: m.id,
-          status: { success: m.status === 'sent', message: m.status === 'sent' ? 'sent' : 'queued', externalMessageId: m.external_message_id },
+          status: {
+            success: m.status === 'sent',
+            message: m.status === 'sent' ? 'sent' : 'queued',
+            externalMessageId: m.external_message_id,
+          },
         };
       },
     },

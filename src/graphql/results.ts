@@ -7,7 +7,10 @@ import { unwrapIdentity } from '../identity/users.js';
 export const must = unwrapIdentity;
 
 /** Parses resolver arguments with the same zod schema the REST face uses. */
-export function parseInput<T>(schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: ZodError } }, value: unknown): T {
+export function parseInput<T>(
+  schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: ZodError } },
+  value: unknown,
+): T {
   const r = schema.safeParse(value);
   if (!r.success) throw new AppError('VALIDATION_ERROR', r.error.issues[0]?.message ?? 'Invalid input', zodDetails(r.error));
   return r.data;

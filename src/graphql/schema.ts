@@ -1,4 +1,12 @@
-import { buildSchema, type GraphQLScalarType, Kind, isObjectType, type GraphQLFieldResolver, type GraphQLSchema, type ValueNode } from 'graphql';
+import {
+  buildSchema,
+  type GraphQLScalarType,
+  Kind,
+  isObjectType,
+  type GraphQLFieldResolver,
+  type GraphQLSchema,
+  type ValueNode,
+} from 'graphql';
 import type { GqlContext } from './context.js';
 import { baseModule } from './base.js';
 import { eventsModule } from './events.js';

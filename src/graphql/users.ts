@@ -137,15 +137,18 @@ export const usersModule: GraphqlModule = {
       users: async (_r, a: { filters?: Record<string, unknown>; first?: number; after?: string }, ctx: GqlContext) => {
         const { appId } = ctx.need('users:read');
         const f = a.filters ?? {};
-        const input = parseInput(listUsersInput, definedOnly({
-          platform: f.platform,
-          external_id: f.externalId,
-          platform_connection_id: f.platformConnectionId,
-          name_contains: f.nameContains,
-          include_system: f.includeSystem ?? false,
-          limit: a.first ?? 50,
-          after: a.after,
-        }));
+        const input = parseInput(
+          listUsersInput,
+          definedOnly({
+            platform: f.platform,
+            external_id: f.externalId,
+            platform_connection_id: f.platformConnectionId,
+            name_contains: f.nameContains,
+            include_system: f.includeSystem ?? false,
+            limit: a.first ?? 50,
+            after: a.after,
+          }),
+        );
         const page = must(await listUsers(ctx.deps.sql, appId, input));
         const nodes = page.users.map(toUserNode);
         return {
@@ -165,17 +168,28 @@ export const usersModule: GraphqlModule = {
         const { appId } = ctx.need('users:read');
         const page = must(await listConversations(ctx.deps.sql, appId, parseInputConversations(u.id, a)));
         const nodes = page.conversations.map(toConversationNode);
-        return { edges: nodes.map((node) => ({ cursor: node.cursor, node })), pageInfo: { hasNextPage: page.hasMore, endCursor: page.nextCursor } };
+        return {
+          edges: nodes.map((node) => ({ cursor: node.cursor, node })),
+          pageInfo: { hasNextPage: page.hasMore, endCursor: page.nextCursor },
+        };
       },
-      events: async (u: UserNode, a: { first?: number; after?: string; eventType?: { equals?: string; startsWith?: string } }, ctx: GqlContext) => {
+      events: async (
+        u: UserNode,
+        a: { first?: number; after?: string; eventType?: { equals?: string; startsWith?: string } },
+        ctx: GqlContext,
+      ) => {
         const { appId } = ctx.need('events:read');
         const first = a.first ?? 50;
-        if (!Number.isInteger(first) || first < 1 || first > 500) throw new AppError('VALIDATION_ERROR', 'first must be between 1 and 500', [{ path: ['first'], message: 'out of range' }]);
+        if (!Number.isInteger(first) || first < 1 || first > 500)
+          throw new AppError('VALIDATION_ERROR', 'first must be between 1 and 500', [{ path: ['first'], message: 'out of range' }]);
         const userId = (await resolveUserId(ctx.deps.sql, appId, u.id)) ?? u.id;
         const afterSeq = a.after ? must(decodeCursor(a.after)).seq : undefined;
         const rows = await listEvents(ctx.deps.sql, appId, { afterSeq, userId, eventType: a.eventType ?? undefined }, first + 1);
         const page = rows.slice(0, first).map(toEventNode);
-        return { edges: page.map((node) => ({ cursor: node.cursor, node })), pageInfo: { hasNextPage: rows.length > first, endCursor: page.at(-1)?.cursor ?? null } };
+        return {
+          edges: page.map((node) => ({ cursor: node.cursor, node })),
+          pageInfo: { hasNextPage: rows.length > first, endCursor: page.at(-1)?.cursor ?? null },
+        };
       },
     },
     Mutation: {
@@ -190,7 +204,14 @@ export const usersModule: GraphqlModule = {
       mergeUsers: async (_r, a: { targetUserId: string; sourceUserId: string }, ctx: GqlContext) => {
         const { appId } = ctx.need('users:write');
         const m = must(await mergeUsers(ctx.deps, appId, { targetUserId: a.targetUserId, sourceUserId: a.sourceUserId }));
-        return { user: toUserNode(m.user), targetUserId: m.targetUserId, sourceUserId: m.sourceUserId, platformUserIds: m.platformUserIds, eventId: m.eventId, replayed: m.replayed };
+        return {
+          user: toUserNode(m.user),
+          targetUserId: m.targetUserId,
+          sourceUserId: m.sourceUserId,
+          platformUserIds: m.platformUserIds,
+          eventId: m.eventId,
+          replayed: m.replayed,
+        };
       },
       createLinkCode: async (_r, a: { userId: string; ttlSeconds?: number | null }, ctx: GqlContext) => {
         const { appId } = ctx.need('users:write');
@@ -207,8 +228,16 @@ export const usersModule: GraphqlModule = {
       },
       activateLinkCode: async (_r, a: { code: string; platformUserId: string }, ctx: GqlContext) => {
         const { appId } = ctx.need('users:write');
-        const r = must(await activateLinkCode(ctx.deps, ctx.web.linkCodes, appId, { code: a.code, platformUserId: a.platformUserId, via: 'api' }));
-        return { linkCodeId: r.link_code_id, userId: r.user_id, platformUserId: r.platform_user_id, mergedUserId: r.merged_user_id, replayed: r.replayed };
+        const r = must(
+          await activateLinkCode(ctx.deps, ctx.web.linkCodes, appId, { code: a.code, platformUserId: a.platformUserId, via: 'api' }),
+        );
+        return {
+          linkCodeId: r.link_code_id,
+          userId: r.user_id,
+          platformUserId: r.platform_user_id,
+          mergedUserId: r.merged_user_id,
+          replayed: r.replayed,
+        };
       },
     },
   },

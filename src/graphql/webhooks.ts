@@ -159,9 +159,13 @@ export const webhooksModule: GraphqlModule = {
         const { appId } = ctx.need('admin');
         const first = args.first ?? 50;
         if (!Number.isInteger(first) || first < 1 || first > MAX_FIRST) {
-          throw new AppError('VALIDATION_ERROR', `first must be between 1 and ${MAX_FIRST}`, [{ path: ['first'], message: 'out of range' }]);
+          throw new AppError('VALIDATION_ERROR', `first must be between 1 and ${MAX_FIRST}`, [
+            { path: ['first'], message: 'out of range' },
+          ]);
         }
-        const page = unwrap(await listDeliveryLogs(ctx.deps, appId, args.webhookSubscriptionId, { limit: first, after: args.after ?? undefined }));
+        const page = unwrap(
+          await listDeliveryLogs(ctx.deps, appId, args.webhookSubscriptionId, { limit: first, after: args.after ?? undefined }),
+        );
         return {
           edges: page.logs.map((l) => ({ cursor: l.cursor, node: toLogNode(l) })),
           pageInfo: { hasNextPage: page.hasMore, endCursor: page.logs.at(-1)?.cursor ?? null },
@@ -169,12 +173,36 @@ export const webhooksModule: GraphqlModule = {
       },
     },
     Mutation: {
-      createWebhookSubscription: async (_r, args: { name: string; targetUrl: string; eventPatterns: string[]; secret?: string | null; maxPerSecond?: number | null }, ctx: GqlContext) => {
+      createWebhookSubscription: async (
+        _r,
+        args: { name: string; targetUrl: string; eventPatterns: string[]; secret?: string | null; maxPerSecond?: number | null },
+        ctx: GqlContext,
+      ) => {
         const { appId } = ctx.need('admin');
-        const input = parse(createSubscriptionInput, defined({ name: args.name, target_url: args.targetUrl, event_patterns: args.eventPatterns, secret: args.secret ?? undefined, max_per_second: args.maxPerSecond ?? undefined }));
+        const input = parse(
+          createSubscriptionInput,
+          defined({
+            name: args.name,
+            target_url: args.targetUrl,
+            event_patterns: args.eventPatterns,
+            secret: args.secret ?? undefined,
+            max_per_second: args.maxPerSecond ?? undefined,
+          }),
+        );
         return toNode(unwrap(await createSubscription(ctx.deps, appId, input)));
       },
-      updateWebhookSubscription: async (_r, args: { id: string; name?: string | null; targetUrl?: string | null; eventPatterns?: string[] | null; status?: string | null; maxPerSecond?: number | null }, ctx: GqlContext) => {
+      updateWebhookSubscription: async (
+        _r,
+        args: {
+          id: string;
+          name?: string | null;
+          targetUrl?: string | null;
+          eventPatterns?: string[] | null;
+          status?: string | null;
+          maxPerSecond?: number | null;
+        },
+        ctx: GqlContext,
+      ) => {
         const { appId } = ctx.need('admin');
         const patch = parse(
           updateSubscriptionInput,
@@ -189,10 +217,17 @@ export const webhooksModule: GraphqlModule = {
         );
         return toNode(unwrap(await updateSubscription(ctx.deps, appId, args.id, patch)));
       },
-      deleteWebhookSubscription: async (_r, args: { id: string }, ctx: GqlContext) => unwrap(await deleteSubscription(ctx.deps, ctx.need('admin').appId, args.id)),
+      deleteWebhookSubscription: async (_r, args: { id: string }, ctx: GqlContext) =>
+        unwrap(await deleteSubscription(ctx.deps, ctx.need('admin').appId, args.id)),
       testWebhookSubscription: async (_r, args: { id: string }, ctx: GqlContext) => {
         const r = unwrap(await sendTestDelivery(ctx.deps, ctx.need('admin').appId, args.id));
-        return { success: r.success, statusCode: r.status_code, responseBody: r.response_body, duration: r.duration, errorMessage: r.error_message };
+        return {
+          success: r.success,
+          statusCode: r.status_code,
+          responseBody: r.response_body,
+          duration: r.duration,
+          errorMessage: r.error_message,
+        };
       },
       rotateWebhookSecret: async (_r, args: { id: string }, ctx: GqlContext) => {
         const r = unwrap(await rotateSecret(ctx.deps, ctx.need('admin').appId, args.id));
@@ -200,9 +235,16 @@ export const webhooksModule: GraphqlModule = {
       },
       replayWebhookSubscription: async (_r, args: { id: string; since: string }, ctx: GqlContext) => {
         const r = unwrap(await replaySubscription(ctx.deps, ctx.need('admin').appId, args.id, args.since));
-        return { queued: r.queued, alreadyQueued: r.already_queued, scanned: r.scanned, truncated: r.truncated, nextSince: r.next_since ?? null };
+        return {
+          queued: r.queued,
+          alreadyQueued: r.already_queued,
+          scanned: r.scanned,
+          truncated: r.truncated,
+          nextSince: r.next_since ?? null,
+        };
       },
-      retryWebhookDelivery: async (_r, args: { id: string }, ctx: GqlContext) => unwrap(await retryDelivery(ctx.deps, ctx.need('admin').appId, args.id)),
+      retryWebhookDelivery: async (_r, args: { id: string }, ctx: GqlContext) =>
+        unwrap(await retryDelivery(ctx.deps, ctx.need('admin').appId, args.id)),
     },
   },
 };

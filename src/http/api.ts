@@ -56,7 +56,10 @@ export class Api {
   readonly router: Router = express.Router();
   private readonly specs: RouteSpec<unknown, unknown, unknown>[] = [];
 
-  constructor(private readonly deps: Deps, private readonly guards: RequestGuards) {}
+  constructor(
+    private readonly deps: Deps,
+    private readonly guards: RequestGuards,
+  ) {}
 
   route<B = undefined, Q = undefined, P = undefined>(spec: RouteSpec<B, Q, P>): void {
     this.specs.push(spec as RouteSpec<unknown, unknown, unknown>);
@@ -87,7 +90,10 @@ export class Api {
       if (spec.scope) op.security = [{ apiKey: [], appId: [] }];
       if (spec.scope) op['x-required-scope'] = spec.scope;
       const parameters: unknown[] = [];
-      for (const [where, schema] of [['path', spec.params], ['query', spec.query]] as const) {
+      for (const [where, schema] of [
+        ['path', spec.params],
+        ['query', spec.query],
+      ] as const) {
         const js = schema ? (toJsonSchema(schema, 'input') as { properties?: Record<string, unknown>; required?: string[] }) : undefined;
         for (const [name, s] of Object.entries(js?.properties ?? {})) {
           parameters.push({ name, in: where, required: where === 'path' || (js?.required ?? []).includes(name), schema: s });
@@ -97,14 +103,23 @@ export class Api {
       if (spec.body) op.requestBody = { required: true, content: { 'application/json': { schema: toJsonSchema(spec.body, 'input') } } };
       const responses = op.responses as Record<string, unknown>;
       for (const [status, r] of Object.entries(spec.responses)) {
-        responses[status] = { description: r.description, ...(r.schema ? { content: { 'application/json': { schema: toJsonSchema(r.schema, 'output') } } } : {}) };
+        responses[status] = {
+          description: r.description,
+          ...(r.schema ? { content: { 'application/json': { schema: toJsonSchema(r.schema, 'output') } } } : {}),
+        };
       }
-      const codes = new Set<ErrorCode>([...(spec.errors ?? []), ...(spec.scope ? (['UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMITED'] as ErrorCode[]) : [])]);
+      const codes = new Set<ErrorCode>([
+        ...(spec.errors ?? []),
+        ...(spec.scope ? (['UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMITED'] as ErrorCode[]) : []),
+      ]);
       if (spec.body || spec.query || spec.params) codes.add('VALIDATION_ERROR');
       for (const code of codes) {
         const status = String(ERROR_STATUS[code]);
         const existing = responses[status] as { description: string } | undefined;
-        responses[status] = { description: existing ? `${existing.description}; ${code}` : code, content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
+        responses[status] = {
+          description: existing ? `${existing.description}; ${code}` : code,
+          content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+        };
       }
       (paths[path] ??= {})[spec.method] = op;
     }

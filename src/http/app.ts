@@ -57,7 +57,10 @@ export function createApp(deps: Deps): WebApp {
   app.use(rejectUnstorableInput(deps.config.JSON_MAX_DEPTH));
 
   const web = createWebServices(deps);
-  onShutdown.push(() => web.wakes.close(), () => web.ledger.close());
+  onShutdown.push(
+    () => web.wakes.close(),
+    () => web.ledger.close(),
+  );
   const guards = createGuards(deps, web.stamps);
   const api = new Api(deps, guards);
   for (const register of ROUTES) register(api, { deps, web, onShutdown });

@@ -69,7 +69,10 @@ export function registerConnectionRoutes(api: Api): void {
     body: updateConnectionInput,
     responses: { 200: { description: 'The updated connection', schema: connectionOut } },
     errors: ['PLATFORM_CONNECTION_NOT_FOUND', 'PLATFORM_CONNECTION_CONFLICT'],
-    handler: async ({ deps, principal, params, body }) => ({ status: 200, body: unwrap(await updateConnection(deps, principal.appId, params.id, body)) }),
+    handler: async ({ deps, principal, params, body }) => ({
+      status: 200,
+      body: unwrap(await updateConnection(deps, principal.appId, params.id, body)),
+    }),
   });
   api.route({
     method: 'delete',

@@ -41,7 +41,12 @@ export function registerConversationRoutes(api: Api): void {
     summary: 'List conversations (filters: platform_connection_id, user_id), oldest first',
     scope: 'events:read',
     query: listConversationsInput,
-    responses: { 200: { description: 'A page of conversations', schema: z.object({ data: z.array(conversationOut), next_cursor: z.string().nullable(), has_more: z.boolean() }) } },
+    responses: {
+      200: {
+        description: 'A page of conversations',
+        schema: z.object({ data: z.array(conversationOut), next_cursor: z.string().nullable(), has_more: z.boolean() }),
+      },
+    },
     errors: ['INVALID_CURSOR'],
     async handler({ deps, principal, query }) {
       const page = unwrapIdentity(await listConversations(deps.sql, principal.appId, query));
@@ -56,7 +61,10 @@ export function registerConversationRoutes(api: Api): void {
     scope: 'events:read',
     params: z.object({ id: z.string().max(100) }),
     responses: {
-      200: { description: 'The conversation', schema: conversationOut.extend({ participants: z.array(participantOut), last_event: restEventSchema.nullable() }) },
+      200: {
+        description: 'The conversation',
+        schema: conversationOut.extend({ participants: z.array(participantOut), last_event: restEventSchema.nullable() }),
+      },
     },
     errors: ['NOT_FOUND'],
     async handler({ deps, principal, params }) {

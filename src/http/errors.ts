@@ -11,9 +11,13 @@ export function toAppError(err: unknown): AppError | undefined {
   const e = err as { type?: string; status?: number; expose?: boolean };
   if (e?.type === 'entity.parse.failed') return new AppError('INVALID_JSON', 'Request body is not valid JSON');
   if (e?.type === 'entity.too.large') return new AppError('PAYLOAD_TOO_LARGE', 'Request body is too large');
-  if (e?.type === 'encoding.unsupported' || e?.type === 'charset.unsupported') return new AppError('UNSUPPORTED_MEDIA_TYPE', 'Unsupported body encoding');
+  if (e?.type === 'encoding.unsupported' || e?.type === 'charset.unsupported')
+    return new AppError('UNSUPPORTED_MEDIA_TYPE', 'Unsupported body encoding');
   // The router cannot percent-decode a path parameter (`%ED%A0%80`, a lone `%`): the client's URL is bad.
-  if (err instanceof URIError) return new AppError('VALIDATION_ERROR', 'The URL has malformed percent-encoding', [{ path: ['params'], message: 'not valid percent-encoded UTF-8' }]);
+  if (err instanceof URIError)
+    return new AppError('VALIDATION_ERROR', 'The URL has malformed percent-encoding', [
+      { path: ['params'], message: 'not valid percent-encoded UTF-8' },
+    ]);
   if (isUnavailable(err)) return unavailable(undefined, err);
   return undefined;
 }

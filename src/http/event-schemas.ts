@@ -33,7 +33,10 @@ export function registerEventSchemaRoutes(api: Api): void {
     body: eventSchemaInput,
     responses: { 201: { description: 'Created', schema: out } },
     errors: ['CONFLICT'],
-    handler: async ({ deps, principal, body }) => ({ status: 201, body: toRest(unwrap(await createEventSchema(deps.sql, principal.appId, body))) }),
+    handler: async ({ deps, principal, body }) => ({
+      status: 201,
+      body: toRest(unwrap(await createEventSchema(deps.sql, principal.appId, body))),
+    }),
   });
   api.route({
     method: 'get',
@@ -41,7 +44,10 @@ export function registerEventSchemaRoutes(api: Api): void {
     summary: 'List event schemas',
     scope: 'admin',
     responses: { 200: { description: 'All schemas', schema: z.object({ data: z.array(out) }) } },
-    handler: async ({ deps, principal }) => ({ status: 200, body: { data: (await listEventSchemas(deps.sql, principal.appId)).map(toRest) } }),
+    handler: async ({ deps, principal }) => ({
+      status: 200,
+      body: { data: (await listEventSchemas(deps.sql, principal.appId)).map(toRest) },
+    }),
   });
   api.route({
     method: 'get',
@@ -51,7 +57,10 @@ export function registerEventSchemaRoutes(api: Api): void {
     params: idParams,
     responses: { 200: { description: 'The schema', schema: out } },
     errors: ['NOT_FOUND'],
-    handler: async ({ deps, principal, params }) => ({ status: 200, body: toRest(unwrap(await getEventSchema(deps.sql, principal.appId, params.id))) }),
+    handler: async ({ deps, principal, params }) => ({
+      status: 200,
+      body: toRest(unwrap(await getEventSchema(deps.sql, principal.appId, params.id))),
+    }),
   });
   api.route({
     method: 'patch',
@@ -62,7 +71,10 @@ export function registerEventSchemaRoutes(api: Api): void {
     body: eventSchemaPatch,
     responses: { 200: { description: 'The updated schema', schema: out } },
     errors: ['NOT_FOUND', 'CONFLICT'],
-    handler: async ({ deps, principal, params, body }) => ({ status: 200, body: toRest(unwrap(await updateEventSchema(deps.sql, principal.appId, params.id, body))) }),
+    handler: async ({ deps, principal, params, body }) => ({
+      status: 200,
+      body: toRest(unwrap(await updateEventSchema(deps.sql, principal.appId, params.id, body))),
+    }),
   });
   api.route({
     method: 'delete',

@@ -27,7 +27,11 @@ export const restEventSchema = z.object({
 const listQuery = z.object({
   after: z.string().optional(),
   limit: z.coerce.number().int().min(1).max(500).default(50),
-  event_type: z.string().max(200).regex(/^[a-z0-9_.]+\*?$/, 'an event type, or a prefix ending in *').optional(),
+  event_type: z
+    .string()
+    .max(200)
+    .regex(/^[a-z0-9_.]+\*?$/, 'an event type, or a prefix ending in *')
+    .optional(),
 });
 
 /** Filters of GET /v1/events as the ledger's read filters. */
@@ -45,12 +49,17 @@ export function registerEventRoutes(api: Api, { web }: RouteContext): void {
     body: createEventInput,
     responses: {
       201: { description: 'The stored event', schema: restEventSchema },
-      202: { description: 'Accepted; not yet committed within the wait bound', schema: z.object({ id: z.string(), status: z.literal('queued') }) },
+      202: {
+        description: 'Accepted; not yet committed within the wait bound',
+        schema: z.object({ id: z.string(), status: z.literal('queued') }),
+      },
     },
     errors: ['RESERVED_EVENT_TYPE', 'IDEMPOTENCY_CONFLICT'],
     async handler({ deps, principal, body, req }) {
       const outcome = unwrap(await createCustomEvent(deps, web, principal.appId, body, req.get('idempotency-key')));
-      return outcome.committed ? { status: 201, body: toRestEvent(outcome.event) } : { status: 202, body: { id: outcome.id, status: 'queued' } };
+      return outcome.committed
+        ? { status: 201, body: toRestEvent(outcome.event) }
+        : { status: 202, body: { id: outcome.id, status: 'queued' } };
     },
   });
 
@@ -72,7 +81,10 @@ export function registerEventRoutes(api: Api, { web }: RouteContext): void {
       const rows = await listEvents(deps.sql, principal.appId, { afterSeq, eventType: eventTypeFilter(query.event_type) }, query.limit + 1);
       const page = rows.slice(0, query.limit);
       const last = page.at(-1);
-      return { status: 200, body: { data: page.map(toRestEvent), ...(last ? { next_cursor: last.cursor } : {}), has_more: rows.length > query.limit } };
+      return {
+        status: 200,
+        body: { data: page.map(toRestEvent), ...(last ? { next_cursor: last.cursor } : {}), has_more: rows.length > query.limit },
+      };
     },
   });
 

@@ -6,7 +6,14 @@ import { unstorableError } from '../storable-text.js';
 import type { Api } from './api.js';
 import type { RouteContext } from './routes.js';
 
-const fileOut = z.object({ id: z.string(), filename: z.string().nullable(), mime_type: z.string().nullable(), size_bytes: z.number(), sha256: z.string().nullable(), created_at: z.string() });
+const fileOut = z.object({
+  id: z.string(),
+  filename: z.string().nullable(),
+  mime_type: z.string().nullable(),
+  size_bytes: z.number(),
+  sha256: z.string().nullable(),
+  created_at: z.string(),
+});
 const idParams = z.object({ id: z.string() });
 const upload = multer({ storage: multer.memoryStorage(), limits: { fileSize: MAX_FILE_BYTES, files: 1, fields: 5 } });
 
@@ -19,13 +26,16 @@ export function registerFileRoutes(api: Api, { web }: RouteContext): void {
     responses: { 201: { description: 'The stored file', schema: fileOut } },
     errors: ['VALIDATION_ERROR', 'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE'],
     async handler({ deps, principal, req, res }) {
-      if (!req.is('multipart/form-data')) throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'Upload files as multipart/form-data with a "file" field');
+      if (!req.is('multipart/form-data'))
+        throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'Upload files as multipart/form-data with a "file" field');
       await new Promise<void>((resolve, reject) =>
         upload.single('file')(req, res, (err?: unknown) => {
           if (!err) return resolve();
           const code = (err as { code?: string }).code;
-          if (code === 'LIMIT_FILE_SIZE') return reject(new AppError('PAYLOAD_TOO_LARGE', `Files are limited to ${MAX_FILE_BYTES / 1024 / 1024} MB`));
-          if (typeof code === 'string' && code.startsWith('LIMIT_')) return reject(new AppError('VALIDATION_ERROR', (err as Error).message, [{ path: ['file'], message: (err as Error).message }]));
+          if (code === 'LIMIT_FILE_SIZE')
+            return reject(new AppError('PAYLOAD_TOO_LARGE', `Files are limited to ${MAX_FILE_BYTES / 1024 / 1024} MB`));
+          if (typeof code === 'string' && code.startsWith('LIMIT_'))
+            return reject(new AppError('VALIDATION_ERROR', (err as Error).message, [{ path: ['file'], message: (err as Error).message }]));
           reject(new AppError('VALIDATION_ERROR', 'Malformed multipart body', [{ path: ['file'], message: 'malformed multipart body' }]));
         }),
       );
@@ -33,9 +43,18 @@ export function registerFileRoutes(api: Api, { web }: RouteContext): void {
       if (!file) throw new AppError('VALIDATION_ERROR', 'Missing "file" field', [{ path: ['file'], message: 'required' }]);
       // Busboy decodes `filename*` (RFC 5987) in any charset, so a name can carry NUL or a lone
       // surrogate that the JSON-body check never saw and the insert would fail on.
-      const unstorable = unstorableError({ filename: file.originalname, mime_type: file.mimetype, fields: req.body }, ['file'], deps.config.JSON_MAX_DEPTH);
+      const unstorable = unstorableError(
+        { filename: file.originalname, mime_type: file.mimetype, fields: req.body },
+        ['file'],
+        deps.config.JSON_MAX_DEPTH,
+      );
       if (unstorable) throw unstorable;
-      const meta = await storeFile(deps.sql, principal.appId, { filename: file.originalname, declaredMime: file.mimetype, data: file.buffer }, web.files);
+      const meta = await storeFile(
+        deps.sql,
+        principal.appId,
+        { filename: file.originalname, declaredMime: file.mimetype, data: file.buffer },
+        web.files,
+      );
       return { status: 201, body: toRestFile(meta) };
     },
   });

@@ -27,7 +27,12 @@ export function createGuards(deps: Deps, stamps: ChangeStamps): RequestGuards {
   const limiter = createWindowLimiter(deps.redis, `${deps.config.REDIS_PREFIX}:rl`, limit, 60);
   return {
     async authenticate(req, scope, options) {
-      const auth = await authenticate(deps.sql, stamps, { authorization: req.get('authorization'), appId: req.get('x-service-app-id') }, options);
+      const auth = await authenticate(
+        deps.sql,
+        stamps,
+        { authorization: req.get('authorization'), appId: req.get('x-service-app-id') },
+        options,
+      );
       if (!auth.ok) throw AppError.from(auth.error);
       const scoped = requireScope(auth.value, scope);
       if (!scoped.ok) throw AppError.from(scoped.error);
@@ -39,7 +44,10 @@ export function createGuards(deps: Deps, stamps: ChangeStamps): RequestGuards {
       try {
         verdict = await limiter.consume(appId, points);
       } catch (err) {
-        throw new AppError('UNAVAILABLE', 'Rate limiter unavailable; retry shortly', undefined, { cause: err, headers: { 'Retry-After': '1' } });
+        throw new AppError('UNAVAILABLE', 'Rate limiter unavailable; retry shortly', undefined, {
+          cause: err,
+          headers: { 'Retry-After': '1' },
+        });
       }
       res.setHeader('RateLimit-Limit', String(limit));
       res.setHeader('RateLimit-Remaining', String(verdict.remaining));

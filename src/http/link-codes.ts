@@ -24,25 +24,41 @@ export function registerLinkCodeRoutes(api: Api, { web }: RouteContext): void {
   api.route({
     method: 'post',
     path: '/v1/link-codes',
-    summary: 'A single-use code (default TTL 10 minutes) that links the platform account sending it back to this user; records link_code.generated',
+    summary:
+      'A single-use code (default TTL 10 minutes) that links the platform account sending it back to this user; records link_code.generated',
     scope: 'users:write',
     body: createLinkCodeInput,
     responses: { 201: { description: 'The code, when it expires, and ready links for platforms that have them', schema: linkCodeOut } },
     errors: ['NOT_FOUND', 'USER_MERGED', 'CONFLICT'],
-    handler: async ({ deps, principal, body }) => ({ status: 201, body: unwrapIdentity(await createLinkCode(deps, principal.appId, body)) }),
+    handler: async ({ deps, principal, body }) => ({
+      status: 201,
+      body: unwrapIdentity(await createLinkCode(deps, principal.appId, body)),
+    }),
   });
 
   api.route({
     method: 'post',
     path: '/v1/link-codes/:code/activate',
-    summary: "Use a code for a platform user: it joins the code's user (merging users when needed); records link_code.activation and user.merged",
+    summary:
+      "Use a code for a platform user: it joins the code's user (merging users when needed); records link_code.activation and user.merged",
     scope: 'users:write',
     params: z.object({ code: z.string().max(100) }),
     body: activateLinkCodeInput,
-    responses: { 200: { description: 'Linked (replayed: true when this platform user had already used this code)', schema: activationOut } },
+    responses: {
+      200: { description: 'Linked (replayed: true when this platform user had already used this code)', schema: activationOut },
+    },
     errors: ['NOT_FOUND', 'LINK_CODE_NOT_FOUND', 'LINK_CODE_EXPIRED', 'LINK_CODE_USED', 'LINK_CODE_ATTEMPTS_EXCEEDED', 'CONFLICT'],
     async handler({ deps, principal, params, body }) {
-      return { status: 200, body: unwrapIdentity(await activateLinkCode(deps, web.linkCodes, principal.appId, { code: params.code, platformUserId: body.platform_user_id, via: 'api' })) };
+      return {
+        status: 200,
+        body: unwrapIdentity(
+          await activateLinkCode(deps, web.linkCodes, principal.appId, {
+            code: params.code,
+            platformUserId: body.platform_user_id,
+            via: 'api',
+          }),
+        ),
+      };
     },
   });
 }

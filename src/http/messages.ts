@@ -25,7 +25,12 @@ const toRestMessage = (m: MessageRow) => ({
 export function sendFailure(m: MessageRow): AppError {
   const e = m.error!;
   return new AppError(e.code, e.message, [
-    { message: e.platform_message ?? e.message, platform_code: e.platform_code ?? null, platform_message: e.platform_message ?? null, message_id: m.id },
+    {
+      message: e.platform_message ?? e.message,
+      platform_code: e.platform_code ?? null,
+      platform_message: e.platform_message ?? null,
+      message_id: m.id,
+    },
   ]);
 }
 
@@ -45,7 +50,11 @@ export function registerMessageRoutes(api: Api, { web }: RouteContext): void {
     async handler({ deps, principal, body, req }) {
       const m = unwrap(await submitMessage(deps, web.sends, principal.appId, body, req.get('idempotency-key')));
       if (m.status === 'failed') throw sendFailure(m);
-      if (m.status === 'sent') return { status: 201, body: { id: m.id, status: 'sent', external_message_id: m.external_message_id, created_at: m.created_at.toISOString() } };
+      if (m.status === 'sent')
+        return {
+          status: 201,
+          body: { id: m.id, status: 'sent', external_message_id: m.external_message_id, created_at: m.created_at.toISOString() },
+        };
       return { status: 202, body: { id: m.id, status: 'queued', created_at: m.created_at.toISOString() } };
     },
   });

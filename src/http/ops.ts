@@ -49,7 +49,16 @@ export function opsRouter(deps: Deps): Router {
 function withTimeout<T>(p: PromiseLike<T>, ms: number): Promise<T> {
   return new Promise((resolve, reject) => {
     const t = setTimeout(() => reject(new Error('timeout')), ms);
-    Promise.resolve(p).then((v) => { clearTimeout(t); resolve(v); }, (e) => { clearTimeout(t); reject(e); });
+    Promise.resolve(p).then(
+      (v) => {
+        clearTimeout(t);
+        resolve(v);
+      },
+      (e) => {
+        clearTimeout(t);
+        reject(e);
+      },
+    );
   });
 }
 
@@ -99,7 +108,14 @@ function adminGuard(adminToken: string, publicBaseUrl: string) {
     }
     if (given !== undefined && timingSafeEqual(digest(given), want)) {
       if (bearer || SAFE_METHODS.has(req.method) || fromSameOrigin(req, publicOrigin)) return next();
-      return void res.status(403).json(new AppError('FORBIDDEN', 'Changes through Basic credentials must come from the board itself (same origin); scripts send the admin token as a Bearer header').toBody());
+      return void res
+        .status(403)
+        .json(
+          new AppError(
+            'FORBIDDEN',
+            'Changes through Basic credentials must come from the board itself (same origin); scripts send the admin token as a Bearer header',
+          ).toBody(),
+        );
     }
     res.setHeader('WWW-Authenticate', 'Basic realm="gateway admin", charset="UTF-8"');
     res.status(401).json(new AppError('UNAUTHORIZED', 'Admin token required').toBody());

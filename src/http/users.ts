@@ -1,7 +1,17 @@
 import { z } from 'zod';
 import { listConversations } from '../conversations/conversations.js';
 import { mergeUsers } from '../identity/merge.js';
-import { failureToAppError, getUser, listUsers, listUsersInput, resolveUserId, unwrapIdentity, updateUser, updateUserInput, userNotFound } from '../identity/users.js';
+import {
+  failureToAppError,
+  getUser,
+  listUsers,
+  listUsersInput,
+  resolveUserId,
+  unwrapIdentity,
+  updateUser,
+  updateUserInput,
+  userNotFound,
+} from '../identity/users.js';
 import { decodeCursor } from '../ledger/cursor.js';
 import { listEvents } from '../ledger/read.js';
 import { toRestEvent } from '../ledger/shape.js';
@@ -38,7 +48,11 @@ const MERGED = { 410: { description: 'USER_MERGED: the user was merged away; det
 const eventsQuery = z.object({
   after: z.string().optional(),
   limit: z.coerce.number().int().min(1).max(500).default(50),
-  event_type: z.string().max(200).regex(/^[a-z0-9_.]+\*?$/, 'an event type, or a prefix ending in *').optional(),
+  event_type: z
+    .string()
+    .max(200)
+    .regex(/^[a-z0-9_.]+\*?$/, 'an event type, or a prefix ending in *')
+    .optional(),
 });
 
 export function registerUserRoutes(api: Api): void {
@@ -48,7 +62,12 @@ export function registerUserRoutes(api: Api): void {
     summary: 'List users (filters: platform, external_id, platform_connection_id, name_contains), oldest first',
     scope: 'users:read',
     query: listUsersInput,
-    responses: { 200: { description: 'A page of users with their platform users', schema: z.object({ data: z.array(userOut), next_cursor: z.string().nullable(), has_more: z.boolean() }) } },
+    responses: {
+      200: {
+        description: 'A page of users with their platform users',
+        schema: z.object({ data: z.array(userOut), next_cursor: z.string().nullable(), has_more: z.boolean() }),
+      },
+    },
     errors: ['INVALID_CURSOR'],
     async handler({ deps, principal, query }) {
       const page = unwrapIdentity(await listUsers(deps.sql, principal.appId, query));
@@ -80,7 +99,10 @@ export function registerUserRoutes(api: Api): void {
     body: updateUserInput,
     responses: { 200: { description: 'The updated user', schema: userOut }, ...MERGED },
     errors: ['NOT_FOUND', 'USER_MERGED'],
-    handler: async ({ deps, principal, params, body }) => ({ status: 200, body: unwrapIdentity(await updateUser(deps.sql, principal.appId, params.id, body)) }),
+    handler: async ({ deps, principal, params, body }) => ({
+      status: 200,
+      body: unwrapIdentity(await updateUser(deps.sql, principal.appId, params.id, body)),
+    }),
   });
 
   api.route({
@@ -95,7 +117,13 @@ export function registerUserRoutes(api: Api): void {
         description: 'The surviving user, and what moved (replayed: true when this merge had already been done)',
         schema: z.object({
           user: userOut,
-          merge: z.object({ source_user_id: z.string(), target_user_id: z.string(), platform_user_ids: z.array(z.string()), event_id: z.string(), replayed: z.boolean() }),
+          merge: z.object({
+            source_user_id: z.string(),
+            target_user_id: z.string(),
+            platform_user_ids: z.array(z.string()),
+            event_id: z.string(),
+            replayed: z.boolean(),
+          }),
         }),
       },
       ...MERGED,
@@ -107,7 +135,13 @@ export function registerUserRoutes(api: Api): void {
         status: 200,
         body: {
           user: m.user,
-          merge: { source_user_id: m.sourceUserId, target_user_id: m.targetUserId, platform_user_ids: m.platformUserIds, event_id: m.eventId, replayed: m.replayed },
+          merge: {
+            source_user_id: m.sourceUserId,
+            target_user_id: m.targetUserId,
+            platform_user_ids: m.platformUserIds,
+            event_id: m.eventId,
+            replayed: m.replayed,
+          },
         },
       };
     },
@@ -120,16 +154,29 @@ export function registerUserRoutes(api: Api): void {
     scope: 'events:read',
     params: idParams,
     query: eventsQuery,
-    responses: { 200: { description: 'A page of events', schema: z.object({ data: z.array(restEventSchema), next_cursor: z.string().optional(), has_more: z.boolean() }) } },
+    responses: {
+      200: {
+        description: 'A page of events',
+        schema: z.object({ data: z.array(restEventSchema), next_cursor: z.string().optional(), has_more: z.boolean() }),
+      },
+    },
     errors: ['NOT_FOUND', 'INVALID_CURSOR'],
     async handler({ deps, principal, params, query }) {
       const userId = await resolveUserId(deps.sql, principal.appId, params.id);
       if (!userId) throw failureToAppError(userNotFound(params.id));
       const afterSeq = query.after !== undefined ? unwrapIdentity(decodeCursor(query.after)).seq : undefined;
-      const rows = await listEvents(deps.sql, principal.appId, { afterSeq, userId, eventType: eventTypeFilter(query.event_type) }, query.limit + 1);
+      const rows = await listEvents(
+        deps.sql,
+        principal.appId,
+        { afterSeq, userId, eventType: eventTypeFilter(query.event_type) },
+        query.limit + 1,
+      );
       const page = rows.slice(0, query.limit);
       const last = page.at(-1);
-      return { status: 200, body: { data: page.map(toRestEvent), ...(last ? { next_cursor: last.cursor } : {}), has_more: rows.length > query.limit } };
+      return {
+        status: 200,
+        body: { data: page.map(toRestEvent), ...(last ? { next_cursor: last.cursor } : {}), has_more: rows.length > query.limit },
+      };
     },
   });
 }

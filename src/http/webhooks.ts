@@ -60,7 +60,12 @@ export function registerWebhookRoutes(api: Api): void {
     summary: 'Subscribe a URL to events matching patterns; a generated secret is returned once',
     scope: 'admin',
     body: createSubscriptionInput,
-    responses: { 201: { description: 'The subscription (with `secret` only when the service generated it)', schema: subscriptionOut.extend({ secret: z.string().optional() }) } },
+    responses: {
+      201: {
+        description: 'The subscription (with `secret` only when the service generated it)',
+        schema: subscriptionOut.extend({ secret: z.string().optional() }),
+      },
+    },
     errors: ['INVALID_WEBHOOK_TARGET'],
     handler: async ({ deps, principal, body }) => ({ status: 201, body: unwrap(await createSubscription(deps, principal.appId, body)) }),
   });
@@ -80,7 +85,10 @@ export function registerWebhookRoutes(api: Api): void {
     params: idParams,
     responses: { 200: { description: 'The subscription', schema: subscriptionOut } },
     errors: ['NOT_FOUND'],
-    handler: async ({ deps, principal, params }) => ({ status: 200, body: unwrap(await getSubscription(deps, principal.appId, params.id)) }),
+    handler: async ({ deps, principal, params }) => ({
+      status: 200,
+      body: unwrap(await getSubscription(deps, principal.appId, params.id)),
+    }),
   });
   api.route({
     method: 'patch',
@@ -91,7 +99,10 @@ export function registerWebhookRoutes(api: Api): void {
     body: updateSubscriptionInput,
     responses: { 200: { description: 'The updated subscription', schema: subscriptionOut } },
     errors: ['NOT_FOUND', 'INVALID_WEBHOOK_TARGET'],
-    handler: async ({ deps, principal, params, body }) => ({ status: 200, body: unwrap(await updateSubscription(deps, principal.appId, params.id, body)) }),
+    handler: async ({ deps, principal, params, body }) => ({
+      status: 200,
+      body: unwrap(await updateSubscription(deps, principal.appId, params.id, body)),
+    }),
   });
   api.route({
     method: 'delete',
@@ -112,7 +123,9 @@ export function registerWebhookRoutes(api: Api): void {
     summary: 'Replace the secret; the old one keeps signing beside it for 24 h',
     scope: 'admin',
     params: idParams,
-    responses: { 200: { description: 'The new secret (shown once)', schema: z.object({ secret: z.string(), previous_secret_expires_at: z.string() }) } },
+    responses: {
+      200: { description: 'The new secret (shown once)', schema: z.object({ secret: z.string(), previous_secret_expires_at: z.string() }) },
+    },
     errors: ['NOT_FOUND'],
     handler: async ({ deps, principal, params }) => ({ status: 200, body: unwrap(await rotateSecret(deps, principal.appId, params.id)) }),
   });
@@ -125,11 +138,20 @@ export function registerWebhookRoutes(api: Api): void {
     responses: {
       200: {
         description: 'What the receiver answered',
-        schema: z.object({ success: z.boolean(), status_code: z.number().nullable(), response_body: z.string().nullable(), duration: z.number(), error_message: z.string().nullable() }),
+        schema: z.object({
+          success: z.boolean(),
+          status_code: z.number().nullable(),
+          response_body: z.string().nullable(),
+          duration: z.number(),
+          error_message: z.string().nullable(),
+        }),
       },
     },
     errors: ['NOT_FOUND'],
-    handler: async ({ deps, principal, params }) => ({ status: 200, body: unwrap(await sendTestDelivery(deps, principal.appId, params.id)) }),
+    handler: async ({ deps, principal, params }) => ({
+      status: 200,
+      body: unwrap(await sendTestDelivery(deps, principal.appId, params.id)),
+    }),
   });
   api.route({
     method: 'get',
@@ -138,12 +160,20 @@ export function registerWebhookRoutes(api: Api): void {
     scope: 'admin',
     params: idParams,
     query: logsQuery,
-    responses: { 200: { description: 'A page of attempts', schema: z.object({ data: z.array(logOut), next_cursor: z.string().optional(), has_more: z.boolean() }) } },
+    responses: {
+      200: {
+        description: 'A page of attempts',
+        schema: z.object({ data: z.array(logOut), next_cursor: z.string().optional(), has_more: z.boolean() }),
+      },
+    },
     errors: ['NOT_FOUND', 'INVALID_CURSOR'],
     handler: async ({ deps, principal, params, query }) => {
       const page = unwrap(await listDeliveryLogs(deps, principal.appId, params.id, query));
       const last = page.logs.at(-1);
-      return { status: 200, body: { data: page.logs, ...(page.hasMore && last ? { next_cursor: last.cursor } : {}), has_more: page.hasMore } };
+      return {
+        status: 200,
+        body: { data: page.logs, ...(page.hasMore && last ? { next_cursor: last.cursor } : {}), has_more: page.hasMore },
+      };
     },
   });
   api.route({
@@ -156,11 +186,20 @@ export function registerWebhookRoutes(api: Api): void {
     responses: {
       202: {
         description: 'Queued',
-        schema: z.object({ queued: z.number(), already_queued: z.number(), scanned: z.number(), truncated: z.boolean(), next_since: z.string().optional() }),
+        schema: z.object({
+          queued: z.number(),
+          already_queued: z.number(),
+          scanned: z.number(),
+          truncated: z.boolean(),
+          next_since: z.string().optional(),
+        }),
       },
     },
     errors: ['NOT_FOUND', 'CONFLICT'],
-    handler: async ({ deps, principal, params, body }) => ({ status: 202, body: unwrap(await replaySubscription(deps, principal.appId, params.id, body.since)) }),
+    handler: async ({ deps, principal, params, body }) => ({
+      status: 202,
+      body: unwrap(await replaySubscription(deps, principal.appId, params.id, body.since)),
+    }),
   });
   api.route({
     method: 'post',

@@ -22,8 +22,18 @@ const APP_WINDOW_S = 60;
 /** Built once per process (the limiters are plain config over the shared Redis). */
 export function createGuessThrottle(deps: Deps): GuessThrottle {
   const prefix = `${deps.config.REDIS_PREFIX}:lc`;
-  const perUser = new RateLimiterRedis({ storeClient: deps.redis, keyPrefix: `${prefix}:pu`, points: deps.config.LINK_CODE_ATTEMPTS_PER_USER, duration: USER_WINDOW_S });
-  const perApp = new RateLimiterRedis({ storeClient: deps.redis, keyPrefix: `${prefix}:app`, points: deps.config.LINK_CODE_ATTEMPTS_PER_APP, duration: APP_WINDOW_S });
+  const perUser = new RateLimiterRedis({
+    storeClient: deps.redis,
+    keyPrefix: `${prefix}:pu`,
+    points: deps.config.LINK_CODE_ATTEMPTS_PER_USER,
+    duration: USER_WINDOW_S,
+  });
+  const perApp = new RateLimiterRedis({
+    storeClient: deps.redis,
+    keyPrefix: `${prefix}:app`,
+    points: deps.config.LINK_CODE_ATTEMPTS_PER_APP,
+    duration: APP_WINDOW_S,
+  });
 
   const spend = async (limiter: RateLimiterRedis, key: string, who: string): Promise<Result<void>> => {
     try {
@@ -31,10 +41,15 @@ export function createGuessThrottle(deps: Deps): GuessThrottle {
       return ok(undefined);
     } catch (err) {
       if (!(err instanceof RateLimiterRes)) {
-        throw new AppError('UNAVAILABLE', 'Link-code throttle unavailable; retry shortly', undefined, { cause: err, headers: { 'Retry-After': '1' } });
+        throw new AppError('UNAVAILABLE', 'Link-code throttle unavailable; retry shortly', undefined, {
+          cause: err,
+          headers: { 'Retry-After': '1' },
+        });
       }
       const retry = Math.max(1, Math.ceil(err.msBeforeNext / 1000));
-      return fail('LINK_CODE_ATTEMPTS_EXCEEDED', `Too many link-code attempts ${who}; retry in ${retry} s`, [{ message: 'throttled', retry_after_seconds: retry }]);
+      return fail('LINK_CODE_ATTEMPTS_EXCEEDED', `Too many link-code attempts ${who}; retry in ${retry} s`, [
+        { message: 'throttled', retry_after_seconds: retry },
+      ]);
     }
   };
 

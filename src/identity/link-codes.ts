@@ -106,7 +106,8 @@ export function deepLinksFor(conns: { id: string; platform: string; config_publi
 export async function createLinkCode(deps: Deps, appId: string, input: CreateLinkCodeInput): Promise<Result<LinkCodeView>> {
   const user = await getUser(deps.sql, appId, input.user_id);
   if (!user.ok) return { ok: false, error: atPath(user.error, ['user_id']) };
-  if (user.value.is_system) return fail('CONFLICT', 'A user standing for a connected account cannot be linked', [{ path: ['user_id'], message: 'system user' }]);
+  if (user.value.is_system)
+    return fail('CONFLICT', 'A user standing for a connected account cannot be linked', [{ path: ['user_id'], message: 'system user' }]);
 
   let code = '';
   let row: { id: string; expires_at: string; created_at: string } | undefined;
@@ -132,7 +133,14 @@ export async function createLinkCode(deps: Deps, appId: string, input: CreateLin
       attachments: [],
     },
   });
-  return ok({ id: row.id, code, user_id: user.value.id, expires_at: row.expires_at, deep_links: deepLinksFor(conns, code), created_at: row.created_at });
+  return ok({
+    id: row.id,
+    code,
+    user_id: user.value.id,
+    expires_at: row.expires_at,
+    deep_links: deepLinksFor(conns, code),
+    created_at: row.created_at,
+  });
 }
 
 function atPath(f: Failure, path: (string | number)[]): Failure {
@@ -166,10 +174,14 @@ export async function activateLinkCode(
   p: { code: string; platformUserId: string; via: 'api' | 'inbound' },
 ): Promise<Result<Activation>> {
   const code = normaliseCode(p.code);
-  if (!code) return fail('VALIDATION_ERROR', `A link code is ${CODE_LENGTH} characters of ${CODE_ALPHABET}`, [{ path: ['code'], message: 'malformed' }]);
+  if (!code)
+    return fail('VALIDATION_ERROR', `A link code is ${CODE_LENGTH} characters of ${CODE_ALPHABET}`, [
+      { path: ['code'], message: 'malformed' },
+    ]);
   const pu = await getPlatformUser(deps.sql, appId, p.platformUserId);
   if (!pu) return fail('NOT_FOUND', `No platform user ${p.platformUserId}`, [{ path: ['platform_user_id'], message: 'not found' }]);
-  if (pu.is_system_user) return fail('CONFLICT', 'A connected account itself cannot use a link code', [{ path: ['platform_user_id'], message: 'system user' }]);
+  if (pu.is_system_user)
+    return fail('CONFLICT', 'A connected account itself cannot use a link code', [{ path: ['platform_user_id'], message: 'system user' }]);
 
   const charged = await throttle.charge(appId, pu.id);
   if (!charged.ok) return charged;
@@ -187,7 +199,13 @@ function activationEvent(appId: string, a: Activation, via: 'api' | 'inbound'): 
   return {
     id: activationEventId(a.link_code_id),
     app_id: appId,
-    ...systemEvent('link_code.activation', { link_code_id: a.link_code_id, user_id: a.user_id, platform_user_id: a.platform_user_id, merged_user_id: a.merged_user_id, via }),
+    ...systemEvent('link_code.activation', {
+      link_code_id: a.link_code_id,
+      user_id: a.user_id,
+      platform_user_id: a.platform_user_id,
+      merged_user_id: a.merged_user_id,
+      via,
+    }),
     edges: [{ edge_type: 'activated_by', target_node_type: 'platform_user', target_node_id: a.platform_user_id }],
     attachments: [],
   };
@@ -202,17 +220,28 @@ async function useCode(tx: Tx, appId: string, code: string, puId: string, via: '
   if (row.used_at) {
     if (row.used_by_platform_user_id === puId && row.result_user_id) {
       const merge = row.merged_user_id ? await recordedMerge(tx, appId, row.merged_user_id) : null;
-      return ok({ activation: { link_code_id: row.id, user_id: row.result_user_id, platform_user_id: puId, merged_user_id: row.merged_user_id, replayed: true }, merge });
+      return ok({
+        activation: {
+          link_code_id: row.id,
+          user_id: row.result_user_id,
+          platform_user_id: puId,
+          merged_user_id: row.merged_user_id,
+          replayed: true,
+        },
+        merge,
+      });
     }
     return fail('LINK_CODE_USED', 'This link code has already been used', [{ path: ['code'], message: 'used' }]);
   }
-  if (row.expired) return fail('LINK_CODE_EXPIRED', 'This link code has expired; generate a new one', [{ path: ['code'], message: 'expired' }]);
+  if (row.expired)
+    return fail('LINK_CODE_EXPIRED', 'This link code has expired; generate a new one', [{ path: ['code'], message: 'expired' }]);
 
   // A concurrent merge can move the platform user, or merge the code's user away, between our
   // reads; after locking both users we re-read, and go round again if anything moved.
   for (let round = 0; round < 5; round++) {
     const owner = await resolve(tx, appId, row.user_id);
-    if (!owner) return fail('LINK_CODE_NOT_FOUND', 'The user of this link code no longer exists', [{ path: ['code'], message: 'user gone' }]);
+    if (!owner)
+      return fail('LINK_CODE_NOT_FOUND', 'The user of this link code no longer exists', [{ path: ['code'], message: 'user gone' }]);
     const current = await userOf(tx, appId, puId);
     if (current === owner) return ok({ activation: await markUsed(tx, row.id, owner, puId, null, via), merge: null });
     await lockUsers(tx, appId, [owner, current]);
@@ -234,7 +263,14 @@ async function userOf(tx: Tx, appId: string, puId: string): Promise<string> {
   return r.user_id;
 }
 
-async function markUsed(tx: Tx, codeId: string, owner: string, puId: string, mergedUserId: string | null, via: 'api' | 'inbound'): Promise<Activation> {
+async function markUsed(
+  tx: Tx,
+  codeId: string,
+  owner: string,
+  puId: string,
+  mergedUserId: string | null,
+  via: 'api' | 'inbound',
+): Promise<Activation> {
   await tx`
     UPDATE link_codes SET used_at = now(), used_by_platform_user_id = ${puId}, result_user_id = ${owner},
            merged_user_id = ${mergedUserId}, via = ${via}
@@ -246,7 +282,15 @@ async function recordedMerge(sql: Sql | Tx, appId: string, sourceUserId: string)
   const [m] = await sql<{ target_user_id: string; platform_user_ids: string[]; event_id: string; link_code_id: string | null }[]>`
     SELECT target_user_id, platform_user_ids, event_id, link_code_id FROM user_merges WHERE app_id = ${appId} AND source_user_id = ${sourceUserId}`;
   return m
-    ? { appId, targetUserId: m.target_user_id, sourceUserId, platformUserIds: m.platform_user_ids, eventId: m.event_id, linkCodeId: m.link_code_id, replayed: true }
+    ? {
+        appId,
+        targetUserId: m.target_user_id,
+        sourceUserId,
+        platformUserIds: m.platform_user_ids,
+        eventId: m.event_id,
+        linkCodeId: m.link_code_id,
+        replayed: true,
+      }
     : null;
 }
 
@@ -293,7 +337,12 @@ export function codeInMessage(platform: string, text: string): string | undefine
  * and an expired one answers LINK_CODE_EXPIRED; after, either is LINK_CODE_NOT_FOUND.
  */
 export async function pruneLinkCodes(sql: Sql, days: number): Promise<number> {
-  return deleteInBatches(async (limit) => (await sql`
+  return deleteInBatches(
+    async (limit) =>
+      (
+        await sql`
     DELETE FROM link_codes WHERE id IN (
-      SELECT id FROM link_codes WHERE expires_at < now() - ${days} * interval '1 day' LIMIT ${limit})`).count);
+      SELECT id FROM link_codes WHERE expires_at < now() - ${days} * interval '1 day' LIMIT ${limit})`
+      ).count,
+  );
 }

@@ -75,7 +75,8 @@ export async function mergeInTransaction(
   const { targetUserId: target, sourceUserId: source } = p;
   if (!isUuid(target)) return { ok: false, error: userNotFound(target) };
   if (!isUuid(source)) return { ok: false, error: userNotFound(source, ['source_user_id']) };
-  if (target === source) return fail('VALIDATION_ERROR', 'A user cannot be merged into itself', [{ path: ['source_user_id'], message: 'same as the target' }]);
+  if (target === source)
+    return fail('VALIDATION_ERROR', 'A user cannot be merged into itself', [{ path: ['source_user_id'], message: 'same as the target' }]);
 
   const locked = await lockUsers(tx, appId, [target, source]);
   const t = locked.get(target);
@@ -86,7 +87,15 @@ export async function mergeInTransaction(
     const [done] = await tx<{ target_user_id: string; platform_user_ids: string[]; event_id: string; link_code_id: string | null }[]>`
       SELECT target_user_id, platform_user_ids, event_id, link_code_id FROM user_merges WHERE app_id = ${appId} AND source_user_id = ${source}`;
     if (done && done.target_user_id === target) {
-      return ok({ appId, targetUserId: target, sourceUserId: source, platformUserIds: done.platform_user_ids, eventId: done.event_id, linkCodeId: done.link_code_id, replayed: true });
+      return ok({
+        appId,
+        targetUserId: target,
+        sourceUserId: source,
+        platformUserIds: done.platform_user_ids,
+        eventId: done.event_id,
+        linkCodeId: done.link_code_id,
+        replayed: true,
+      });
     }
     const [r] = await tx<{ id: string | null }[]>`SELECT resolve_user_id(${appId}, ${source}) AS id`;
     const f = userMerged(source, r?.id ?? null);
@@ -118,7 +127,15 @@ export async function mergeInTransaction(
   await tx`
     INSERT INTO user_merges (source_user_id, app_id, target_user_id, platform_user_ids, event_id, link_code_id)
     VALUES (${source}, ${appId}, ${target}, ${platformUserIds}::uuid[], ${eventId}, ${p.linkCodeId ?? null})`;
-  return ok({ appId, targetUserId: target, sourceUserId: source, platformUserIds, eventId, linkCodeId: p.linkCodeId ?? null, replayed: false });
+  return ok({
+    appId,
+    targetUserId: target,
+    sourceUserId: source,
+    platformUserIds,
+    eventId,
+    linkCodeId: p.linkCodeId ?? null,
+    replayed: false,
+  });
 }
 
 /** Most platform users a user.merged event links as edges; the payload always lists them all. */
@@ -135,7 +152,9 @@ export function mergedEvent(m: MergeRecord): LedgerEvent {
       platform_user_ids: m.platformUserIds,
       link_code_id: m.linkCodeId,
     }),
-    edges: m.platformUserIds.slice(0, MAX_EDGES).map((id) => ({ edge_type: 'merged_platform_user', target_node_type: 'platform_user' as const, target_node_id: id })),
+    edges: m.platformUserIds
+      .slice(0, MAX_EDGES)
+      .map((id) => ({ edge_type: 'merged_platform_user', target_node_type: 'platform_user' as const, target_node_id: id })),
     attachments: [],
   };
 }
@@ -147,7 +166,11 @@ export function mergedEvent(m: MergeRecord): LedgerEvent {
  * The event is enqueued after the commit under an id derived from the source, so a repeated
  * request — say after the enqueue failed — re-drives the same event and never records two.
  */
-export async function mergeUsers(deps: Deps, appId: string, p: { targetUserId: string; sourceUserId: string }): Promise<Result<MergeRecord & { user: UserView }>> {
+export async function mergeUsers(
+  deps: Deps,
+  appId: string,
+  p: { targetUserId: string; sourceUserId: string },
+): Promise<Result<MergeRecord & { user: UserView }>> {
   const result = await inRetriedTransaction(deps.sql, async (tx): Promise<Result<MergeRecord & { user: UserView }>> => {
     const merged = await mergeInTransaction(tx, appId, p);
     if (!merged.ok) return merged;

@@ -38,7 +38,8 @@ export class UserScope {
     return event.edges.some(
       (x) =>
         x.target_node_type === 'platform_user' &&
-        (this.platformUsers.has(x.target_node_id) || (x.platform_user?.user_id !== undefined && x.platform_user?.user_id !== null && this.users.has(x.platform_user.user_id))),
+        (this.platformUsers.has(x.target_node_id) ||
+          (x.platform_user?.user_id !== undefined && x.platform_user?.user_id !== null && this.users.has(x.platform_user.user_id))),
     );
   }
 
@@ -47,6 +48,7 @@ export class UserScope {
     const target = typeof payload.target_user_id === 'string' ? payload.target_user_id : undefined;
     if (!source || !target || !(this.users.has(source) || this.users.has(target))) return;
     this.users.add(source).add(target);
-    for (const id of Array.isArray(payload.platform_user_ids) ? payload.platform_user_ids : []) if (typeof id === 'string') this.platformUsers.add(id);
+    for (const id of Array.isArray(payload.platform_user_ids) ? payload.platform_user_ids : [])
+      if (typeof id === 'string') this.platformUsers.add(id);
   }
 }

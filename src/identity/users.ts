@@ -102,7 +102,8 @@ export function failureToAppError(f: Failure): AppError {
   const d = f.details?.[0];
   const headers: Record<string, string> = {};
   if (f.code === 'USER_MERGED' && typeof d?.merged_into === 'string') headers.Location = `/v1/users/${d.merged_into}`;
-  if (f.code === 'LINK_CODE_ATTEMPTS_EXCEEDED' && typeof d?.retry_after_seconds === 'number') headers['Retry-After'] = String(d.retry_after_seconds);
+  if (f.code === 'LINK_CODE_ATTEMPTS_EXCEEDED' && typeof d?.retry_after_seconds === 'number')
+    headers['Retry-After'] = String(d.retry_after_seconds);
   return new AppError(f.code, f.message, f.details, { headers });
 }
 
@@ -169,7 +170,11 @@ const view = (row: UserRow, pus: PlatformUserView[]): UserView => ({
  * first, each with its platform users. Filters combine with AND; `platform`, `external_id`
  * and `platform_connection_id` must hold for one same platform user.
  */
-export async function listUsers(sql: Sql, appId: string, input: ListUsersInput): Promise<Result<{ users: UserView[]; nextCursor: string | null; hasMore: boolean }>> {
+export async function listUsers(
+  sql: Sql,
+  appId: string,
+  input: ListUsersInput,
+): Promise<Result<{ users: UserView[]; nextCursor: string | null; hasMore: boolean }>> {
   const after = input.after !== undefined ? decodePageCursor(PAGE_KIND_USERS, input.after) : undefined;
   if (after && !after.ok) return after;
   const conds = [sql`u.app_id = ${appId}`, sql`u.merged_into IS NULL`];
@@ -197,7 +202,11 @@ export async function listUsers(sql: Sql, appId: string, input: ListUsersInput):
      ORDER BY u.created_at, u.id
      LIMIT ${input.limit + 1}`;
   const page = toPage(PAGE_KIND_USERS, rows, input.limit, (r) => ({ at: r.created_at, id: r.id }));
-  const pus = await platformUsersOf(sql, appId, page.rows.map((r) => r.id));
+  const pus = await platformUsersOf(
+    sql,
+    appId,
+    page.rows.map((r) => r.id),
+  );
   return ok({ users: page.rows.map((r) => view(r, pus.get(r.id) ?? [])), nextCursor: page.nextCursor, hasMore: page.hasMore });
 }
 

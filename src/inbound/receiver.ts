@@ -42,7 +42,8 @@ const unauthorized = (res: Response, error: string) => res.status(401).json({ er
 
 /** The usual acknowledgement, written directly: express's send (ETag, freshness) is not needed here. */
 const OK_BODY = Buffer.from('{"ok":true}');
-const ok = (res: Response) => res.writeHead(200, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': OK_BODY.length }).end(OK_BODY);
+const ok = (res: Response) =>
+  res.writeHead(200, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': OK_BODY.length }).end(OK_BODY);
 
 /**
  * Inbound platform webhooks (SPEC 4.8): verify (URL secret, then the platform's own
@@ -185,7 +186,9 @@ export function inboundRouter(deps: Deps): Router {
 /** The shared Meta-family URL with this id, if it is one. */
 async function sharedWebhookById(deps: Deps, id: string): Promise<{ platform: PlatformName; secret: string } | undefined> {
   if (!/^[0-9a-f-]{36}$/i.test(id)) return undefined;
-  const [row] = await deps.sql<{ platform: PlatformName; secret_sealed: string }[]>`SELECT platform, secret_sealed FROM shared_webhooks WHERE id = ${id}`;
+  const [row] = await deps.sql<
+    { platform: PlatformName; secret_sealed: string }[]
+  >`SELECT platform, secret_sealed FROM shared_webhooks WHERE id = ${id}`;
   if (!row || !PLATFORM_NAMES.includes(row.platform)) return undefined;
   return { platform: row.platform, secret: deps.secrets.open(row.secret_sealed) };
 }

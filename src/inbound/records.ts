@@ -47,7 +47,11 @@ async function eventExists(deps: Deps, appId: string, id: string): Promise<boole
   return !!row;
 }
 
-function upsertParty(deps: Deps, conn: Connection, party: { externalId: string; name?: string; username?: string }): Promise<PlatformUserRef> {
+function upsertParty(
+  deps: Deps,
+  conn: Connection,
+  party: { externalId: string; name?: string; username?: string },
+): Promise<PlatformUserRef> {
   return upsertPlatformUser(deps.sql, {
     appId: conn.appId,
     connectionId: conn.id,
@@ -61,7 +65,15 @@ function upsertParty(deps: Deps, conn: Connection, party: { externalId: string; 
 function systemUser(ctx: RecordContext): Promise<PlatformUserRef> {
   const { deps, conn } = ctx;
   const externalId = getAdapter(conn.platform).systemExternalId(conn.config);
-  const load = () => upsertPlatformUser(deps.sql, { appId: conn.appId, connectionId: conn.id, platform: conn.platform, externalId, name: conn.name, isSystem: true });
+  const load = () =>
+    upsertPlatformUser(deps.sql, {
+      appId: conn.appId,
+      connectionId: conn.id,
+      platform: conn.platform,
+      externalId,
+      name: conn.name,
+      isSystem: true,
+    });
   return ctx.systemUsers ? ctx.systemUsers.get(`${conn.id}\u0000${externalId}\u0000${conn.name}`, load) : load();
 }
 
@@ -71,12 +83,19 @@ function systemUser(ctx: RecordContext): Promise<PlatformUserRef> {
  */
 export async function recordMessage(ctx: RecordContext, r: Rec<'message'>): Promise<void> {
   const { deps, conn } = ctx;
-  const eventId = r.edited ? derivedId(conn.id, 'edit', r.externalMessageId, r.occurredAt, r.message.text) : inboundEventId(conn.id, r.externalMessageId);
+  const eventId = r.edited
+    ? derivedId(conn.id, 'edit', r.externalMessageId, r.occurredAt, r.message.text)
+    : inboundEventId(conn.id, r.externalMessageId);
   // A redelivery after the first one was recorded: nothing to download or transcribe again.
   if (await eventExists(deps, conn.appId, eventId)) return;
 
   const sender = await upsertParty(deps, conn, r.sender);
-  await activateFromInbound(deps, ctx.linkCodes, { appId: conn.appId, platformUserId: sender.id, text: r.message.text, platform: conn.platform });
+  await activateFromInbound(deps, ctx.linkCodes, {
+    appId: conn.appId,
+    platformUserId: sender.id,
+    text: r.message.text,
+    platform: conn.platform,
+  });
   const system = await systemUser(ctx);
   const conversationId = await upsertConversation(deps.sql, {
     appId: conn.appId,
@@ -104,15 +123,26 @@ export async function recordMessage(ctx: RecordContext, r: Rec<'message'>): Prom
   if (media) {
     try {
       const got = await downloadMedia(conn.platform, conn.config, media, deps.config.OUTBOUND_ADDRESS_POLICY);
-      const file = await storeFile(deps.sql, conn.appId, {
-        filename: got.filename ?? media.filename,
-        // "audio/ogg; codecs=opus" (WhatsApp) is stored as its media type alone.
-        declaredMime: got.mimeType?.split(';')[0].trim(),
-        data: got.data,
-        source: { platform: platformOf(conn), platform_file_id: media.platformFileId ?? null },
-      }, ctx.files);
+      const file = await storeFile(
+        deps.sql,
+        conn.appId,
+        {
+          filename: got.filename ?? media.filename,
+          // "audio/ogg; codecs=opus" (WhatsApp) is stored as its media type alone.
+          declaredMime: got.mimeType?.split(';')[0].trim(),
+          data: got.data,
+          source: { platform: platformOf(conn), platform_file_id: media.platformFileId ?? null },
+        },
+        ctx.files,
+      );
       message.media = { id: file.id, mime_type: file.mime_type, url: `/v1/files/${file.id}/content` };
-      attachments.push({ file_id: file.id, mime_type: file.mime_type, size_bytes: Number(file.size_bytes), kind: r.message.type, ...(media.filename ? { filename: media.filename } : {}) });
+      attachments.push({
+        file_id: file.id,
+        mime_type: file.mime_type,
+        size_bytes: Number(file.size_bytes),
+        kind: r.message.type,
+        ...(media.filename ? { filename: media.filename } : {}),
+      });
       edges.push({ edge_type: 'attachment', target_node_type: 'file', target_node_id: file.id });
       if (isAudio) audioFileId = file.id;
     } catch (err) {
@@ -125,7 +155,8 @@ export async function recordMessage(ctx: RecordContext, r: Rec<'message'>): Prom
 
   // Notifications for audio wait for the transcript: the transcription job records the event.
   const transcribedFileId = isAudio && deps.config.TRANSCRIPTION_API_BASE ? audioFileId : undefined;
-  if (isAudio && !transcribedFileId) message.transcription = audioFileId ? { status: 'skipped' } : { status: 'failed', error: 'the audio could not be downloaded' };
+  if (isAudio && !transcribedFileId)
+    message.transcription = audioFileId ? { status: 'skipped' } : { status: 'failed', error: 'the audio could not be downloaded' };
   const event: LedgerEvent = {
     id: eventId,
     app_id: conn.appId,
@@ -140,7 +171,10 @@ export async function recordMessage(ctx: RecordContext, r: Rec<'message'>): Prom
     edges,
     attachments,
     // An edit follows from the original message when we recorded it.
-    origin_event_id: r.edited && (await eventExists(deps, conn.appId, inboundEventId(conn.id, r.externalMessageId))) ? inboundEventId(conn.id, r.externalMessageId) : null,
+    origin_event_id:
+      r.edited && (await eventExists(deps, conn.appId, inboundEventId(conn.id, r.externalMessageId)))
+        ? inboundEventId(conn.id, r.externalMessageId)
+        : null,
     conversation_id: conversationId,
     platform_connection_id: conn.id,
   };
@@ -163,7 +197,17 @@ interface OutboundRow {
 }
 
 /** Records `message.status` for one of our messages; the caller has already moved its delivery status forward. */
-async function enqueueStatus(ctx: RecordContext, p: { externalMessageId: string; status: Rec<'status'>['status']; outbound?: OutboundRow; recipient?: string; error?: Rec<'status'>['error']; occurredAt: string }) {
+async function enqueueStatus(
+  ctx: RecordContext,
+  p: {
+    externalMessageId: string;
+    status: Rec<'status'>['status'];
+    outbound?: OutboundRow;
+    recipient?: string;
+    error?: Rec<'status'>['error'];
+    occurredAt: string;
+  },
+) {
   const { deps, conn } = ctx;
   const edges: LedgerEvent['edges'] = [];
   const recipientId = p.recipient ?? p.outbound?.to_external_id;
@@ -216,7 +260,14 @@ export async function recordStatus(ctx: RecordContext, r: Rec<'status'>): Promis
        RETURNING id`;
     if (moved.length === 0) return;
   }
-  await enqueueStatus(ctx, { externalMessageId: r.externalMessageId, status: r.status, outbound, recipient: r.recipient?.externalId, error: r.error, occurredAt: r.occurredAt });
+  await enqueueStatus(ctx, {
+    externalMessageId: r.externalMessageId,
+    status: r.status,
+    outbound,
+    recipient: r.recipient?.externalId,
+    error: r.error,
+    occurredAt: r.occurredAt,
+  });
 }
 
 /**
@@ -233,7 +284,13 @@ export async function recordWatermark(ctx: RecordContext, r: Rec<'watermark'>): 
        AND ${deps.sql.unsafe(RANK_SQL)} < ${STATUS_RANK[r.status]}
      RETURNING id, to_external_id, external_message_id`;
   for (const outbound of moved) {
-    await enqueueStatus(ctx, { externalMessageId: outbound.external_message_id, status: r.status, outbound, recipient: r.recipient.externalId, occurredAt: r.occurredAt });
+    await enqueueStatus(ctx, {
+      externalMessageId: outbound.external_message_id,
+      status: r.status,
+      outbound,
+      recipient: r.recipient.externalId,
+      occurredAt: r.occurredAt,
+    });
   }
 }
 
@@ -241,7 +298,11 @@ export async function recordWatermark(ctx: RecordContext, r: Rec<'watermark'>): 
 export async function recordReaction(ctx: RecordContext, r: Rec<'reaction'>): Promise<void> {
   const { deps, conn } = ctx;
   const sender = await upsertParty(deps, conn, r.sender);
-  const conversationId = await upsertConversation(deps.sql, { appId: conn.appId, connectionId: conn.id, externalId: r.conversation.externalId });
+  const conversationId = await upsertConversation(deps.sql, {
+    appId: conn.appId,
+    connectionId: conn.id,
+    externalId: r.conversation.externalId,
+  });
   const inboundId = inboundEventId(conn.id, r.targetExternalMessageId);
   let origin: string | null = (await eventExists(deps, conn.appId, inboundId)) ? inboundId : null;
   if (!origin) {

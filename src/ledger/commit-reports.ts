@@ -21,7 +21,12 @@ const commitReportChannel = (redisPrefix: string, replyTo: string) => `${redisPr
 type ReportEntry = [string, string, number, string] | [string, string, string];
 
 /** Adds one publish per web process waiting on events of `committed` to `pipeline`. */
-export function addCommitReports(pipeline: ChainableCommander, redisPrefix: string, committed: CommittedEvent[], replyTo: Map<string, string>): void {
+export function addCommitReports(
+  pipeline: ChainableCommander,
+  redisPrefix: string,
+  committed: CommittedEvent[],
+  replyTo: Map<string, string>,
+): void {
   const byProcess = new Map<string, ReportEntry[]>();
   for (const e of committed) {
     const to = replyTo.get(e.id);
@@ -34,7 +39,12 @@ export function addCommitReports(pipeline: ChainableCommander, redisPrefix: stri
 }
 
 /** Adds the report of events refused for good to `pipeline` (each `reason` is shown to the event's caller). */
-export function addRefusalReport(pipeline: ChainableCommander, redisPrefix: string, replyTo: string, refused: { app_id: string; id: string; reason: string }[]): void {
+export function addRefusalReport(
+  pipeline: ChainableCommander,
+  redisPrefix: string,
+  replyTo: string,
+  refused: { app_id: string; id: string; reason: string }[],
+): void {
   const entries: ReportEntry[] = refused.map((e) => [e.app_id, e.id, e.reason]);
   if (entries.length) pipeline.publish(commitReportChannel(redisPrefix, replyTo), JSON.stringify(entries));
 }

@@ -38,7 +38,12 @@ export const eventCommitted: OutcomeCheck<CommittedPosition> = async (sql, appId
  * periodic check runs: the waits are settled by reports (`settle`) from whoever recorded the
  * outcome, and the check only covers a report that got lost.
  */
-export function createCommitWaiter<T = true>(sql: Sql, wakes: WakeHub | undefined, check: OutcomeCheck<T>, recheckMs = 250): CommitWaiter<T> {
+export function createCommitWaiter<T = true>(
+  sql: Sql,
+  wakes: WakeHub | undefined,
+  check: OutcomeCheck<T>,
+  recheckMs = 250,
+): CommitWaiter<T> {
   const pending = new Map<string, Map<string, Set<(outcome: T | undefined) => void>>>();
   const unsubs = new Map<string, () => void>();
   const checking = new Set<string>();
@@ -88,7 +93,11 @@ export function createCommitWaiter<T = true>(sql: Sql, wakes: WakeHub | undefine
         let ids = pending.get(appId);
         if (!ids) {
           pending.set(appId, (ids = new Map()));
-          if (wakes) unsubs.set(appId, wakes.on(appId, () => void recheck(appId)));
+          if (wakes)
+            unsubs.set(
+              appId,
+              wakes.on(appId, () => void recheck(appId)),
+            );
         }
         let resolvers = ids.get(eventId);
         if (!resolvers) ids.set(eventId, (resolvers = new Set()));

@@ -53,7 +53,8 @@ export async function createCustomEvent(
   const bad: ErrorDetail[] = [];
   const wanted = { platform_user: [] as string[], file: [] as string[] };
   input.edges.forEach((e, i) => {
-    if (!UUID.test(e.target_node_id)) bad.push({ path: ['edges', i, 'target_node_id'], message: `${e.target_node_type} ${e.target_node_id} not found` });
+    if (!UUID.test(e.target_node_id))
+      bad.push({ path: ['edges', i, 'target_node_id'], message: `${e.target_node_type} ${e.target_node_id} not found` });
     else wanted[e.target_node_type].push(e.target_node_id);
   });
   const [users, files] = await Promise.all([
@@ -80,7 +81,11 @@ export async function createCustomEvent(
 
   const checked = await checkPayload(sql, web.stamps, appId, input.event_type, input.payload);
   if (checked.errors && checked.enforced) {
-    return fail('VALIDATION_ERROR', `Payload does not match the "${input.event_type}" schema: ${checked.errors[0].message}`, checked.errors);
+    return fail(
+      'VALIDATION_ERROR',
+      `Payload does not match the "${input.event_type}" schema: ${checked.errors[0].message}`,
+      checked.errors,
+    );
   }
 
   const claim = await claimIdempotencyKey(sql, appId, 'events', idempotencyKey, input);
@@ -105,7 +110,8 @@ export async function createCustomEvent(
   const position = await web.ledger.submit(event, deps.config.EVENT_WAIT_MS);
   if (!position) return ok({ committed: false, id });
   // Past every check at the door, the database still refused its data (a path the checks missed).
-  if ('refused' in position) return fail('VALIDATION_ERROR', `The event cannot be stored: ${position.refused}`, [{ path: ['payload'], message: position.refused }]);
+  if ('refused' in position)
+    return fail('VALIDATION_ERROR', `The event cannot be stored: ${position.refused}`, [{ path: ['payload'], message: position.refused }]);
   // A replayed key may have raced its first request, whose copy is the one stored: read it.
   // Otherwise the id is this request's own, and the stored event is exactly what it enqueued.
   if (claim.value.replay) {
@@ -126,7 +132,10 @@ export async function createCustomEvent(
       conversation_id: null,
       platform_connection_id: null,
       validation_errors: event.validation_errors ?? null,
-      edges: input.edges.map((e) => ({ ...e, platform_user: e.target_node_type === 'platform_user' ? (userById.get(e.target_node_id) ?? null) : null })),
+      edges: input.edges.map((e) => ({
+        ...e,
+        platform_user: e.target_node_type === 'platform_user' ? (userById.get(e.target_node_id) ?? null) : null,
+      })),
       cursor: encodeCursor({ seq: position.seq, createdAt: position.created_at, id }),
     },
   });

@@ -21,6 +21,7 @@ export function decodeCursor(raw: string): Result<Cursor> {
   const bad = fail('INVALID_CURSOR', 'Malformed cursor: pass back a cursor exactly as the service returned it');
   if (typeof raw !== 'string' || raw.length === 0 || raw.length > 200 || !/^[A-Za-z0-9_-]+$/.test(raw)) return bad;
   const [v, seq, createdAt, id, ...rest] = Buffer.from(raw, 'base64url').toString('utf8').split('|');
-  if (v !== 'v1' || rest.length || !/^\d{1,15}$/.test(seq ?? '') || !UUID.test(id ?? '') || Number.isNaN(Date.parse(createdAt ?? ''))) return bad;
+  if (v !== 'v1' || rest.length || !/^\d{1,15}$/.test(seq ?? '') || !UUID.test(id ?? '') || Number.isNaN(Date.parse(createdAt ?? '')))
+    return bad;
   return ok({ seq: Number(seq), createdAt, id });
 }

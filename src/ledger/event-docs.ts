@@ -74,7 +74,7 @@ export function renderEventDocs(): string {
     '',
     'The events the service records itself. Custom event types (POST /v1/events) cannot use the',
     `reserved prefixes ${RESERVED_PREFIXES.map((p) => `\`${p}\``).join(', ')}. Every payload is an`,
-    'object with exactly the fields listed; a message\'s platform-specific fields are the one',
+    "object with exactly the fields listed; a message's platform-specific fields are the one",
     'open part.',
     '',
     '| Event type | Meaning |',

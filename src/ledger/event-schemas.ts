@@ -73,17 +73,29 @@ function compile(schema: Record<string, unknown>, cacheKey?: string): Result<Val
     }
     return ok(fn);
   } catch (err) {
-    return fail('VALIDATION_ERROR', `Invalid JSON Schema: ${(err as Error).message}`, [{ path: ['json_schema'], message: (err as Error).message }]);
+    return fail('VALIDATION_ERROR', `Invalid JSON Schema: ${(err as Error).message}`, [
+      { path: ['json_schema'], message: (err as Error).message },
+    ]);
   }
 }
 
 function ajvDetails(errors: ErrorObject[] | null | undefined): ErrorDetail[] {
   return (errors ?? []).map((e) => {
-    const path: (string | number)[] = ['payload', ...e.instancePath.split('/').slice(1).map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'))];
+    const path: (string | number)[] = [
+      'payload',
+      ...e.instancePath
+        .split('/')
+        .slice(1)
+        .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~')),
+    ];
     if (e.keyword === 'required') path.push((e.params as { missingProperty: string }).missingProperty);
     if (e.keyword === 'additionalProperties') path.push((e.params as { additionalProperty: string }).additionalProperty);
     const where = path.length > 1 ? path.slice(1).join('.') : 'payload';
-    return { path, message: e.keyword === 'required' ? `${where} is required` : `${where} ${e.message ?? 'is invalid'}`, keyword: e.keyword };
+    return {
+      path,
+      message: e.keyword === 'required' ? `${where} is required` : `${where} ${e.message ?? 'is invalid'}`,
+      keyword: e.keyword,
+    };
   });
 }
 
@@ -100,7 +112,8 @@ export async function createEventSchema(sql: Sql, appId: string, input: EventSch
       RETURNING ${row(sql)}
     ), stamp AS (${bumpStamp(sql, 'event-schemas', 'created')})
     SELECT * FROM created`;
-  if (!created) return fail('CONFLICT', `An event schema named "${input.name}" already exists`, [{ path: ['name'], message: 'already exists' }]);
+  if (!created)
+    return fail('CONFLICT', `An event schema named "${input.name}" already exists`, [{ path: ['name'], message: 'already exists' }]);
   return ok(created);
 }
 
@@ -117,7 +130,12 @@ export async function getEventSchema(sql: Sql, appId: string, id: string): Promi
   return found ? ok(found) : notFound(id);
 }
 
-export async function updateEventSchema(sql: Sql, appId: string, id: string, patch: Partial<EventSchemaInput>): Promise<Result<EventSchemaRecord>> {
+export async function updateEventSchema(
+  sql: Sql,
+  appId: string,
+  id: string,
+  patch: Partial<EventSchemaInput>,
+): Promise<Result<EventSchemaRecord>> {
   if (!UUID.test(id)) return notFound(id);
   if (patch.json_schema) {
     const check = compile(patch.json_schema);
@@ -166,7 +184,13 @@ type SchemaRow = { id: string; json_schema: Record<string, unknown>; enforce_val
  * Checks a payload against the application's schema for this event type, if there is one.
  * Lookups (also "no schema") are cached per process under the event-schemas change stamp.
  */
-export async function checkPayload(sql: Sql, stamps: ChangeStamps, appId: string, eventType: string, payload: Record<string, unknown>): Promise<PayloadCheck> {
+export async function checkPayload(
+  sql: Sql,
+  stamps: ChangeStamps,
+  appId: string,
+  eventType: string,
+  payload: Record<string, unknown>,
+): Promise<PayloadCheck> {
   const schema = await stamps.cache<SchemaRow | null>('event-schemas').get(`${appId}/${eventType}`, async () => {
     const [found] = await sql<SchemaRow[]>`
       SELECT id, json_schema, enforce_validation, updated_at FROM event_schemas WHERE app_id = ${appId} AND name = ${eventType}`;

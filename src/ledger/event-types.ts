@@ -15,7 +15,9 @@ import { PLATFORM_NAMES } from '../platforms/types.js';
 export const RESERVED_PREFIXES = ['message.', 'user.', 'system.', 'link_code.'] as const;
 
 const uuid = z.uuid();
-const platform = z.enum(PLATFORM_NAMES.map((p) => p.toLowerCase()) as [string, ...string[]]).describe('Platform of the connection, lower case');
+const platform = z
+  .enum(PLATFORM_NAMES.map((p) => p.toLowerCase()) as [string, ...string[]])
+  .describe('Platform of the connection, lower case');
 const timestamp = z.string().describe('When the platform says it happened (ISO 8601)');
 
 /** Where a type is recorded: a file that builds it, and on which occasion. */
@@ -39,8 +41,14 @@ interface EventDef<S extends z.ZodType<Record<string, unknown>>, I extends unkno
  * typed by the schema (an object literal with a field the schema lacks does not compile).
  */
 function defineEvent<S extends z.ZodType<Record<string, unknown>>, I extends unknown[]>(def: EventDef<S, I>): EventDef<S, I>;
-function defineEvent<S extends z.ZodType<Record<string, unknown>>>(def: Omit<EventDef<S, [z.output<S>]>, 'build'>): EventDef<S, [z.output<S>]>;
-function defineEvent(def: Omit<EventDef<z.ZodType<Record<string, unknown>>, unknown[]>, 'build'> & { build?: (...input: unknown[]) => Record<string, unknown> }) {
+function defineEvent<S extends z.ZodType<Record<string, unknown>>>(
+  def: Omit<EventDef<S, [z.output<S>]>, 'build'>,
+): EventDef<S, [z.output<S>]>;
+function defineEvent(
+  def: Omit<EventDef<z.ZodType<Record<string, unknown>>, unknown[]>, 'build'> & {
+    build?: (...input: unknown[]) => Record<string, unknown>;
+  },
+) {
   return { build: (payload: Record<string, unknown>) => payload, ...def };
 }
 
@@ -72,11 +80,15 @@ const inboundMessage = z
         z.strictObject({ id: z.null(), mime_type: z.string().nullable(), url: z.null(), error: z.string() }),
       ])
       .optional()
-      .describe('The attached file as stored (`url` is its content under /v1/files); `id` and `url` are null and `error` says why when it could not be downloaded'),
+      .describe(
+        'The attached file as stored (`url` is its content under /v1/files); `id` and `url` are null and `error` says why when it could not be downloaded',
+      ),
     transcription: transcription.optional(),
     transcript: z.string().optional().describe('The transcribed text, when transcription completed'),
   })
-  .describe("The message; platform-specific fields are kept beside these as the platform's normaliser gave them (e-mail subject and threading ids, Discord interaction fields, further SMS media)");
+  .describe(
+    "The message; platform-specific fields are kept beside these as the platform's normaliser gave them (e-mail subject and threading ids, Discord interaction fields, further SMS media)",
+  );
 export type InboundMessage = z.output<typeof inboundMessage>;
 export type Transcription = z.output<typeof transcription>;
 
@@ -128,15 +140,21 @@ export const SYSTEM_EVENTS = {
   'message.inbound': defineEvent({
     summary: 'A message from a user on a connected platform.',
     emittedBy: [
-      { file: 'src/inbound/records.ts', when: 'the inbound worker records a platform message (voice and audio go through transcription first)' },
+      {
+        file: 'src/inbound/records.ts',
+        when: 'the inbound worker records a platform message (voice and audio go through transcription first)',
+      },
       { file: 'workers/transcription.ts', when: 'a voice or audio message once transcribed, or once transcription finally failed' },
     ],
     payload: inboundPayload,
-    build: ({ edited, ...p }: Omit<z.output<typeof inboundPayload>, 'edited'> & { edited?: boolean }) => ({ ...p, ...(edited ? { edited: true as const } : {}) }),
+    build: ({ edited, ...p }: Omit<z.output<typeof inboundPayload>, 'edited'> & { edited?: boolean }) => ({
+      ...p,
+      ...(edited ? { edited: true as const } : {}),
+    }),
   }),
   'message.outbound': defineEvent({
     summary: 'A message the service sent (POST /v1/messages), under the message id.',
-    emittedBy: [{ file: 'src/messages/delivery.ts', when: 'the send worker got the platform\'s message id' }],
+    emittedBy: [{ file: 'src/messages/delivery.ts', when: "the send worker got the platform's message id" }],
     payload: z.strictObject({
       message: z.strictObject({ text: z.string().describe('The text sent'), role: z.literal('assistant') }),
       platform,
@@ -160,11 +178,25 @@ export const SYSTEM_EVENTS = {
     build: (
       p:
         | ({ kind: 'platform' } & PlatformStatus)
-        | { kind: 'send_failed'; message_id: string; platform: string; error: z.output<typeof sendFailed>['error']; conversation_id: string },
+        | {
+            kind: 'send_failed';
+            message_id: string;
+            platform: string;
+            error: z.output<typeof sendFailed>['error'];
+            conversation_id: string;
+          },
     ) => {
       if (p.kind === 'send_failed') {
         const { message_id, platform, error, conversation_id } = p;
-        return { status: 'failed' as const, message_id, origin_event_id: null, external_message_id: null, platform, error, conversation_id };
+        return {
+          status: 'failed' as const,
+          message_id,
+          origin_event_id: null,
+          external_message_id: null,
+          platform,
+          error,
+          conversation_id,
+        };
       }
       const { kind: _kind, error, ...status } = p;
       return { ...status, ...(error ? { error } : {}) };
@@ -175,7 +207,7 @@ export const SYSTEM_EVENTS = {
     emittedBy: [{ file: 'src/inbound/records.ts', when: 'a platform reports a reaction' }],
     payload: z.strictObject({
       reaction: z.strictObject({
-        emoji: z.string().describe("The emoji (Slack: its name, such as `tada`)"),
+        emoji: z.string().describe('The emoji (Slack: its name, such as `tada`)'),
         message_id: z.string().describe("The platform's id of the reacted message"),
       }),
       action: z.enum(['added', 'removed']),
@@ -186,15 +218,28 @@ export const SYSTEM_EVENTS = {
     }),
   }),
   'user.merged': defineEvent({
-    summary: 'One user merged into another: the source user\'s platform users now belong to the target.',
-    emittedBy: [{ file: 'src/identity/merge.ts', when: 'POST /v1/users/:id/merge (GraphQL `mergeUsers`), or a link code activation that merged two users' }],
+    summary: "One user merged into another: the source user's platform users now belong to the target.",
+    emittedBy: [
+      {
+        file: 'src/identity/merge.ts',
+        when: 'POST /v1/users/:id/merge (GraphQL `mergeUsers`), or a link code activation that merged two users',
+      },
+    ],
     payload: z.strictObject({
       target_user_id: uuid.describe('The surviving user'),
       source_user_id: uuid.describe('The user merged away'),
       platform_user_ids: z.array(uuid).describe('Every platform user that moved (edges name at most 100 of them)'),
       link_code_id: uuid.optional().describe('The link code whose activation merged them'),
     }),
-    build: ({ link_code_id, ...p }: { target_user_id: string; source_user_id: string; platform_user_ids: string[]; link_code_id: string | null }) => ({
+    build: ({
+      link_code_id,
+      ...p
+    }: {
+      target_user_id: string;
+      source_user_id: string;
+      platform_user_ids: string[];
+      link_code_id: string | null;
+    }) => ({
       ...p,
       ...(link_code_id ? { link_code_id } : {}),
     }),
@@ -210,7 +255,12 @@ export const SYSTEM_EVENTS = {
   }),
   'link_code.activation': defineEvent({
     summary: 'A platform user used a link code; recorded after `user.merged` when users merged.',
-    emittedBy: [{ file: 'src/identity/link-codes.ts', when: 'POST /v1/link-codes/:code/activate (GraphQL `activateLinkCode`), or an inbound message carrying a code' }],
+    emittedBy: [
+      {
+        file: 'src/identity/link-codes.ts',
+        when: 'POST /v1/link-codes/:code/activate (GraphQL `activateLinkCode`), or an inbound message carrying a code',
+      },
+    ],
     payload: z.strictObject({
       link_code_id: uuid.describe('The link code used'),
       user_id: uuid.describe("The code's user (its survivor, if merged since): the platform user's user now"),
@@ -244,7 +294,10 @@ type Catalog = typeof SYSTEM_EVENTS;
 export type SystemEventPayload<T extends SystemEventType> = ReturnType<Catalog[T]['build']>;
 
 /** The `event_type` and `payload` of a system event: the one way a writer builds them. */
-export function systemEvent<T extends SystemEventType>(type: T, ...input: Parameters<Catalog[T]['build']>): { event_type: T; payload: SystemEventPayload<T> } {
+export function systemEvent<T extends SystemEventType>(
+  type: T,
+  ...input: Parameters<Catalog[T]['build']>
+): { event_type: T; payload: SystemEventPayload<T> } {
   // One entry's builder, but TypeScript cannot follow `T` from the key to its own builder.
   const build = SYSTEM_EVENTS[type].build as unknown as (...input: Parameters<Catalog[T]['build']>) => SystemEventPayload<T>;
   return { event_type: type, payload: build(...input) };

@@ -34,7 +34,11 @@ const edgesOf = (name: string) => name.replace(/^events_/, 'event_edges_');
  * block the ledger's inserts. The newest partition is never dropped. Safe to run from several
  * processes: a partition another run just created or dropped is skipped.
  */
-export async function maintainEventPartitions(sql: Sql, retentionDays: number, now = new Date()): Promise<{ created: string[]; dropped: string[] }> {
+export async function maintainEventPartitions(
+  sql: Sql,
+  retentionDays: number,
+  now = new Date(),
+): Promise<{ created: string[]; dropped: string[] }> {
   const created: string[] = [];
   const dropped: string[] = [];
   const parts = await eventPartitions(sql);

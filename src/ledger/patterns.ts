@@ -12,7 +12,11 @@
  */
 export type Matcher = (eventType: string) => boolean;
 
-type Token = { kind: 'char'; c: string } | { kind: 'one' } | { kind: 'star' } | { kind: 'class'; negate: boolean; ranges: [string, string][] };
+type Token =
+  | { kind: 'char'; c: string }
+  | { kind: 'one' }
+  | { kind: 'star' }
+  | { kind: 'class'; negate: boolean; ranges: [string, string][] };
 
 /** Why a pattern cannot be used, or undefined when it parses. */
 export function patternProblem(pattern: string): string | undefined {

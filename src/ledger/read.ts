@@ -46,7 +46,10 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** `a.b.c` → a jsonpath `$."a"."b"."c"` with each segment quoted, so no input is parsed as syntax. */
 function jsonPath(path: string): string {
-  return `$${path.split('.').map((seg) => `."${seg.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`).join('')}`;
+  return `$${path
+    .split('.')
+    .map((seg) => `."${seg.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`)
+    .join('')}`;
 }
 
 const escapeLike = (s: string) => s.replace(/[\\%_]/g, (c) => `\\${c}`);
@@ -128,7 +131,16 @@ export async function headSeq(sql: Sql, appId: string): Promise<number> {
 
 async function withEdges(sql: Sql, appId: string, rows: Omit<EventRecord, 'edges' | 'cursor'>[]): Promise<EventRecord[]> {
   if (rows.length === 0) return [];
-  const edges = await sql<(EdgeRecord & { event_id: string; pu_id: string | null; pu_external_id: string | null; pu_name: string | null; pu_system: boolean | null; pu_user_id: string | null })[]>`
+  const edges = await sql<
+    (EdgeRecord & {
+      event_id: string;
+      pu_id: string | null;
+      pu_external_id: string | null;
+      pu_name: string | null;
+      pu_system: boolean | null;
+      pu_user_id: string | null;
+    })[]
+  >`
     SELECT x.event_id, x.edge_type, x.target_node_type, x.target_node_id,
            pu.id AS pu_id, pu.external_id AS pu_external_id, pu.name AS pu_name,
            pu.is_system_user AS pu_system, pu.user_id AS pu_user_id

@@ -29,7 +29,9 @@ export function toEventNode(e: EventRecord) {
       edgeType: x.edge_type,
       targetNodeType: x.target_node_type.toUpperCase(),
       targetNodeId: x.target_node_id,
-      targetPlatformUser: x.platform_user ? { id: x.platform_user.id, externalId: x.platform_user.external_id, name: x.platform_user.name } : null,
+      targetPlatformUser: x.platform_user
+        ? { id: x.platform_user.id, externalId: x.platform_user.external_id, name: x.platform_user.name }
+        : null,
     })),
     attachments: e.attachments,
     createdAt: e.created_at,

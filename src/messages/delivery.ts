@@ -140,7 +140,12 @@ export async function recordSent(deps: Deps, msg: MessageRow, conn: Connection, 
   const event: LedgerEvent = {
     id: msg.id,
     app_id: msg.app_id,
-    ...systemEvent('message.outbound', { text: msg.text, platform: conn.platform.toLowerCase(), external_message_id: externalMessageId, conversation_id: conversationId }),
+    ...systemEvent('message.outbound', {
+      text: msg.text,
+      platform: conn.platform.toLowerCase(),
+      external_message_id: externalMessageId,
+      conversation_id: conversationId,
+    }),
     edges: [
       { edge_type: 'sent_to', target_node_type: 'platform_user', target_node_id: recipient.id },
       { edge_type: 'sent_by', target_node_type: 'platform_user', target_node_id: system.id },
@@ -160,7 +165,13 @@ export async function recordFailed(deps: Deps, msg: MessageRow, conn: Connection
     event: {
       id: derivedId(msg.id, 'failed'),
       app_id: msg.app_id,
-      ...systemEvent('message.status', { kind: 'send_failed', message_id: msg.id, platform: conn.platform.toLowerCase(), error, conversation_id: conversationId }),
+      ...systemEvent('message.status', {
+        kind: 'send_failed',
+        message_id: msg.id,
+        platform: conn.platform.toLowerCase(),
+        error,
+        conversation_id: conversationId,
+      }),
       edges: [{ edge_type: 'sent_to', target_node_type: 'platform_user', target_node_id: recipient.id }],
       attachments: [],
       conversation_id: conversationId,

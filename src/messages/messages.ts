@@ -59,24 +59,43 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  * Everything knowable before calling the platform is checked here, so those refusals are
  * synchronous 4xx answers that write nothing.
  */
-export async function submitMessage(deps: Deps, sends: CommitWaiter, appId: string, input: SendMessageInput, idempotencyKey?: string): Promise<Result<MessageRow>> {
+export async function submitMessage(
+  deps: Deps,
+  sends: CommitWaiter,
+  appId: string,
+  input: SendMessageInput,
+  idempotencyKey?: string,
+): Promise<Result<MessageRow>> {
   const conn = UUID.test(input.platform_connection_id) ? await loadConnection(deps, appId, input.platform_connection_id) : undefined;
-  if (!conn) return fail('PLATFORM_CONNECTION_NOT_FOUND', `Platform connection ${input.platform_connection_id} not found`, [{ path: ['platform_connection_id'], message: 'not found' }]);
+  if (!conn)
+    return fail('PLATFORM_CONNECTION_NOT_FOUND', `Platform connection ${input.platform_connection_id} not found`, [
+      { path: ['platform_connection_id'], message: 'not found' },
+    ]);
   if (conn.status !== 'ACTIVE') return fail('CONNECTION_DISABLED', `Platform connection ${conn.id} is disabled`);
   const adapter = getAdapter(conn.platform);
   const badTo = adapter.checkRecipient(input.to_external_id);
   if (badTo) return fail('INVALID_RECIPIENT', badTo, [{ path: ['to_external_id'], message: badTo }]);
   if (adapter.maxTextLength !== undefined && [...input.message].length > adapter.maxTextLength) {
-    return fail('MESSAGE_TOO_LONG', `${conn.platform} accepts at most ${adapter.maxTextLength} characters; this message has ${[...input.message].length}`, [
-      { path: ['message'], message: `longer than ${adapter.maxTextLength} characters` },
-    ]);
+    return fail(
+      'MESSAGE_TOO_LONG',
+      `${conn.platform} accepts at most ${adapter.maxTextLength} characters; this message has ${[...input.message].length}`,
+      [{ path: ['message'], message: `longer than ${adapter.maxTextLength} characters` }],
+    );
   }
   if (input.file_ids?.length) {
-    if (!adapter.acceptsFiles) return fail('VALIDATION_ERROR', `${conn.platform} connections send text only`, [{ path: ['file_ids'], message: `files are not supported on ${conn.platform}` }]);
+    if (!adapter.acceptsFiles)
+      return fail('VALIDATION_ERROR', `${conn.platform} connections send text only`, [
+        { path: ['file_ids'], message: `files are not supported on ${conn.platform}` },
+      ]);
     const found = await deps.sql<{ id: string }[]>`SELECT id FROM files WHERE app_id = ${appId} AND id = ANY(${input.file_ids}::uuid[])`;
     const have = new Set(found.map((f) => f.id));
     const missing = input.file_ids.map((id, i) => ({ id, i })).filter((f) => !have.has(f.id));
-    if (missing.length) return fail('VALIDATION_ERROR', `Unknown file ${missing[0].id}`, missing.map((m) => ({ path: ['file_ids', m.i], message: `file ${m.id} not found` })));
+    if (missing.length)
+      return fail(
+        'VALIDATION_ERROR',
+        `Unknown file ${missing[0].id}`,
+        missing.map((m) => ({ path: ['file_ids', m.i], message: `file ${m.id} not found` })),
+      );
   }
   const window = await replyWindowClosed(deps, conn.id, conn.platform, input.to_external_id);
   if (window) return fail('REPLY_WINDOW_CLOSED', window);
@@ -87,7 +106,8 @@ export async function submitMessage(deps: Deps, sends: CommitWaiter, appId: stri
   // A replayed key normally finds its message. It does not when the first request died between
   // claiming the key and recording the message (a database restart): record it now, from the
   // same body (the key's hash guarantees it).
-  const recorded = claim.value.replay && (await deps.sql`SELECT 1 FROM outbound_messages WHERE app_id = ${appId} AND id = ${id}`).length > 0;
+  const recorded =
+    claim.value.replay && (await deps.sql`SELECT 1 FROM outbound_messages WHERE app_id = ${appId} AND id = ${id}`).length > 0;
   if (!recorded) {
     // One statement (one round trip, atomic by itself): the recipient's next sequence number
     // and the message that takes it. The counter row stays locked until it commits, so
@@ -144,8 +164,13 @@ export async function getMessage(deps: Deps, appId: string, id: string): Promise
  */
 export async function pruneMessages(sql: Sql, days: number): Promise<number> {
   if (days === 0) return 0;
-  return deleteInBatches(async (limit) => (await sql`
+  return deleteInBatches(
+    async (limit) =>
+      (
+        await sql`
     DELETE FROM outbound_messages WHERE id IN (
       SELECT id FROM outbound_messages
-       WHERE finished_at < now() - ${days} * interval '1 day' AND status IN ('sent', 'failed') LIMIT ${limit})`).count);
+       WHERE finished_at < now() - ${days} * interval '1 day' AND status IN ('sent', 'failed') LIMIT ${limit})`
+      ).count,
+  );
 }

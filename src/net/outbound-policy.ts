@@ -20,14 +20,37 @@ export type TargetPolicy = OutboundPolicy;
  */
 const BLOCKED = new BlockList();
 for (const [net, prefix] of [
-  ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16],
-  ['172.16.0.0', 12], ['192.0.0.0', 24], ['192.0.2.0', 24], ['192.88.99.0', 24], ['192.168.0.0', 16],
-  ['198.18.0.0', 15], ['198.51.100.0', 24], ['203.0.113.0', 24], ['224.0.0.0', 4], ['240.0.0.0', 4],
-] as const) BLOCKED.addSubnet(net, prefix, 'ipv4');
+  ['0.0.0.0', 8],
+  ['10.0.0.0', 8],
+  ['100.64.0.0', 10],
+  ['127.0.0.0', 8],
+  ['169.254.0.0', 16],
+  ['172.16.0.0', 12],
+  ['192.0.0.0', 24],
+  ['192.0.2.0', 24],
+  ['192.88.99.0', 24],
+  ['192.168.0.0', 16],
+  ['198.18.0.0', 15],
+  ['198.51.100.0', 24],
+  ['203.0.113.0', 24],
+  ['224.0.0.0', 4],
+  ['240.0.0.0', 4],
+] as const)
+  BLOCKED.addSubnet(net, prefix, 'ipv4');
 for (const [net, prefix] of [
-  ['::', 96], ['64:ff9b::', 96], ['64:ff9b:1::', 48], ['100::', 64], ['2001::', 32], ['2001:db8::', 32],
-  ['2002::', 16], ['fc00::', 7], ['fe80::', 10], ['fec0::', 10], ['ff00::', 8],
-] as const) BLOCKED.addSubnet(net, prefix, 'ipv6');
+  ['::', 96],
+  ['64:ff9b::', 96],
+  ['64:ff9b:1::', 48],
+  ['100::', 64],
+  ['2001::', 32],
+  ['2001:db8::', 32],
+  ['2002::', 16],
+  ['fc00::', 7],
+  ['fe80::', 10],
+  ['fec0::', 10],
+  ['ff00::', 8],
+] as const)
+  BLOCKED.addSubnet(net, prefix, 'ipv6');
 
 /** True for an address a public-internet receiver may have. IPv4-mapped IPv6 is judged as IPv4. */
 export function isPublicAddress(address: string): boolean {
@@ -67,7 +90,8 @@ export function checkOutboundUrl(raw: string, policy: OutboundPolicy, field: (st
 }
 
 /** A webhook subscription's target URL (INVALID_WEBHOOK_TARGET when the policy refuses it). */
-export const checkTargetUrl = (raw: string, policy: OutboundPolicy): Result<URL> => checkOutboundUrl(raw, policy, ['target_url'], 'INVALID_WEBHOOK_TARGET');
+export const checkTargetUrl = (raw: string, policy: OutboundPolicy): Result<URL> =>
+  checkOutboundUrl(raw, policy, ['target_url'], 'INVALID_WEBHOOK_TARGET');
 
 /**
  * Whether a request to `url` may go out under `policy`: an address-literal host is judged

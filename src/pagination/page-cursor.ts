@@ -26,10 +26,21 @@ export function encodePageCursor(kind: string, key: PageKey): string {
 }
 
 export function decodePageCursor(kind: string, raw: string): Result<PageKey> {
-  const bad = fail('INVALID_CURSOR', `Malformed cursor: pass back a next_cursor of this ${kind} listing exactly as the service returned it`);
+  const bad = fail(
+    'INVALID_CURSOR',
+    `Malformed cursor: pass back a next_cursor of this ${kind} listing exactly as the service returned it`,
+  );
   if (typeof raw !== 'string' || raw.length === 0 || raw.length > 200 || !/^[A-Za-z0-9_-]+$/.test(raw)) return bad;
   const [v, k, at, id, ...rest] = Buffer.from(raw, 'base64url').toString('utf8').split('|');
-  if (v !== 'p1' || k !== kind || rest.length || !UUID.test(id ?? '') || !/^\d{4}-\d\d-\d\dT[\d:.]+Z$/.test(at ?? '') || Number.isNaN(Date.parse(at))) return bad;
+  if (
+    v !== 'p1' ||
+    k !== kind ||
+    rest.length ||
+    !UUID.test(id ?? '') ||
+    !/^\d{4}-\d\d-\d\dT[\d:.]+Z$/.test(at ?? '') ||
+    Number.isNaN(Date.parse(at))
+  )
+    return bad;
   return ok({ at, id });
 }
 
@@ -37,7 +48,12 @@ export function decodePageCursor(kind: string, raw: string): Result<PageKey> {
  * Cuts a fetched page (`limit + 1` rows asked for) into the page and its continuation.
  * `keyOf` gives a row's sort key; the cursor of the last row kept is the next page's start.
  */
-export function toPage<T>(kind: string, rows: T[], limit: number, keyOf: (row: T) => PageKey): { rows: T[]; nextCursor: string | null; hasMore: boolean } {
+export function toPage<T>(
+  kind: string,
+  rows: T[],
+  limit: number,
+  keyOf: (row: T) => PageKey,
+): { rows: T[]; nextCursor: string | null; hasMore: boolean } {
   const page = rows.slice(0, limit);
   const last = page.at(-1);
   return { rows: page, nextCursor: last ? encodePageCursor(kind, keyOf(last)) : null, hasMore: rows.length > limit };

@@ -15,7 +15,8 @@ export const secret = (what: string) =>
 export const numericId = (what: string) => z.string({ error: `${what} is required` }).regex(/^\d{1,40}$/, `${what} must be digits`);
 
 /** A public config field as deep links read it: trimmed, '' when absent or not text. */
-export const publicText = (config: Record<string, unknown>, key: string): string => (typeof config[key] === 'string' ? (config[key] as string).trim() : '');
+export const publicText = (config: Record<string, unknown>, key: string): string =>
+  typeof config[key] === 'string' ? (config[key] as string).trim() : '';
 
 /** The outbound address policy judges every platform's `api_base_url` as an HTTP API base. */
 export const API_BASE_ADDRESS = { api_base_url: 'url' } as const;

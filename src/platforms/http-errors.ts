@@ -13,7 +13,9 @@ export function platformError(
     code,
     message,
     retryable: RETRYABLE.has(code),
-    ...(extra.retryAfterMs !== undefined && Number.isFinite(extra.retryAfterMs) ? { retryAfterMs: Math.max(0, Math.ceil(extra.retryAfterMs)) } : {}),
+    ...(extra.retryAfterMs !== undefined && Number.isFinite(extra.retryAfterMs)
+      ? { retryAfterMs: Math.max(0, Math.ceil(extra.retryAfterMs)) }
+      : {}),
     ...(extra.platformCode !== undefined ? { platformCode: extra.platformCode } : {}),
     ...(extra.platformMessage ? { platformMessage: extra.platformMessage.slice(0, 500) } : {}),
   };
@@ -43,7 +45,8 @@ export function fromHttpStatus(
   extra: { platformCode?: string | number; platformMessage?: string; retryAfterMs?: number } = {},
 ): PlatformError {
   const text = extra.platformMessage ? `: ${extra.platformMessage}` : '';
-  if (status === 401 || status === 403) return platformError('PLATFORM_AUTH_FAILED', `${platform} refused the connection's credentials (HTTP ${status})${text}`, extra);
+  if (status === 401 || status === 403)
+    return platformError('PLATFORM_AUTH_FAILED', `${platform} refused the connection's credentials (HTTP ${status})${text}`, extra);
   if (status === 429) return platformError('PLATFORM_RATE_LIMITED', `${platform} rate limit reached${text}`, extra);
   if (status >= 500) return platformError('PLATFORM_UNAVAILABLE', `${platform} answered HTTP ${status}${text}`, extra);
   return platformError('PLATFORM_REJECTED', `${platform} refused the message (HTTP ${status})${text}`, extra);
@@ -53,7 +56,15 @@ export function fromHttpStatus(
  * Failures that happen before a byte of the request can have reached the platform: the call
  * can be made again without risk of a second copy.
  */
-const NEVER_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'UND_ERR_CONNECT_TIMEOUT']);
+const NEVER_SENT = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EADDRNOTAVAIL',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
 
 /**
  * A call that got no usable answer: refused, reset, timed out. Never echoes the URL (it may
@@ -65,14 +76,21 @@ const NEVER_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNRE
  */
 export function networkFailure(platform: string, err: unknown, options: { repeatable?: boolean } = {}): PlatformError {
   const e = err as { code?: string; name?: string } | undefined;
-  const timedOut = e?.name === 'TimeoutError' || e?.name === 'AbortError' || e?.code === 'UND_ERR_HEADERS_TIMEOUT' || e?.code === 'UND_ERR_BODY_TIMEOUT';
+  const timedOut =
+    e?.name === 'TimeoutError' || e?.name === 'AbortError' || e?.code === 'UND_ERR_HEADERS_TIMEOUT' || e?.code === 'UND_ERR_BODY_TIMEOUT';
   if (e?.code === 'ETARGETREFUSED') {
     // Nothing was sent, and nothing will be until the connection's api_base_url changes.
-    return platformError('PLATFORM_REJECTED', `The call to ${platform} was refused by the outbound address policy: the connection's api_base_url does not lead to a public address`);
+    return platformError(
+      'PLATFORM_REJECTED',
+      `The call to ${platform} was refused by the outbound address policy: the connection's api_base_url does not lead to a public address`,
+    );
   }
   const why = timedOut ? 'timed out' : `failed (${e?.code ?? e?.name ?? 'network error'})`;
   if (options.repeatable || NEVER_SENT.has(e?.code ?? '')) return platformError('PLATFORM_UNAVAILABLE', `The call to ${platform} ${why}`);
-  return platformError('DELIVERY_UNCERTAIN', `The call to ${platform} ${why} after it was sent; the platform may or may not have delivered the message, so it was not sent again`);
+  return platformError(
+    'DELIVERY_UNCERTAIN',
+    `The call to ${platform} ${why} after it was sent; the platform may or may not have delivered the message, so it was not sent again`,
+  );
 }
 
 /**

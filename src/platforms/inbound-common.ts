@@ -99,7 +99,9 @@ const REPLAY_WINDOW_S = 300;
  * REPLAY_WINDOW_S of `nowMs`; `ok` otherwise (the signature itself is checked separately).
  */
 export function replayWindow(timestamp: string, nowMs: number): VerifyOutcome {
-  return /^\d{1,12}$/.test(timestamp) && Math.abs(nowMs / 1000 - Number(timestamp)) <= REPLAY_WINDOW_S ? ok : refuse('request timestamp outside the five-minute window');
+  return /^\d{1,12}$/.test(timestamp) && Math.abs(nowMs / 1000 - Number(timestamp)) <= REPLAY_WINDOW_S
+    ? ok
+    : refuse('request timestamp outside the five-minute window');
 }
 
 /** A header of the request (names are lower-cased by the receiver). */

@@ -33,7 +33,12 @@ async function get(url: string, headers: Record<string, string>, f: Fetching) {
   });
 }
 
-async function fetchBytes(url: string, headers: Record<string, string>, f: Fetching, redirects = MAX_REDIRECTS): Promise<{ data: Buffer; contentType?: string }> {
+async function fetchBytes(
+  url: string,
+  headers: Record<string, string>,
+  f: Fetching,
+  redirects = MAX_REDIRECTS,
+): Promise<{ data: Buffer; contentType?: string }> {
   const res = await get(url, headers, f);
   const location = res.headers.location;
   if ([301, 302, 303, 307, 308].includes(res.statusCode) && typeof location === 'string') {

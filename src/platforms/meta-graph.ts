@@ -41,24 +41,49 @@ const WINDOW_SUBCODES = new Set([2018278, 2534022]);
  * Maps a Graph API error by its `code` (and `error_subcode`), not by HTTP status — Meta
  * answers most refusals with HTTP 400 (PLATFORMS.md). Unknown codes fall back to the status.
  */
-function graphError(platform: string, status: number, body: GraphErrorBody | undefined, headers: Record<string, string | string[] | undefined> = {}): PlatformError {
+function graphError(
+  platform: string,
+  status: number,
+  body: GraphErrorBody | undefined,
+  headers: Record<string, string | string[] | undefined> = {},
+): PlatformError {
   const e = body?.error;
   const code = e?.code;
   const platformMessage = [e?.message, e?.error_data?.details].filter(Boolean).join(' — ') || undefined;
   const extra = { platformCode: code ?? status, platformMessage };
   if (code === undefined) return fromHttpStatus(status, platform, { ...extra, retryAfterMs: retryAfterHeaderMs(headers['retry-after']) });
   if (code === 131047 || (e?.error_subcode !== undefined && WINDOW_SUBCODES.has(e.error_subcode))) {
-    return platformError('REPLY_WINDOW_CLOSED', `The 24-hour reply window with this user is closed: ${platform} only allows a template message until they write again`, extra);
+    return platformError(
+      'REPLY_WINDOW_CLOSED',
+      `The 24-hour reply window with this user is closed: ${platform} only allows a template message until they write again`,
+      extra,
+    );
   }
   if (code in RATE_LIMITS) {
-    return platformError('PLATFORM_RATE_LIMITED', `${platform} rate limit reached (code ${code})`, { ...extra, retryAfterMs: retryAfterHeaderMs(headers['retry-after']) ?? RATE_LIMITS[code] });
+    return platformError('PLATFORM_RATE_LIMITED', `${platform} rate limit reached (code ${code})`, {
+      ...extra,
+      retryAfterMs: retryAfterHeaderMs(headers['retry-after']) ?? RATE_LIMITS[code],
+    });
   }
-  if (code === 131026) return platformError('PLATFORM_REJECTED', `${platform} cannot deliver to this recipient (not on the platform, or unable to receive)`, extra);
-  if (code === 551 || code === 1545041) return platformError('RECIPIENT_BLOCKED', `${platform}: this person is not available to receive messages from the page`, extra);
-  if (code === 100 && e?.error_subcode === 2018001) return platformError('INVALID_RECIPIENT', `${platform} has no user with this id for the page`, extra);
-  if (AUTH.has(code)) return platformError('PLATFORM_AUTH_FAILED', `${platform} refused the connection's access token (code ${code})`, extra);
-  if (TRANSIENT.has(code) || status >= 500) return platformError('PLATFORM_UNAVAILABLE', `${platform} had a temporary problem (code ${code})`, extra);
-  return platformError('PLATFORM_REJECTED', `${platform} refused the message (code ${code})${platformMessage ? `: ${platformMessage}` : ''}`, extra);
+  if (code === 131026)
+    return platformError(
+      'PLATFORM_REJECTED',
+      `${platform} cannot deliver to this recipient (not on the platform, or unable to receive)`,
+      extra,
+    );
+  if (code === 551 || code === 1545041)
+    return platformError('RECIPIENT_BLOCKED', `${platform}: this person is not available to receive messages from the page`, extra);
+  if (code === 100 && e?.error_subcode === 2018001)
+    return platformError('INVALID_RECIPIENT', `${platform} has no user with this id for the page`, extra);
+  if (AUTH.has(code))
+    return platformError('PLATFORM_AUTH_FAILED', `${platform} refused the connection's access token (code ${code})`, extra);
+  if (TRANSIENT.has(code) || status >= 500)
+    return platformError('PLATFORM_UNAVAILABLE', `${platform} had a temporary problem (code ${code})`, extra);
+  return platformError(
+    'PLATFORM_REJECTED',
+    `${platform} refused the message (code ${code})${platformMessage ? `: ${platformMessage}` : ''}`,
+    extra,
+  );
 }
 
 /** One authenticated Graph call; success answers as parsed JSON, anything else as a mapped error. */
@@ -68,13 +93,26 @@ export async function graphCall<T>(
 ): Promise<{ ok: true; body: T } | { ok: false; error: PlatformError }> {
   let answer: Awaited<ReturnType<typeof callPlatform>>;
   try {
-    answer = await callPlatform({ method: 'POST', url: call.url, headers: { authorization: `Bearer ${call.token}` }, json: call.json, multipart: call.multipart, timeoutMs: call.timeoutMs, guarded: call.guarded });
+    answer = await callPlatform({
+      method: 'POST',
+      url: call.url,
+      headers: { authorization: `Bearer ${call.token}` },
+      json: call.json,
+      multipart: call.multipart,
+      timeoutMs: call.timeoutMs,
+      guarded: call.guarded,
+    });
   } catch (err) {
     return { ok: false, error: networkFailure(platform, err) };
   }
   const body = answer.json as (T & GraphErrorBody) | undefined;
   if (answer.status >= 200 && answer.status < 300 && body && typeof body === 'object' && !body.error) return { ok: true, body };
-  if (body && typeof body === 'object' && body.error) return { ok: false, error: graphError(platform, answer.status, body, answer.headers) };
-  if (answer.status >= 300) return { ok: false, error: fromHttpStatus(answer.status, platform, { retryAfterMs: retryAfterHeaderMs(answer.headers['retry-after']) }) };
+  if (body && typeof body === 'object' && body.error)
+    return { ok: false, error: graphError(platform, answer.status, body, answer.headers) };
+  if (answer.status >= 300)
+    return {
+      ok: false,
+      error: fromHttpStatus(answer.status, platform, { retryAfterMs: retryAfterHeaderMs(answer.headers['retry-after']) }),
+    };
   return { ok: false, error: unexpectedAnswer(platform, answer.status) };
 }

@@ -32,13 +32,24 @@ function messageOf(m: Obj): Extract<NormalisedRecord, { kind: 'message' }>['mess
   // Stickers arrive as images carrying a sticker_id.
   const type: MessageType = payload.sticker_id !== undefined ? 'sticker' : (ATTACHMENT_TYPES[kind] ?? 'other');
   const media: InboundMedia | undefined = url ? { url, ...(type === 'audio' ? { isAudio: true } : {}) } : undefined;
-  const extra = arr(m.attachments).length > 1 ? { more_attachments: arr(m.attachments).slice(1).map((a) => ({ type: a.type, url: obj(a.payload)?.url })) } : undefined;
+  const extra =
+    arr(m.attachments).length > 1
+      ? {
+          more_attachments: arr(m.attachments)
+            .slice(1)
+            .map((a) => ({ type: a.type, url: obj(a.payload)?.url })),
+        }
+      : undefined;
   return {
     text: text ?? '',
     type,
     ...(media ? { media } : {}),
     ...(text !== undefined ? { caption: text } : {}),
-    ...(kind !== 'image' && !ATTACHMENT_TYPES[kind] ? { extra: { attachment_type: kind, ...(url ? { url } : {}), ...extra } } : extra ? { extra } : {}),
+    ...(kind !== 'image' && !ATTACHMENT_TYPES[kind]
+      ? { extra: { attachment_type: kind, ...(url ? { url } : {}), ...extra } }
+      : extra
+        ? { extra }
+        : {}),
   };
 }
 
@@ -54,21 +65,50 @@ function records(item: Obj): NormalisedRecord[] {
     if (message.is_echo) return [];
     const mid = str(message.mid);
     if (!mid) return [];
-    return [{ kind: 'message', externalMessageId: mid, conversation: { externalId: sender }, sender: party, ...(recipient ? { recipient: { externalId: recipient } } : {}), message: messageOf(message), occurredAt }];
+    return [
+      {
+        kind: 'message',
+        externalMessageId: mid,
+        conversation: { externalId: sender },
+        sender: party,
+        ...(recipient ? { recipient: { externalId: recipient } } : {}),
+        message: messageOf(message),
+        occurredAt,
+      },
+    ];
   }
   const edit = obj(item.message_edit);
   if (edit && str(edit.mid)) {
-    return [{ kind: 'message', externalMessageId: str(edit.mid)!, conversation: { externalId: sender }, sender: party, message: { text: str(edit.text) ?? '', type: 'text' }, edited: true, occurredAt }];
+    return [
+      {
+        kind: 'message',
+        externalMessageId: str(edit.mid)!,
+        conversation: { externalId: sender },
+        sender: party,
+        message: { text: str(edit.text) ?? '', type: 'text' },
+        edited: true,
+        occurredAt,
+      },
+    ];
   }
   const delivery = obj(item.delivery);
   if (delivery) {
     const mids = Array.isArray(delivery.mids) ? delivery.mids.filter((x): x is string => typeof x === 'string') : [];
     // Named messages are delivered; the watermark also covers everything sent before it.
-    const named: NormalisedRecord[] = mids.map((mid) => ({ kind: 'status', externalMessageId: mid, status: 'delivered', recipient: party, occurredAt }));
-    return delivery.watermark !== undefined ? [...named, { kind: 'watermark', status: 'delivered', recipient: party, upTo: msToIso(delivery.watermark), occurredAt }] : named;
+    const named: NormalisedRecord[] = mids.map((mid) => ({
+      kind: 'status',
+      externalMessageId: mid,
+      status: 'delivered',
+      recipient: party,
+      occurredAt,
+    }));
+    return delivery.watermark !== undefined
+      ? [...named, { kind: 'watermark', status: 'delivered', recipient: party, upTo: msToIso(delivery.watermark), occurredAt }]
+      : named;
   }
   const read = obj(item.read);
-  if (read && read.watermark !== undefined) return [{ kind: 'watermark', status: 'read', recipient: party, upTo: msToIso(read.watermark), occurredAt }];
+  if (read && read.watermark !== undefined)
+    return [{ kind: 'watermark', status: 'read', recipient: party, upTo: msToIso(read.watermark), occurredAt }];
   const reaction = obj(item.reaction);
   if (reaction && str(reaction.mid)) {
     return [

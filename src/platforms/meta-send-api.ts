@@ -12,7 +12,13 @@ export function metaScopedId(to: string): string | undefined {
  * messaging_type:"RESPONSE", message:{text}}` → `{recipient_id, message_id}`. RESPONSE is
  * the only type valid without a message tag, i.e. inside the 24-hour window.
  */
-export async function sendPageMessage(platform: string, url: string, token: string, m: OutboundMessage, ctx: SendContext): Promise<SendOutcome> {
+export async function sendPageMessage(
+  platform: string,
+  url: string,
+  token: string,
+  m: OutboundMessage,
+  ctx: SendContext,
+): Promise<SendOutcome> {
   const r = await graphCall<{ recipient_id?: string; message_id?: string }>(platform, {
     url,
     token,

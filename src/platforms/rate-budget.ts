@@ -86,14 +86,23 @@ const recipientKey = (prefix: string, connectionId: string, recipient: string) =
  * Reserves the earliest moment one send fits both the connection's and the recipient's
  * budget, charges both for it, and returns how long to wait for it (ms; 0 = now).
  */
-export async function reserveSendSlot(redis: Redis, redisPrefix: string, platform: PlatformName, connectionId: string, recipient: string): Promise<number> {
+export async function reserveSendSlot(
+  redis: Redis,
+  redisPrefix: string,
+  platform: PlatformName,
+  connectionId: string,
+  recipient: string,
+): Promise<number> {
   const b = getAdapter(platform).rateBudget;
   const keys = [connectionKey(redisPrefix, connectionId), recipientKey(redisPrefix, connectionId, recipient)];
   const result = await redis.eval(RESERVE, keys.length, ...keys, ...params(b.connection), ...params(b.recipient));
   return Number(result);
 }
 
-const paceKeys = (prefix: string, connectionId: string, recipient: string) => [`${prefix}:pace:{${connectionId}}`, `${prefix}:pace:{${connectionId}}:${recipient}`];
+const paceKeys = (prefix: string, connectionId: string, recipient: string) => [
+  `${prefix}:pace:{${connectionId}}`,
+  `${prefix}:pace:{${connectionId}}:${recipient}`,
+];
 
 /**
  * Pacing allows up to one interval (at most 50 ms) of catch-up beyond the budget's burst: a
@@ -109,14 +118,26 @@ const paceParams = (b: Budget) => {
  * Spends one send from the connection's and the recipient's budget at this moment, or says
  * how long until it may go (ms) without spending anything.
  */
-export async function paceSend(redis: Redis, redisPrefix: string, platform: PlatformName, connectionId: string, recipient: string): Promise<number> {
+export async function paceSend(
+  redis: Redis,
+  redisPrefix: string,
+  platform: PlatformName,
+  connectionId: string,
+  recipient: string,
+): Promise<number> {
   const b = getAdapter(platform).rateBudget;
   const keys = paceKeys(redisPrefix, connectionId, recipient);
   return Number(await redis.eval(PACE, keys.length, ...keys, ...paceParams(b.connection), ...paceParams(b.recipient)));
 }
 
 /** After a platform's retry-after: later reservations on the connection start after `waitMs`. */
-export async function holdConnection(redis: Redis, redisPrefix: string, platform: PlatformName, connectionId: string, waitMs: number): Promise<void> {
+export async function holdConnection(
+  redis: Redis,
+  redisPrefix: string,
+  platform: PlatformName,
+  connectionId: string,
+  waitMs: number,
+): Promise<void> {
   const b = getAdapter(platform).rateBudget.connection;
   await redis.eval(HOLD, 1, connectionKey(redisPrefix, connectionId), Math.ceil(waitMs), params(b)[1]);
   await redis.eval(HOLD, 1, paceKeys(redisPrefix, connectionId, '')[0], Math.ceil(waitMs), paceParams(b)[1]);

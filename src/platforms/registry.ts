@@ -31,5 +31,3 @@ export function getAdapter(name: PlatformName): PlatformAdapter {
   if (!adapter) throw new Error(`no adapter for platform ${name}`);
   return adapter;
 }
-
-

@@ -51,7 +51,7 @@ export interface OutboundMessage {
 }
 
 export type SendOutcome =
-  | { ok: true; externalMessageId: string; /** Platform's canonical recipient id when it differs (WhatsApp wa_id). */ recipientId?: string }
+  | { ok: true; externalMessageId: string /** Platform's canonical recipient id when it differs (WhatsApp wa_id). */; recipientId?: string }
   | { ok: false; error: PlatformError };
 
 /** What the inbound receiver hands an adapter: the raw bytes plus what signatures need. */
@@ -297,13 +297,21 @@ export interface PlatformAdapter<C = Record<string, unknown>> {
 }
 
 /** The sending half of an adapter: each platform folder's config.ts and send.ts. */
-export type SendHalf = Pick<PlatformAdapter, 'configSchema' | 'secretFields' | 'maxTextLength' | 'acceptsFiles' | 'checkRecipient' | 'send'>;
+export type SendHalf = Pick<
+  PlatformAdapter,
+  'configSchema' | 'secretFields' | 'maxTextLength' | 'acceptsFiles' | 'checkRecipient' | 'send'
+>;
 
 /** Builds a SendHalf from a platform's typed config schema and sender. */
-export function sendHalf<C>(half: Pick<PlatformAdapter<C>, 'configSchema' | 'secretFields' | 'maxTextLength' | 'acceptsFiles' | 'checkRecipient' | 'send'>): SendHalf {
+export function sendHalf<C>(
+  half: Pick<PlatformAdapter<C>, 'configSchema' | 'secretFields' | 'maxTextLength' | 'acceptsFiles' | 'checkRecipient' | 'send'>,
+): SendHalf {
   // The registry hands `send` the config its own schema produced, so widening C is safe.
   return half as unknown as SendHalf;
 }
 
 /** What each platform folder's `inbound.ts` provides; its `adapter.ts` merges it with the sending half. */
-export type InboundHalf<C = Record<string, unknown>> = Pick<PlatformAdapter<C>, 'verify' | 'handshake' | 'dedupeKey' | 'normalise' | 'acknowledge' | 'routingIds'>;
+export type InboundHalf<C = Record<string, unknown>> = Pick<
+  PlatformAdapter<C>,
+  'verify' | 'handshake' | 'dedupeKey' | 'normalise' | 'acknowledge' | 'routingIds'
+>;

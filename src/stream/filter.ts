@@ -27,7 +27,10 @@ export const streamQuerySchema = z
     lastEventId: z.string().optional(),
   })
   .transform((q, ctx) => {
-    const types = q.eventTypes?.split(',').map((p) => p.trim()).filter(Boolean);
+    const types = q.eventTypes
+      ?.split(',')
+      .map((p) => p.trim())
+      .filter(Boolean);
     const parsed = streamFilterSchema.safeParse({
       eventTypes: types && types.length > 0 ? types : undefined,
       userId: q.userId || undefined,
@@ -51,7 +54,9 @@ export function compileStreamFilter(f: StreamFilter, user?: UserScope): (event: 
   return (e) => {
     // The scope sees every event first, so it learns of merges even from events the other filters reject.
     const involved = user === undefined || user.involves(e);
-    return involved && (types === undefined || types(e.event_type)) && (f.conversationId === undefined || e.conversation_id === f.conversationId);
+    return (
+      involved && (types === undefined || types(e.event_type)) && (f.conversationId === undefined || e.conversation_id === f.conversationId)
+    );
   };
 }
 

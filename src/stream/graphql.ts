@@ -115,7 +115,12 @@ function eventIterator(
     },
     (err) => {
       logger.warn({ err }, 'event subscription read failed; the client resumes with `after`');
-      failure = new AppError('UNAVAILABLE', 'The event stream was interrupted; resubscribe with `after` set to the last cursor', undefined, { cause: err });
+      failure = new AppError(
+        'UNAVAILABLE',
+        'The event stream was interrupted; resubscribe with `after` set to the last cursor',
+        undefined,
+        { cause: err },
+      );
       finish();
     },
   );
@@ -176,12 +181,20 @@ export const eventStreamModule: GraphqlModule = {
             userId: args.userId ?? undefined,
             conversationId: args.conversationId ?? undefined,
           });
-          if (!parsed.success) throw new AppError('VALIDATION_ERROR', parsed.error.issues[0]?.message ?? 'Invalid filter', zodDetails(parsed.error));
+          if (!parsed.success)
+            throw new AppError('VALIDATION_ERROR', parsed.error.issues[0]?.message ?? 'Invalid filter', zodDetails(parsed.error));
           const start: StreamStart = args.after ? { afterSeq: unwrap(decodeCursor(args.after)).seq } : { live: true };
           const { config } = ctx.deps;
           const res = ctx.res as Response | undefined;
-          return eventIterator(ctx.deps.sql, ctx.web.streams, ctx.deps.logger, { maxMs: config.STREAM_MAX_MS, bufferBytes: config.STREAM_BUFFER_BYTES }, principal, parsed.data, start, () =>
-            res?.destroy(),
+          return eventIterator(
+            ctx.deps.sql,
+            ctx.web.streams,
+            ctx.deps.logger,
+            { maxMs: config.STREAM_MAX_MS, bufferBytes: config.STREAM_BUFFER_BYTES },
+            principal,
+            parsed.data,
+            start,
+            () => res?.destroy(),
           );
         },
         resolve: (event: TailEvent | typeof KEY_REVOKED) => {

@@ -61,9 +61,14 @@ export function createStreamService(deps: Deps, wakes: WakeHub, stamps: ChangeSt
 export async function holdStreamSlot(streams: StreamService, appId: string, res: Response): Promise<StreamSlot> {
   const slot = await streams.slots.acquire(appId);
   if (!slot) {
-    throw new AppError('TOO_MANY_STREAMS', `This application already has its maximum of concurrent streams open; close one or retry later`, undefined, {
-      headers: { 'Retry-After': '5' },
-    });
+    throw new AppError(
+      'TOO_MANY_STREAMS',
+      `This application already has its maximum of concurrent streams open; close one or retry later`,
+      undefined,
+      {
+        headers: { 'Retry-After': '5' },
+      },
+    );
   }
   res.once('close', () => slot.release());
   return slot;

@@ -57,9 +57,12 @@ export function createStreamSlots(redis: Redis, redisPrefix: string, logger: Log
     }
     if (pipeline.length) await pipeline.exec();
   };
-  const timer = setInterval(() => {
-    renew().catch((err) => logger.warn({ err }, 'stream slot renewal failed'));
-  }, Math.max(100, Math.floor(options.leaseMs / 3)));
+  const timer = setInterval(
+    () => {
+      renew().catch((err) => logger.warn({ err }, 'stream slot renewal failed'));
+    },
+    Math.max(100, Math.floor(options.leaseMs / 3)),
+  );
   timer.unref();
 
   return {

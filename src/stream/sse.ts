@@ -28,7 +28,11 @@ const REVOKED_FRAME = `event: error\ndata: ${JSON.stringify({ error: { code: 'UN
 /** GET /events/stream (SPEC 4.4): auth and validation answer as JSON; only then does a stream start. */
 export function registerStreamRoutes(api: Api, { deps, web, onShutdown }: RouteContext): void {
   const { config } = deps;
-  const limits: SseLimits = { keepAliveMs: config.STREAM_KEEPALIVE_MS, maxMs: config.STREAM_MAX_MS, bufferBytes: config.STREAM_BUFFER_BYTES };
+  const limits: SseLimits = {
+    keepAliveMs: config.STREAM_KEEPALIVE_MS,
+    maxMs: config.STREAM_MAX_MS,
+    bufferBytes: config.STREAM_BUFFER_BYTES,
+  };
   // Ends every open stream, GraphQL subscriptions included, so clients reconnect elsewhere.
   onShutdown.push(() => web.streams.close());
 

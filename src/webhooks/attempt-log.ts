@@ -54,7 +54,9 @@ const SHARDS = 4;
  * subscription's rows (its health counter, its deliveries), so they do not wait on each other.
  */
 export function createAttemptLog(deps: Deps): { record(r: AttemptRecord): Promise<void> } {
-  const shards = Array.from({ length: SHARDS }, () => createGroupCommit<AttemptRecord, void>((records) => writeAttempts(deps, records), 500));
+  const shards = Array.from({ length: SHARDS }, () =>
+    createGroupCommit<AttemptRecord, void>((records) => writeAttempts(deps, records), 500),
+  );
   // Subscription ids are random UUIDs: their leading bits spread them evenly.
   return { record: (r) => shards[parseInt(r.subscriptionId.slice(0, 8), 16) % SHARDS](r) };
 }
@@ -77,10 +79,24 @@ async function writeAttempts(deps: Deps, records: AttemptRecord[]): Promise<void
       request_body: cap(r.requestBody),
       response_body: cap(r.responseBody),
     }));
-  const outcome = (r: AttemptRecord) => ({ id: r.deliveryId, app_id: r.appId, status: r.status, attempt: r.attempt, status_code: r.statusCode, error: cap(r.error), first_ts: r.firstAttemptTs });
+  const outcome = (r: AttemptRecord) => ({
+    id: r.deliveryId,
+    app_id: r.appId,
+    status: r.status,
+    attempt: r.attempt,
+    status_code: r.statusCode,
+    error: cap(r.error),
+    first_ts: r.firstAttemptTs,
+  });
   const inserts = records
     .filter((r) => r.newDelivery && r.deliveryId)
-    .map((r) => ({ ...outcome(r), subscription_id: r.subscriptionId, event_id: r.eventId, event_type: r.eventType, body: r.newDelivery!.body }));
+    .map((r) => ({
+      ...outcome(r),
+      subscription_id: r.subscriptionId,
+      event_id: r.eventId,
+      event_type: r.eventType,
+      body: r.newDelivery!.body,
+    }));
   const deliveries = records.filter((r) => r.deliveryId !== null && !r.newDelivery).map(outcome);
 
   // Per subscription, the batch's net effect on its failure run: a delivered one resets it.
@@ -116,7 +132,8 @@ async function writeAttempts(deps: Deps, records: AttemptRecord[]): Promise<void
           FROM jsonb_to_recordset(${tx.json(deliveries as never)}::jsonb) AS r(id uuid, app_id uuid, status text, attempt int, status_code int, error text, first_ts bigint)
          WHERE d.id = r.id AND d.app_id = r.app_id`;
     }
-    if (logs.length) await tx`
+    if (logs.length)
+      await tx`
       INSERT INTO webhook_delivery_logs (app_id, subscription_id, delivery_id, event_id, event_type, status, status_code,
                                          attempt_count, duration_ms, error_message, request_body, response_body)
       SELECT r.app_id, r.subscription_id, r.delivery_id, r.event_id, r.event_type, r.status, r.status_code,
@@ -142,14 +159,23 @@ async function writeAttempts(deps: Deps, records: AttemptRecord[]): Promise<void
   });
 
   for (const s of disabled) {
-    deps.logger.warn({ subscriptionId: s.id, appId: s.app_id, failures: s.consecutive_failures }, 'webhook subscription disabled after consecutive failed deliveries');
+    deps.logger.warn(
+      { subscriptionId: s.id, appId: s.app_id, failures: s.consecutive_failures },
+      'webhook subscription disabled after consecutive failed deliveries',
+    );
     await publishSubscriptionsChanged(deps, s.app_id);
     const at = s.disabled_at.toISOString();
     await enqueue(deps.queues, 'ledger', {
       event: {
         id: derivedId(systemEventType('system.webhook_disabled'), s.id, at),
         app_id: s.app_id,
-        ...systemEvent('system.webhook_disabled', { subscription_id: s.id, name: s.name, target_url: s.target_url, consecutive_failures: s.consecutive_failures, disabled_at: at }),
+        ...systemEvent('system.webhook_disabled', {
+          subscription_id: s.id,
+          name: s.name,
+          target_url: s.target_url,
+          consecutive_failures: s.consecutive_failures,
+          disabled_at: at,
+        }),
         edges: [],
         attachments: [],
       },
@@ -160,12 +186,22 @@ async function writeAttempts(deps: Deps, records: AttemptRecord[]): Promise<void
 /** Deletes log rows (and finished deliveries) older than WEBHOOK_LOG_RETENTION_DAYS, in bounded chunks. */
 export async function purgeOldLogs(deps: Deps): Promise<{ logs: number; deliveries: number }> {
   const days = deps.config.WEBHOOK_LOG_RETENTION_DAYS;
-  const logs = await deleteInBatches(async (limit) => (await deps.sql`
+  const logs = await deleteInBatches(
+    async (limit) =>
+      (
+        await deps.sql`
       DELETE FROM webhook_delivery_logs WHERE n IN (
-        SELECT n FROM webhook_delivery_logs WHERE created_at < now() - ${days} * interval '1 day' LIMIT ${limit})`).count);
-  const deliveries = await deleteInBatches(async (limit) => (await deps.sql`
+        SELECT n FROM webhook_delivery_logs WHERE created_at < now() - ${days} * interval '1 day' LIMIT ${limit})`
+      ).count,
+  );
+  const deliveries = await deleteInBatches(
+    async (limit) =>
+      (
+        await deps.sql`
       DELETE FROM webhook_deliveries WHERE id IN (
         SELECT id FROM webhook_deliveries
-         WHERE status IN ('delivered', 'failed') AND updated_at < now() - ${days} * interval '1 day' LIMIT ${limit})`).count);
+         WHERE status IN ('delivered', 'failed') AND updated_at < now() - ${days} * interval '1 day' LIMIT ${limit})`
+      ).count,
+  );
   return { logs, deliveries };
 }

@@ -30,7 +30,12 @@ function keyEdges(rows: EdgeRow[]): BodyEvent['edges'] {
   for (const x of rows) {
     const value: EdgeValue =
       x.target_node_type === 'platform_user'
-        ? { platform_user_id: x.target_node_id, external_id: x.external_id, ...(x.name ? { name: x.name } : {}), ...(x.is_system_user ? { is_system_user: true as const } : {}) }
+        ? {
+            platform_user_id: x.target_node_id,
+            external_id: x.external_id,
+            ...(x.name ? { name: x.name } : {}),
+            ...(x.is_system_user ? { is_system_user: true as const } : {}),
+          }
         : { file_id: x.target_node_id };
     const prev = edges[x.edge_type];
     edges[x.edge_type] = prev === undefined ? value : Array.isArray(prev) ? [...prev, value] : [prev, value];
@@ -43,7 +48,10 @@ function keyEdges(rows: EdgeRow[]): BodyEvent['edges'] {
  * already have a delivery of each. Each (app, event) pair is matched exactly, so an id can
  * never pull another application's row.
  */
-export async function loadBodyEvents(sql: Sql, refs: { app_id: string; id: string }[]): Promise<Map<string, BodyEvent & { delivered_to: string[] }>> {
+export async function loadBodyEvents(
+  sql: Sql,
+  refs: { app_id: string; id: string }[],
+): Promise<Map<string, BodyEvent & { delivered_to: string[] }>> {
   const out = new Map<string, BodyEvent & { delivered_to: string[] }>();
   if (refs.length === 0) return out;
   const rows = await sql<(Omit<BodyEvent, 'edges'> & { edges: EdgeRow[]; delivered_to: string[] })[]>`
@@ -66,7 +74,12 @@ export async function loadBodyEvents(sql: Sql, refs: { app_id: string; id: strin
  * The delivery body of SPEC 6.3 as the exact text that is signed, stored and re-sent: built
  * once, so every retry and replay carries identical bytes.
  */
-export function buildDeliveryBody(input: { deliveryId: string; subscriptionId: string; event: Omit<BodyEvent, 'seq'>; timestamp: Date }): string {
+export function buildDeliveryBody(input: {
+  deliveryId: string;
+  subscriptionId: string;
+  event: Omit<BodyEvent, 'seq'>;
+  timestamp: Date;
+}): string {
   return deliveryBodies(input.event, input.timestamp)(input.deliveryId, input.subscriptionId);
 }
 

@@ -84,13 +84,21 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
         JOIN webhook_deliveries d ON d.app_id = k.app_id AND d.id = k.id`;
     return new Map(rows.map((r) => [`${r.app_id}/${r.id}`, r]));
   });
-  const loadEvent = batchLoader<string, Awaited<ReturnType<typeof loadBodyEvents>> extends Map<string, infer V> ? V : never>(async (keys) => {
-    const [apps, ids] = pairs(keys);
-    const found = await loadBodyEvents(deps.sql, ids.map((id, i) => ({ app_id: apps[i], id })));
-    return new Map([...found.values()].map((e) => [`${e.app_id}/${e.id}`, e]));
-  });
+  const loadEvent = batchLoader<string, Awaited<ReturnType<typeof loadBodyEvents>> extends Map<string, infer V> ? V : never>(
+    async (keys) => {
+      const [apps, ids] = pairs(keys);
+      const found = await loadBodyEvents(
+        deps.sql,
+        ids.map((id, i) => ({ app_id: apps[i], id })),
+      );
+      return new Map([...found.values()].map((e) => [`${e.app_id}/${e.id}`, e]));
+    },
+  );
 
-  const record = (d: DeliveryRow, r: Omit<AttemptRecord, 'deliveryId' | 'appId' | 'subscriptionId' | 'eventId' | 'eventType' | 'requestBody'>) =>
+  const record = (
+    d: DeliveryRow,
+    r: Omit<AttemptRecord, 'deliveryId' | 'appId' | 'subscriptionId' | 'eventId' | 'eventType' | 'requestBody'>,
+  ) =>
     log.record({
       deliveryId: d.id,
       appId: d.app_id,
@@ -107,14 +115,27 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
    * the outcome: a first attempt queues its retry there, so a crash can repeat a send (at
    * least once) but never strand a delivery in `retrying` with no job to retry it.
    */
-  async function attemptRow(d: DeliveryRow, lastAttempt: boolean, beforeRecord?: (o: AttemptOutcome) => Promise<void>): Promise<AttemptOutcome> {
+  async function attemptRow(
+    d: DeliveryRow,
+    lastAttempt: boolean,
+    beforeRecord?: (o: AttemptOutcome) => Promise<void>,
+  ): Promise<AttemptOutcome> {
     if (d.status === 'delivered' || d.status === 'failed') return { kind: 'skipped', reason: `already ${d.status}` };
     const sub = await cache.get(d.app_id, d.subscription_id);
     if (!sub) return { kind: 'skipped', reason: 'subscription deleted' };
     if (sub.status !== 'ACTIVE') {
       // Paused or disabled since it was queued: not sent (resuming must not flood), kept as failed for replay.
       const error = `not sent: subscription is ${sub.status}`;
-      await record(d, { status: 'failed', attempt: d.attempt_count, statusCode: null, durationMs: 0, error, responseBody: null, firstAttemptTs: null, affectsHealth: false });
+      await record(d, {
+        status: 'failed',
+        attempt: d.attempt_count,
+        statusCode: null,
+        durationMs: 0,
+        error,
+        responseBody: null,
+        firstAttemptTs: null,
+        affectsHealth: false,
+      });
       return { kind: 'failed', attempt: d.attempt_count, error };
     }
     if (sub.maxPerSecond) {
@@ -166,18 +187,41 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
       .map((sub) => {
         const id = deliveryIdOf(sub.id, event.id);
         const body = bodyOf(id, sub.id);
-        return { isNew: true, id, app_id: appId, subscription_id: sub.id, event_id: event.id, event_type: event.event_type, status: 'pending', body, attempt_count: 0, run: 0, first_attempt_ts: null };
+        return {
+          isNew: true,
+          id,
+          app_id: appId,
+          subscription_id: sub.id,
+          event_id: event.id,
+          event_type: event.event_type,
+          status: 'pending',
+          body,
+          attempt_count: 0,
+          run: 0,
+          first_attempt_ts: null,
+        };
       });
     return Promise.all(
       rows.map(async (d) => {
         const outcome = await attemptRow(d, lastAttempt, async (o) => {
           // Queued before the outcome is written: a crash in between repeats a send (at least once)
           // but never strands a delivery in `retrying` with no job to retry it.
-          if (o.kind === 'retry') await queueRuns({ id: d.id, app_id: d.app_id, run: 0, attempt_base: 1, delayMs: retryDelay(schedule, 1, o.retryAfterMs) });
+          if (o.kind === 'retry')
+            await queueRuns({ id: d.id, app_id: d.app_id, run: 0, attempt_base: 1, delayMs: retryDelay(schedule, 1, o.retryAfterMs) });
         });
         if (outcome.kind === 'wait') {
           // Over its throttle: stored as pending and queued as a run of its own, no attempt spent.
-          await record(d, { status: 'pending', attempt: 0, statusCode: null, durationMs: 0, error: null, responseBody: null, firstAttemptTs: null, affectsHealth: false, log: false });
+          await record(d, {
+            status: 'pending',
+            attempt: 0,
+            statusCode: null,
+            durationMs: 0,
+            error: null,
+            responseBody: null,
+            firstAttemptTs: null,
+            affectsHealth: false,
+            log: false,
+          });
           await queueRuns({ id: d.id, app_id: d.app_id, run: 0, attempt_base: 0, delayMs: outcome.ms });
         }
         return outcome;
@@ -197,7 +241,9 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
           for (const e of taken) {
             inFlight.add(e.event_id);
             firstAttempts({ eventId: e.event_id, appId: e.app_id })
-              .catch((err) => deps.logger.warn({ err, eventId: e.event_id }, 'in-process first attempts failed; the queued job will make them'))
+              .catch((err) =>
+                deps.logger.warn({ err, eventId: e.event_id }, 'in-process first attempts failed; the queued job will make them'),
+              )
               .finally(() => inFlight.delete(e.event_id));
           }
           return taken;
@@ -208,7 +254,9 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
       const d = await loadOne(`${appId}/${deliveryId}`);
       if (!d) {
         // A retry queued just before its first attempt's outcome was written: wait for the row.
-        return Date.now() - queuedAt < MISSING_ROW_PATIENCE_MS ? { kind: 'wait', ms: 250 } : { kind: 'skipped', reason: 'delivery no longer exists' };
+        return Date.now() - queuedAt < MISSING_ROW_PATIENCE_MS
+          ? { kind: 'wait', ms: 250 }
+          : { kind: 'skipped', reason: 'delivery no longer exists' };
       }
       if (d.run !== run) return { kind: 'skipped', reason: `superseded by run ${d.run}` };
       return attemptRow(d, lastAttempt);

@@ -88,7 +88,10 @@ export async function fanOutCommitted(deps: Deps, webhooks: FanOutServices, comm
   const takenIds = new Set(taken.map((e) => e.event_id));
   await Promise.all([
     enqueueFirstAttemptsSafetyNet(deps, taken, deps.config.WEBHOOK_TIMEOUT_MS + SAFETY_NET_MARGIN_MS),
-    enqueueFirstAttempts(deps, matched.filter((e) => !takenIds.has(e.event_id))),
+    enqueueFirstAttempts(
+      deps,
+      matched.filter((e) => !takenIds.has(e.event_id)),
+    ),
   ]);
 }
 

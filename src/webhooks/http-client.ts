@@ -8,7 +8,12 @@ const LOG_BODY_LIMIT = 64 * 1024;
 /** Bodies in logs are cut to 64 KB (bytes), without splitting a character. */
 export function capBody(s: string): string {
   const buf = Buffer.from(s, 'utf8');
-  return buf.length <= LOG_BODY_LIMIT ? s : buf.subarray(0, LOG_BODY_LIMIT).toString('utf8').replace(/\uFFFD$/, '');
+  return buf.length <= LOG_BODY_LIMIT
+    ? s
+    : buf
+        .subarray(0, LOG_BODY_LIMIT)
+        .toString('utf8')
+        .replace(/\uFFFD$/, '');
 }
 
 type DispatchController = Dispatcher.DispatchController;
@@ -167,7 +172,8 @@ class Attempt implements Dispatcher.DispatchHandler {
 
   // The whole body is read (so the socket can be reused) but only the first LOG_BODY_LIMIT bytes kept.
   onResponseData(_c: DispatchController, chunk: Buffer): void {
-    if (this.size < LOG_BODY_LIMIT) this.kept.push(this.size + chunk.length <= LOG_BODY_LIMIT ? chunk : chunk.subarray(0, LOG_BODY_LIMIT - this.size));
+    if (this.size < LOG_BODY_LIMIT)
+      this.kept.push(this.size + chunk.length <= LOG_BODY_LIMIT ? chunk : chunk.subarray(0, LOG_BODY_LIMIT - this.size));
     this.size += chunk.length;
   }
 

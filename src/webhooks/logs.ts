@@ -24,7 +24,9 @@ export interface DeliveryLog {
 const encode = (n: string) => Buffer.from(`wl1|${n}`, 'utf8').toString('base64url');
 function decode(raw: string): Result<string> {
   const m = /^wl1\|(\d{1,19})$/.exec(Buffer.from(raw, 'base64url').toString('utf8'));
-  return m && /^[A-Za-z0-9_-]+$/.test(raw) ? ok(m[1]) : fail('INVALID_CURSOR', 'Malformed cursor: pass back a cursor exactly as the service returned it');
+  return m && /^[A-Za-z0-9_-]+$/.test(raw)
+    ? ok(m[1])
+    : fail('INVALID_CURSOR', 'Malformed cursor: pass back a cursor exactly as the service returned it');
 }
 
 /**
@@ -47,7 +49,14 @@ export async function listDeliveryLogs(
     if (!c.ok) return c;
     before = c.value;
   }
-  const rows = await sql<(Omit<DeliveryLog, 'cursor' | 'duration' | 'created_at' | 'request_body'> & { n: string; duration_ms: number; created_at: Date; request_body: string | null })[]>`
+  const rows = await sql<
+    (Omit<DeliveryLog, 'cursor' | 'duration' | 'created_at' | 'request_body'> & {
+      n: string;
+      duration_ms: number;
+      created_at: Date;
+      request_body: string | null;
+    })[]
+  >`
     SELECT l.n::text AS n, l.id, l.delivery_id, l.event_id, l.event_type, l.status, l.status_code, l.attempt_count, l.duration_ms,
            l.error_message, COALESCE(l.request_body, d.body) AS request_body, l.response_body, l.created_at
       FROM webhook_delivery_logs l
@@ -57,8 +66,12 @@ export async function listDeliveryLogs(
        ${page.status ? sql`AND l.status = ${page.status}` : sql``}
      ORDER BY l.n DESC
      LIMIT ${page.limit + 1}`;
-  const logs = rows
-    .slice(0, page.limit)
-    .map(({ n, duration_ms, created_at, request_body, ...r }) => ({ ...r, request_body: capBody(request_body ?? ''), duration: duration_ms, created_at: created_at.toISOString(), cursor: encode(n) }));
+  const logs = rows.slice(0, page.limit).map(({ n, duration_ms, created_at, request_body, ...r }) => ({
+    ...r,
+    request_body: capBody(request_body ?? ''),
+    duration: duration_ms,
+    created_at: created_at.toISOString(),
+    cursor: encode(n),
+  }));
   return ok({ logs, hasMore: rows.length > page.limit });
 }

@@ -46,7 +46,9 @@ export async function replaySubscription(deps: Deps, appId: string, subscription
   else {
     const t = Date.parse(since);
     if (Number.isNaN(t) || !/^\d{4}-\d\d-\d\d/.test(since)) {
-      return fail('VALIDATION_ERROR', 'since must be an ISO 8601 time or an event cursor', [{ path: ['since'], message: 'not a time or cursor' }]);
+      return fail('VALIDATION_ERROR', 'since must be an ISO 8601 time or an event cursor', [
+        { path: ['since'], message: 'not a time or cursor' },
+      ]);
     }
     const [first] = await sql<{ seq: number }[]>`
       SELECT seq FROM events WHERE app_id = ${appId} AND created_at > ${new Date(t)} ORDER BY created_at, seq LIMIT 1`;
@@ -89,8 +91,14 @@ export async function replaySubscription(deps: Deps, appId: string, subscription
     const existing = await sql<{ id: string }[]>`SELECT id FROM webhook_deliveries WHERE app_id = ${appId} AND id = ANY(${ids}::uuid[])`;
     const have = new Set(existing.map((r) => r.id));
     const fresh = chunk.filter((e) => !have.has(deliveryIdOf(sub.id, e.id)));
-    const events = await loadBodyEvents(sql, fresh.map((e) => ({ app_id: appId, id: e.id })));
-    const created = await createDeliveries(deps, [...events.values()].map((event) => ({ subscriptionId: sub.id, event })));
+    const events = await loadBodyEvents(
+      sql,
+      fresh.map((e) => ({ app_id: appId, id: e.id })),
+    );
+    const created = await createDeliveries(
+      deps,
+      [...events.values()].map((event) => ({ subscriptionId: sub.id, event })),
+    );
     queued += rerun.length + created.created;
     alreadyQueued += chunk.length - rerun.length - fresh.length;
   }
@@ -104,7 +112,11 @@ export async function replaySubscription(deps: Deps, appId: string, subscription
 }
 
 /** Re-sends a failed delivery now: a new run with the full retry schedule and the stored body. */
-export async function retryDelivery(deps: Deps, appId: string, deliveryId: string): Promise<Result<{ id: string; status: 'pending'; run: number }>> {
+export async function retryDelivery(
+  deps: Deps,
+  appId: string,
+  deliveryId: string,
+): Promise<Result<{ id: string; status: 'pending'; run: number }>> {
   if (!isUuid(deliveryId)) return fail('NOT_FOUND', `No webhook delivery ${deliveryId}`);
   const [row] = await deps.sql<{ status: string; sub_status: string }[]>`
     SELECT d.status, s.status AS sub_status FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id

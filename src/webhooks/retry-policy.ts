@@ -1,6 +1,9 @@
 /** A failed attempt that should be retried; carries the receiver's Retry-After, if any. */
 export class DeliveryAttemptError extends Error {
-  constructor(message: string, readonly retryAfterMs?: number) {
+  constructor(
+    message: string,
+    readonly retryAfterMs?: number,
+  ) {
     super(message);
     this.name = 'DeliveryAttemptError';
   }

@@ -45,11 +45,17 @@ export function createSigner(secrets: string[]): Signer {
   const serviceKeys = secrets.map((s) => createSecretKey(Buffer.from(s, 'utf8')));
   const standardKeys =
     secrets[0] !== undefined && standardKey(secrets[0])
-      ? secrets.map(standardKey).filter((k): k is Buffer => k !== undefined).map((k) => createSecretKey(k))
+      ? secrets
+          .map(standardKey)
+          .filter((k): k is Buffer => k !== undefined)
+          .map((k) => createSecretKey(k))
       : [];
   return ({ deliveryId, timestamp, body }) => {
     const headers: Record<string, string> = {
-      'x-service-signature': serviceKeys.length === 1 ? serviceSignature(serviceKeys[0], timestamp, body) : serviceKeys.map((k) => serviceSignature(k, timestamp, body)).join(' '),
+      'x-service-signature':
+        serviceKeys.length === 1
+          ? serviceSignature(serviceKeys[0], timestamp, body)
+          : serviceKeys.map((k) => serviceSignature(k, timestamp, body)).join(' '),
       'x-service-timestamp': String(timestamp),
       'x-service-delivery-id': deliveryId,
     };

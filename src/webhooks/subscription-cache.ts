@@ -28,7 +28,8 @@ export function signerFor(sub: CachedSubscription, now = Date.now()): Signer {
 }
 
 /** Tells every process's cache to reload an application's subscriptions. */
-export const publishSubscriptionsChanged = (deps: Deps, appId: string): Promise<void> => announceChange(deps, 'webhook-subscriptions', appId);
+export const publishSubscriptionsChanged = (deps: Deps, appId: string): Promise<void> =>
+  announceChange(deps, 'webhook-subscriptions', appId);
 
 /** Upper bound on staleness should an invalidation be lost (it is only a safety net). */
 const CACHE_TTL_MS = 30_000;
@@ -91,7 +92,10 @@ export function createSubscriptionCache(deps: Deps): SubscriptionCache {
       matches: compileEventTypePatterns(r.event_patterns),
       signer: createSigner([secret]),
       ...(r.previous_secret_sealed && r.previous_expires_at
-        ? { rotationSigner: createSigner([secret, deps.secrets.open(r.previous_secret_sealed)]), previousExpiresAt: r.previous_expires_at.getTime() }
+        ? {
+            rotationSigner: createSigner([secret, deps.secrets.open(r.previous_secret_sealed)]),
+            previousExpiresAt: r.previous_expires_at.getTime(),
+          }
         : {}),
       maxPerSecond: r.max_per_second,
     };

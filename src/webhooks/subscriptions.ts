@@ -63,7 +63,8 @@ export interface PublicSubscription {
   updated_at: string;
 }
 
-const COLUMNS = 'id, name, target_url, event_patterns, status, max_per_second, consecutive_failures, previous_expires_at, disabled_at, created_at, updated_at';
+const COLUMNS =
+  'id, name, target_url, event_patterns, status, max_per_second, consecutive_failures, previous_expires_at, disabled_at, created_at, updated_at';
 
 function toPublic(r: Row): PublicSubscription {
   const live = r.previous_expires_at && r.previous_expires_at.getTime() > Date.now() ? r.previous_expires_at.toISOString() : null;
@@ -84,7 +85,11 @@ function toPublic(r: Row): PublicSubscription {
 
 const notFound = (id: string) => fail('NOT_FOUND', `No webhook subscription ${id}`);
 
-export async function createSubscription(deps: Deps, appId: string, input: CreateSubscriptionInput): Promise<Result<PublicSubscription & { secret?: string }>> {
+export async function createSubscription(
+  deps: Deps,
+  appId: string,
+  input: CreateSubscriptionInput,
+): Promise<Result<PublicSubscription & { secret?: string }>> {
   const url = checkTargetUrl(input.target_url, deps.config.OUTBOUND_ADDRESS_POLICY);
   if (!url.ok) return url;
   const generated = input.secret === undefined ? generateSecret() : undefined;
@@ -98,7 +103,9 @@ export async function createSubscription(deps: Deps, appId: string, input: Creat
 }
 
 export async function listSubscriptions(deps: Deps, appId: string): Promise<PublicSubscription[]> {
-  const rows = await deps.sql<Row[]>`SELECT ${deps.sql.unsafe(COLUMNS)} FROM webhook_subscriptions WHERE app_id = ${appId} ORDER BY created_at, id`;
+  const rows = await deps.sql<
+    Row[]
+  >`SELECT ${deps.sql.unsafe(COLUMNS)} FROM webhook_subscriptions WHERE app_id = ${appId} ORDER BY created_at, id`;
   return rows.map(toPublic);
 }
 
@@ -108,7 +115,12 @@ export async function getSubscription(deps: Deps, appId: string, id: string): Pr
   return row ? ok(toPublic(row)) : notFound(id);
 }
 
-export async function updateSubscription(deps: Deps, appId: string, id: string, patch: UpdateSubscriptionInput): Promise<Result<PublicSubscription>> {
+export async function updateSubscription(
+  deps: Deps,
+  appId: string,
+  id: string,
+  patch: UpdateSubscriptionInput,
+): Promise<Result<PublicSubscription>> {
   if (!isUuid(id)) return notFound(id);
   let targetUrl: string | undefined;
   if (patch.target_url !== undefined) {
@@ -147,7 +159,11 @@ export async function deleteSubscription(deps: Deps, appId: string, id: string):
  * Replaces the secret with a fresh one. For WEBHOOK_SECRET_OVERLAP_MS the old secret keeps
  * signing beside the new one, so a receiver can switch without rejecting a delivery.
  */
-export async function rotateSecret(deps: Deps, appId: string, id: string): Promise<Result<{ secret: string; previous_secret_expires_at: string }>> {
+export async function rotateSecret(
+  deps: Deps,
+  appId: string,
+  id: string,
+): Promise<Result<{ secret: string; previous_secret_expires_at: string }>> {
   if (!isUuid(id)) return notFound(id);
   const secret = generateSecret();
   const overlap = deps.config.WEBHOOK_SECRET_OVERLAP_MS;
@@ -167,11 +183,22 @@ export async function rotateSecret(deps: Deps, appId: string, id: string): Promi
 /** The subscription's send settings read straight from the database (test sends, replays). */
 export async function loadSubscriptionForSend(deps: Deps, appId: string, id: string) {
   if (!isUuid(id)) return undefined;
-  const [row] = await deps.sql<{ id: string; target_url: string; status: SubscriptionStatus; event_patterns: string[]; secret_sealed: string; previous_secret_sealed: string | null; previous_expires_at: Date | null }[]>`
+  const [row] = await deps.sql<
+    {
+      id: string;
+      target_url: string;
+      status: SubscriptionStatus;
+      event_patterns: string[];
+      secret_sealed: string;
+      previous_secret_sealed: string | null;
+      previous_expires_at: Date | null;
+    }[]
+  >`
     SELECT id, target_url, status, event_patterns, secret_sealed, previous_secret_sealed, previous_expires_at
       FROM webhook_subscriptions WHERE app_id = ${appId} AND id = ${id}`;
   if (!row) return undefined;
   const secrets = [deps.secrets.open(row.secret_sealed)];
-  if (row.previous_secret_sealed && row.previous_expires_at && row.previous_expires_at.getTime() > Date.now()) secrets.push(deps.secrets.open(row.previous_secret_sealed));
+  if (row.previous_secret_sealed && row.previous_expires_at && row.previous_expires_at.getTime() > Date.now())
+    secrets.push(deps.secrets.open(row.previous_secret_sealed));
   return { id: row.id, targetUrl: row.target_url, status: row.status, eventPatterns: row.event_patterns, secrets };
 }

@@ -44,7 +44,11 @@ export async function sendTestDelivery(deps: Deps, appId: string, subscriptionId
     timestamp: now,
   });
   const ts = Math.floor(now.getTime() / 1000);
-  const http = createWebhookHttpClient({ policy: deps.config.OUTBOUND_ADDRESS_POLICY, timeoutMs: deps.config.WEBHOOK_TIMEOUT_MS, connectionsPerOrigin: 1 });
+  const http = createWebhookHttpClient({
+    policy: deps.config.OUTBOUND_ADDRESS_POLICY,
+    timeoutMs: deps.config.WEBHOOK_TIMEOUT_MS,
+    connectionsPerOrigin: 1,
+  });
   try {
     const res = await http.post(sub.targetUrl, body, signatureHeaders({ deliveryId, timestamp: ts, body, secrets: sub.secrets }));
     const success = res.error === undefined && res.statusCode !== undefined && res.statusCode >= 200 && res.statusCode < 300;
@@ -64,7 +68,13 @@ export async function sendTestDelivery(deps: Deps, appId: string, subscriptionId
       firstAttemptTs: ts,
       affectsHealth: false,
     });
-    return ok({ success, status_code: res.statusCode ?? null, response_body: res.statusCode !== undefined ? res.responseBody : null, duration: res.durationMs, error_message: res.error ?? null });
+    return ok({
+      success,
+      status_code: res.statusCode ?? null,
+      response_body: res.statusCode !== undefined ? res.responseBody : null,
+      duration: res.durationMs,
+      error_message: res.error ?? null,
+    });
   } finally {
     await http.close();
   }

@@ -24,14 +24,23 @@ describe('bench summary table', () => {
       }),
     );
     expect(rows).toEqual([
-      { figure: 'committed_per_s', value: 800, baseline: { name: 'http_201_per_s', value: 8000 }, ratio: 0.1, targets: ['ratio >= 0.5'], met: [false] },
+      {
+        figure: 'committed_per_s',
+        value: 800,
+        baseline: { name: 'http_201_per_s', value: 8000 },
+        ratio: 0.1,
+        targets: ['ratio >= 0.5'],
+        met: [false],
+      },
       { figure: 'committed_per_s', value: 800, baseline: { name: 'insert_rows_per_s', value: 20000 }, ratio: 0.04, targets: [], met: [] },
       { figure: 'post_p99_ms', value: 120, targets: ['< 50'], met: [false] },
     ]);
   });
 
   it('keeps a ratio that names no figure as its own row', () => {
-    const rows = summaryRows(result({ figures: { a_per_s: 1 }, baselines: { b_per_s: 2, c_per_s: 4 }, ratios: { b_per_s_vs_c_per_s: 0.5 } }));
+    const rows = summaryRows(
+      result({ figures: { a_per_s: 1 }, baselines: { b_per_s: 2, c_per_s: 4 }, ratios: { b_per_s_vs_c_per_s: 0.5 } }),
+    );
     expect(rows.map((r) => [r.figure, r.value, r.baseline?.name, r.ratio])).toEqual([
       ['a_per_s', 1, undefined, undefined],
       ['b_per_s_vs_c_per_s', 2, 'c_per_s', 0.5],

@@ -37,14 +37,21 @@ describe('platform connections over REST', () => {
     expect(r.status, r.text).toBe(201);
     const secretKeys = Object.keys(config).filter((k) => String(config[k]).includes('SECRET'));
     for (const k of Object.keys(config)) expect(r.json.config[k]).toBe(secretKeys.includes(k) ? '********' : config[k]);
-    expect(r.json).toMatchObject({ platform_name: platform, name: `my ${platform}`, status: 'ACTIVE', health: { status: 'unknown', consecutive_failures: 0 } });
+    expect(r.json).toMatchObject({
+      platform_name: platform,
+      name: `my ${platform}`,
+      status: 'ACTIVE',
+      health: { status: 'unknown', consecutive_failures: 0 },
+    });
     const shared = ['WHATSAPP', 'MESSENGER', 'INSTAGRAM'].includes(platform);
     expect(r.json.webhook_url).toMatch(/^https:\/\/gw\.example\.com\/webhooks\/[0-9a-f-]{36}\/[A-Za-z0-9_-]{20,}$/);
     if (!shared) expect(r.json.webhook_url).toContain(`/webhooks/${r.json.id}/`);
     else expect(r.json.webhook_url).not.toContain(r.json.id);
 
     // Encrypted at rest: the row holds no secret in clear, only in the sealed column.
-    const [row] = await s.deps.sql<{ config_sealed: string; config_public: Record<string, unknown> }[]>`SELECT config_sealed, config_public FROM platform_connections WHERE id = ${r.json.id}`;
+    const [row] = await s.deps.sql<
+      { config_sealed: string; config_public: Record<string, unknown> }[]
+    >`SELECT config_sealed, config_public FROM platform_connections WHERE id = ${r.json.id}`;
     const rowText = JSON.stringify(row);
     for (const k of secretKeys) {
       expect(rowText).not.toContain(String(config[k]));
@@ -86,8 +93,13 @@ describe('platform connections over REST', () => {
   });
 
   it('refuses an unknown platform and a missing name', async () => {
-    expect((await req('POST', '/v1/platform-connections', a, { platform_name: 'FAX', name: 'x', config: {} })).json.error.details[0].path).toEqual(['platform_name']);
-    expect((await req('POST', '/v1/platform-connections', a, { platform_name: 'TELEGRAM', config: sampleConfigs().TELEGRAM })).json.error.details[0].path).toEqual(['name']);
+    expect(
+      (await req('POST', '/v1/platform-connections', a, { platform_name: 'FAX', name: 'x', config: {} })).json.error.details[0].path,
+    ).toEqual(['platform_name']);
+    expect(
+      (await req('POST', '/v1/platform-connections', a, { platform_name: 'TELEGRAM', config: sampleConfigs().TELEGRAM })).json.error
+        .details[0].path,
+    ).toEqual(['name']);
   });
 
   it('lists, reads, renames, disables, changes config keeping omitted secrets, deletes — all scoped to the application', async () => {
@@ -96,17 +108,32 @@ describe('platform connections over REST', () => {
     expect(list.json.data.map((x: { id: string }) => x.id)).toContain(c.id);
     expect((await req('GET', '/v1/platform-connections', b)).json.data.map((x: { id: string }) => x.id)).not.toContain(c.id);
 
-    const patched = await req('PATCH', `/v1/platform-connections/${c.id}`, a, { name: 'renamed', status: 'DISABLED', config: { bot_user_id: 'U0BOT1234' } });
+    const patched = await req('PATCH', `/v1/platform-connections/${c.id}`, a, {
+      name: 'renamed',
+      status: 'DISABLED',
+      config: { bot_user_id: 'U0BOT1234' },
+    });
     expect(patched.status, patched.text).toBe(200);
-    expect(patched.json).toMatchObject({ name: 'renamed', status: 'DISABLED', config: { bot_user_id: 'U0BOT1234', bot_token: '********', signing_secret: '********' } });
+    expect(patched.json).toMatchObject({
+      name: 'renamed',
+      status: 'DISABLED',
+      config: { bot_user_id: 'U0BOT1234', bot_token: '********', signing_secret: '********' },
+    });
     const [row] = await s.deps.sql<{ config_sealed: string }[]>`SELECT config_sealed FROM platform_connections WHERE id = ${c.id}`;
-    expect(JSON.parse(s.deps.secrets.open(row.config_sealed))).toEqual({ bot_token: sampleConfigs().SLACK.bot_token, signing_secret: sampleConfigs().SLACK.signing_secret });
+    expect(JSON.parse(s.deps.secrets.open(row.config_sealed))).toEqual({
+      bot_token: sampleConfigs().SLACK.bot_token,
+      signing_secret: sampleConfigs().SLACK.signing_secret,
+    });
 
     const badPatch = await req('PATCH', `/v1/platform-connections/${c.id}`, a, { config: { bot_token: 'xoxp-nope' } });
     expect(badPatch.status).toBe(400);
     expect(badPatch.json.error.details[0].path).toEqual(['config', 'bot_token']);
 
-    for (const [method, body] of [['GET', undefined], ['PATCH', { name: 'stolen' }], ['DELETE', undefined]] as const) {
+    for (const [method, body] of [
+      ['GET', undefined],
+      ['PATCH', { name: 'stolen' }],
+      ['DELETE', undefined],
+    ] as const) {
       const r = await req(method, `/v1/platform-connections/${c.id}`, b, body);
       expect(r.status).toBe(404);
       expect(r.json.error.code).toBe('PLATFORM_CONNECTION_NOT_FOUND');
@@ -120,19 +147,35 @@ describe('platform connections over REST', () => {
   it('needs the admin scope', async () => {
     const writer = await s.createKey(a.appId, ['events:write', 'events:read']);
     expect((await req('GET', '/v1/platform-connections', writer)).status).toBe(403);
-    expect((await req('POST', '/v1/platform-connections', writer, { platform_name: 'TELEGRAM', name: 'x', config: sampleConfigs().TELEGRAM })).status).toBe(403);
+    expect(
+      (await req('POST', '/v1/platform-connections', writer, { platform_name: 'TELEGRAM', name: 'x', config: sampleConfigs().TELEGRAM }))
+        .status,
+    ).toBe(403);
   });
 });
 
 describe('platform connections over GraphQL', () => {
   it('createPlatformConnection answers id and webhookUrl; platformConnections lists it with masked config', async () => {
-    const r = await gql(a, `mutation($c: JSON!) { createPlatformConnection(platformName: TELEGRAM, name: "gql bot", config: $c) { id webhookUrl } }`, { c: sampleConfigs().TELEGRAM });
+    const r = await gql(
+      a,
+      `mutation($c: JSON!) { createPlatformConnection(platformName: TELEGRAM, name: "gql bot", config: $c) { id webhookUrl } }`,
+      { c: sampleConfigs().TELEGRAM },
+    );
     expect(r.json.errors).toBeUndefined();
     const { id, webhookUrl } = r.json.data.createPlatformConnection;
     expect(webhookUrl).toBe(`https://gw.example.com/webhooks/${id}/${webhookUrl.split('/').pop()}`);
-    const list = await gql(a, `{ platformConnections { id name platformName config webhookUrl status health { status consecutiveFailures } } }`);
+    const list = await gql(
+      a,
+      `{ platformConnections { id name platformName config webhookUrl status health { status consecutiveFailures } } }`,
+    );
     const mine = list.json.data.platformConnections.find((c: { id: string }) => c.id === id);
-    expect(mine).toMatchObject({ name: 'gql bot', platformName: 'TELEGRAM', config: { bot_token: '********', secret_token: '********' }, status: 'ACTIVE', health: { status: 'UNKNOWN', consecutiveFailures: 0 } });
+    expect(mine).toMatchObject({
+      name: 'gql bot',
+      platformName: 'TELEGRAM',
+      config: { bot_token: '********', secret_token: '********' },
+      status: 'ACTIVE',
+      health: { status: 'UNKNOWN', consecutiveFailures: 0 },
+    });
     const other = await gql(b, `{ platformConnections { id } }`);
     expect(other.json.data.platformConnections.map((c: { id: string }) => c.id)).not.toContain(id);
   });
@@ -147,10 +190,22 @@ describe('platform connections over GraphQL', () => {
     const c = await connect(s, a, 'DISCORD', { ...sampleConfigs().DISCORD, application_id: '998877665544330146' });
     const stolen = await gql(b, `mutation($id: ID!) { updatePlatformConnection(id: $id, name: "mine now") { id } }`, { id: c.id });
     expect(stolen.json.errors[0].extensions.code).toBe('PLATFORM_CONNECTION_NOT_FOUND');
-    const u = await gql(a, `mutation($id: ID!) { updatePlatformConnection(id: $id, name: "guild", status: DISABLED) { id name status config } }`, { id: c.id });
-    expect(u.json.data.updatePlatformConnection).toMatchObject({ name: 'guild', status: 'DISABLED', config: { bot_token: '********', public_key: 'ab'.repeat(32) } });
-    expect((await gql(b, `mutation($id: ID!) { deletePlatformConnection(id: $id) }`, { id: c.id })).json.errors[0].extensions.code).toBe('PLATFORM_CONNECTION_NOT_FOUND');
-    expect((await gql(a, `mutation($id: ID!) { deletePlatformConnection(id: $id) }`, { id: c.id })).json.data.deletePlatformConnection).toBe(true);
+    const u = await gql(
+      a,
+      `mutation($id: ID!) { updatePlatformConnection(id: $id, name: "guild", status: DISABLED) { id name status config } }`,
+      { id: c.id },
+    );
+    expect(u.json.data.updatePlatformConnection).toMatchObject({
+      name: 'guild',
+      status: 'DISABLED',
+      config: { bot_token: '********', public_key: 'ab'.repeat(32) },
+    });
+    expect((await gql(b, `mutation($id: ID!) { deletePlatformConnection(id: $id) }`, { id: c.id })).json.errors[0].extensions.code).toBe(
+      'PLATFORM_CONNECTION_NOT_FOUND',
+    );
+    expect(
+      (await gql(a, `mutation($id: ID!) { deletePlatformConnection(id: $id) }`, { id: c.id })).json.data.deletePlatformConnection,
+    ).toBe(true);
     expect((await req('GET', `/v1/platform-connections/${c.id}`, a)).status).toBe(404);
   });
 

@@ -99,7 +99,10 @@ describe('readiness', () => {
       expect(ready.status).toBe(503);
       expect(ready.json).toMatchObject({ postgres: 'ok', postgres_pool: 'exhausted', redis: 'ok' });
       const started = Date.now();
-      const r = await s.request('POST', '/v1/platform-connections', { auth: app, body: { platform_name: 'TELEGRAM', name: 'x', config: { bot_token: '1:abc' } } });
+      const r = await s.request('POST', '/v1/platform-connections', {
+        auth: app,
+        body: { platform_name: 'TELEGRAM', name: 'x', config: { bot_token: '1:abc' } },
+      });
       expect(r.status, r.text).toBe(503);
       expect(r.json.error.code).toBe('UNAVAILABLE');
       expect(r.headers.get('retry-after')).toBe('1');
@@ -125,7 +128,14 @@ describe('reconnecting', () => {
       await new Promise((r) => setTimeout(r, 3_000));
       await pg.start();
       const back = Date.now();
-      await until(async () => (await sql`SELECT 1`.then(() => true, () => undefined)), 10_000);
+      await until(
+        async () =>
+          await sql`SELECT 1`.then(
+            () => true,
+            () => undefined,
+          ),
+        10_000,
+      );
       expect(Date.now() - back).toBeLessThan(1_500);
       await Promise.all(during);
     } finally {
@@ -137,7 +147,10 @@ describe('reconnecting', () => {
 
 describe('the last resort', () => {
   it('logs and counts an unhandled rejection, and the process keeps running', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(projectRoot(), 'test/driver/support/last-resort-child.ts')], { cwd: projectRoot(), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', join(projectRoot(), 'test/driver/support/last-resort-child.ts')], {
+      cwd: projectRoot(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -149,9 +162,14 @@ describe('the last resort', () => {
 });
 
 describe('the ledger without its deadline', () => {
-  it('commits every acknowledged event while its sessions are cut again and again (LEDGER_WRITE_DEADLINE_MS=0)', { timeout: 180_000 }, async () => {
+  it('commits every acknowledged event while its sessions are cut again and again (LEDGER_WRITE_DEADLINE_MS=0)', {
+    timeout: 180_000,
+  }, async () => {
     const proxy = await startPgProxy();
-    const s = await startTestStack({ workers: ['ledger'], env: { LEDGER_WRITE_DEADLINE_MS: '0', EVENT_WAIT_MS: '200', DATABASE_URL: proxy.url(t.env.DATABASE_URL) } });
+    const s = await startTestStack({
+      workers: ['ledger'],
+      env: { LEDGER_WRITE_DEADLINE_MS: '0', EVENT_WAIT_MS: '200', DATABASE_URL: proxy.url(t.env.DATABASE_URL) },
+    });
     const log: string[] = [];
     try {
       const app = await s.createApp();
@@ -165,7 +183,9 @@ describe('the ledger without its deadline', () => {
       })();
       const stopAt = Date.now() + 3_000;
       for (let i = 0; Date.now() < stopAt; i++) {
-        const r = await s.request('POST', '/v1/events', { auth: app, body: { event_type: 'cut.tick', payload: { i } } }).catch(() => undefined);
+        const r = await s
+          .request('POST', '/v1/events', { auth: app, body: { event_type: 'cut.tick', payload: { i } } })
+          .catch(() => undefined);
         if (r && (r.status === 201 || r.status === 202)) acked.push(r.json.id);
       }
       cutting = false;
@@ -175,7 +195,10 @@ describe('the ledger without its deadline', () => {
       // about, and must show as a failure with what was seen, not as the test's timeout.
       const seen = await until(async () => {
         const look = await Promise.race([
-          s.deps.sql<{ id: string }[]>`SELECT id FROM events WHERE id = ANY(${acked}::uuid[])`.then((rows) => rows.length, (e: { code?: string }) => `error ${e.code}`),
+          s.deps.sql<{ id: string }[]>`SELECT id FROM events WHERE id = ANY(${acked}::uuid[])`.then(
+            (rows) => rows.length,
+            (e: { code?: string }) => `error ${e.code}`,
+          ),
           new Promise<string>((r) => setTimeout(() => r('no answer in 5 s'), 5_000)),
         ]);
         const counts = await s.deps.queues.ledger.getJobCounts('waiting', 'active', 'delayed', 'failed');

@@ -73,7 +73,10 @@ describe('postgres.js under connection faults', () => {
     expect(outcome).toMatch(/^(resolved|rejected 57P03)$/);
     if (outcome === 'resolved') (await waiter).release();
     // The pool's one connection is usable again, by a reservation as well as a plain query.
-    const again = await settlement(sql.reserve().then((tx) => tx.release()), 5_000);
+    const again = await settlement(
+      sql.reserve().then((tx) => tx.release()),
+      5_000,
+    );
     expect(again).toBe('resolved');
     expect(await sql`SELECT 5 AS x`).toEqual([{ x: 5 }]);
   });
@@ -83,25 +86,38 @@ describe('postgres.js under connection faults', () => {
     sql = createSql(proxy.url(t.env.DATABASE_URL), { max: 1 });
     proxy.refuseStartups(1);
     expect(await settlement(sql.reserve(), 5_000)).toBe('rejected 57P03');
-    expect(await settlement(sql.reserve().then((tx) => tx.release()), 5_000)).toBe('resolved');
+    expect(
+      await settlement(
+        sql.reserve().then((tx) => tx.release()),
+        5_000,
+      ),
+    ).toBe('resolved');
     expect(await sql`SELECT 6 AS x`).toEqual([{ x: 6 }]);
   });
 
   it('starts the next result at row 0 after an error arrived mid-result (porsager/postgres#1181)', async () => {
     await throughProxy(1);
     // Rows 1 and 2 reach the client before the division by zero on row 3.
-    await expect(sql`SELECT CASE WHEN i < 3 THEN i ELSE 1 / (i - i) END AS v FROM generate_series(1, 5) i`).rejects.toMatchObject({ code: '22012' });
+    await expect(sql`SELECT CASE WHEN i < 3 THEN i ELSE 1 / (i - i) END AS v FROM generate_series(1, 5) i`).rejects.toMatchObject({
+      code: '22012',
+    });
     const rows = await sql<{ x: number }[]>`SELECT 7 AS x`;
     expect(rows.length).toBe(1);
     expect([...rows]).toEqual([{ x: 7 }]);
   });
 
   for (const mode of ['query', 'reserve'] as const) {
-    it(`does not crash the process when the connection resets during its type query (${mode}; #1192, #1205, #1223)`, { timeout: 20_000 }, async () => {
-      const child = spawn(process.execPath, ['--import', 'tsx', join(projectRoot(), 'test/driver/support/type-query-reset.ts'), mode, t.env.DATABASE_URL], {
-        cwd: projectRoot(),
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
+    it(`does not crash the process when the connection resets during its type query (${mode}; #1192, #1205, #1223)`, {
+      timeout: 20_000,
+    }, async () => {
+      const child = spawn(
+        process.execPath,
+        ['--import', 'tsx', join(projectRoot(), 'test/driver/support/type-query-reset.ts'), mode, t.env.DATABASE_URL],
+        {
+          cwd: projectRoot(),
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
       let out = '';
       child.stdout.on('data', (d: Buffer) => (out += d.toString()));
       child.stderr.on('data', (d: Buffer) => (out += d.toString()));

@@ -10,7 +10,10 @@ export interface DiscordFakeOptions {
   limits?: boolean;
 }
 
-const err = (status: number, code: number, message: string, extra: Record<string, unknown> = {}): FakeReply => ({ status, body: { message, code, ...extra } });
+const err = (status: number, code: number, message: string, extra: Record<string, unknown> = {}): FakeReply => ({
+  status,
+  body: { message, code, ...extra },
+});
 
 let snowflakeSeq = 0;
 /** A snowflake-shaped id: ms since the Discord epoch shifted left 22 bits, plus a counter. */
@@ -55,9 +58,11 @@ export class DiscordFake extends PlatformFake {
     const channel = m[1];
     const payload = (r.json ?? (r.form?.payload_json ? JSON.parse(r.form.payload_json) : undefined)) as { content?: string } | undefined;
     const content = payload?.content ?? '';
-    if (content.length === 0 && !(r.files?.length)) return err(400, 50006, 'Cannot send an empty message');
+    if (content.length === 0 && !r.files?.length) return err(400, 50006, 'Cannot send an empty message');
     if ([...content].length > 2000) {
-      return err(400, 50035, 'Invalid Form Body', { errors: { content: { _errors: [{ code: 'BASE_TYPE_MAX_LENGTH', message: 'Must be 2000 or fewer in length.' }] } } });
+      return err(400, 50035, 'Invalid Form Body', {
+        errors: { content: { _errors: [{ code: 'BASE_TYPE_MAX_LENGTH', message: 'Must be 2000 or fewer in length.' }] } },
+      });
     }
     if (this.unknownChannels.has(channel)) return err(404, 10003, 'Unknown Channel');
     if (this.noAccess.has(channel)) return err(403, 50001, 'Missing Access');

@@ -23,7 +23,10 @@ export interface SmtpFakeOptions {
 }
 
 class SmtpReply extends Error {
-  constructor(message: string, readonly responseCode: number) {
+  constructor(
+    message: string,
+    readonly responseCode: number,
+  ) {
     super(message);
   }
 }
@@ -53,7 +56,8 @@ export class SmtpFake {
       onRcptTo: (address: SMTPServerAddress, _session, cb) => {
         const scripted = this.take('rcpt');
         if (scripted) return cb(new SmtpReply(scripted.message, scripted.code));
-        if (this.unknownMailboxes.has(address.address.toLowerCase())) return cb(new SmtpReply(`5.1.1 <${address.address}>: Recipient address rejected: User unknown`, 550));
+        if (this.unknownMailboxes.has(address.address.toLowerCase()))
+          return cb(new SmtpReply(`5.1.1 <${address.address}>: Recipient address rejected: User unknown`, 550));
         cb();
       },
       onData: (stream, session: SMTPServerSession, cb) => {
@@ -66,7 +70,10 @@ export class SmtpFake {
           simpleParser(raw)
             .then((parsed) => {
               this.received.push({
-                envelope: { from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '', to: session.envelope.rcptTo.map((r) => r.address) },
+                envelope: {
+                  from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+                  to: session.envelope.rcptTo.map((r) => r.address),
+                },
                 user: session.user as string | undefined,
                 raw,
                 parsed,

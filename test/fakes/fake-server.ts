@@ -166,9 +166,14 @@ export class FakeServer {
 async function decodeBody(contentType: string, raw: Buffer): Promise<Pick<RecordedRequest, 'json' | 'form' | 'files'>> {
   try {
     if (contentType.startsWith('application/json')) return { json: JSON.parse(raw.toString('utf8')) };
-    if (contentType.startsWith('application/x-www-form-urlencoded')) return { form: Object.fromEntries(new URLSearchParams(raw.toString('utf8'))) };
+    if (contentType.startsWith('application/x-www-form-urlencoded'))
+      return { form: Object.fromEntries(new URLSearchParams(raw.toString('utf8'))) };
     if (contentType.startsWith('multipart/form-data')) {
-      const data = await new Request('http://fake/', { method: 'POST', headers: { 'content-type': contentType }, body: new Uint8Array(raw) }).formData();
+      const data = await new Request('http://fake/', {
+        method: 'POST',
+        headers: { 'content-type': contentType },
+        body: new Uint8Array(raw),
+      }).formData();
       const form: Record<string, string> = {};
       const files: ReceivedFile[] = [];
       for (const [field, value] of data.entries()) {

@@ -39,11 +39,14 @@ export class PageSendFake extends PlatformFake {
     const text = b.message?.text;
     if (typeof text !== 'string' || text.length === 0) return graphError(400, 100, '(#100) param message must be non-empty.');
     const limit = this.platform === 'instagram' ? 1000 : 2000;
-    if ([...text].length > limit) return graphError(400, 100, `(#100) Length of param message[text] must be less than or equal to ${limit}`);
+    if ([...text].length > limit)
+      return graphError(400, 100, `(#100) Length of param message[text] must be less than or equal to ${limit}`);
     if (this.unknownUsers.has(to)) return graphError(400, 100, '(#100) No matching user found', { subcode: 2018001 });
     if (this.unavailable.has(to)) return graphError(400, 551, "(#551) This person isn't available right now.", { subcode: 1545041 });
     if (this.windowClosed.has(to)) {
-      return graphError(400, 10, '(#10) This message is sent outside of allowed window.', { subcode: this.platform === 'instagram' ? 2534022 : 2018278 });
+      return graphError(400, 10, '(#10) This message is sent outside of allowed window.', {
+        subcode: this.platform === 'instagram' ? 2534022 : 2018278,
+      });
     }
     this.accepted.push(r);
     const prefix = this.platform === 'instagram' ? 'aWdfZAG' : 'm_';

@@ -10,7 +10,10 @@ export class S3Fake {
   /** `${bucket}/${key}` → object. */
   readonly objects = new Map<string, { data: Buffer; contentType?: string }>();
 
-  private constructor(readonly bucket: string, readonly accessKeyId: string) {
+  private constructor(
+    readonly bucket: string,
+    readonly accessKeyId: string,
+  ) {
     this.server = new FakeServer((r) => this.handle(r));
   }
 
@@ -30,14 +33,16 @@ export class S3Fake {
 
   private handle(r: RecordedRequest): FakeReply {
     const auth = r.headers.authorization ?? '';
-    if (!auth.startsWith('AWS4-HMAC-SHA256 ') || !auth.includes(`Credential=${this.accessKeyId}/`)) return s3Error(403, 'InvalidAccessKeyId', 'The AWS Access Key Id you provided does not exist in our records.');
+    if (!auth.startsWith('AWS4-HMAC-SHA256 ') || !auth.includes(`Credential=${this.accessKeyId}/`))
+      return s3Error(403, 'InvalidAccessKeyId', 'The AWS Access Key Id you provided does not exist in our records.');
     const [, bucket, ...rest] = r.path.split('/');
     const key = decodeURIComponent(rest.join('/'));
     if (bucket !== this.bucket) return s3Error(404, 'NoSuchBucket', 'The specified bucket does not exist');
     if (!key) return s3Error(400, 'InvalidRequest', 'Bucket operations are not supported by this fake');
     const id = `${bucket}/${key}`;
     if (r.method === 'PUT') {
-      const chunked = /aws-chunked/.test(r.headers['content-encoding'] ?? '') || /^STREAMING-/.test(r.headers['x-amz-content-sha256'] ?? '');
+      const chunked =
+        /aws-chunked/.test(r.headers['content-encoding'] ?? '') || /^STREAMING-/.test(r.headers['x-amz-content-sha256'] ?? '');
       this.objects.set(id, { data: chunked ? decodeAwsChunked(r.rawBody) : r.rawBody, contentType: r.headers['content-type'] });
       return { status: 200, body: '', headers: { etag: '"fake"' } };
     }
@@ -48,13 +53,18 @@ export class S3Fake {
     const obj = this.objects.get(id);
     if (!obj) return s3Error(404, 'NoSuchKey', 'The specified key does not exist.');
     if (r.method === 'HEAD') return { status: 200, headers: { 'content-length': String(obj.data.length) } };
-    if (r.method === 'GET') return { status: 200, body: obj.data, headers: { 'content-type': obj.contentType ?? 'application/octet-stream', etag: '"fake"' } };
+    if (r.method === 'GET')
+      return { status: 200, body: obj.data, headers: { 'content-type': obj.contentType ?? 'application/octet-stream', etag: '"fake"' } };
     return s3Error(405, 'MethodNotAllowed', 'The specified method is not allowed against this resource.');
   }
 }
 
 function s3Error(status: number, code: string, message: string): FakeReply {
-  return { status, body: `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${code}</Code><Message>${message}</Message><RequestId>fake</RequestId></Error>`, headers: { 'content-type': 'application/xml' } };
+  return {
+    status,
+    body: `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${code}</Code><Message>${message}</Message><RequestId>fake</RequestId></Error>`,
+    headers: { 'content-type': 'application/xml' },
+  };
 }
 
 /** `<hex size>[;ext]\r\n<data>\r\n … 0\r\n[trailers]\r\n` → the data. */

@@ -33,7 +33,8 @@ export class SlackFake extends PlatformFake {
 
   private constructor(private readonly options: SlackFakeOptions) {
     super();
-    if (options.limits) this.perChannel = new RateLimit(SLACK_LIMITS.perChannel.rate, SLACK_LIMITS.perChannel.perMs, SLACK_LIMITS.perChannel.burst);
+    if (options.limits)
+      this.perChannel = new RateLimit(SLACK_LIMITS.perChannel.rate, SLACK_LIMITS.perChannel.perMs, SLACK_LIMITS.perChannel.burst);
   }
 
   static async start(options: SlackFakeOptions = {}): Promise<SlackFake> {
@@ -42,7 +43,8 @@ export class SlackFake extends PlatformFake {
 
   private channelError(channel: unknown): string | undefined {
     if (typeof channel !== 'string' || !/^[CDGUW][A-Z0-9]+$/.test(channel)) return 'channel_not_found';
-    if (this.channels.size > 0 && !this.channels.has(channel) && !this.notInChannel.has(channel) && !this.archived.has(channel)) return 'channel_not_found';
+    if (this.channels.size > 0 && !this.channels.has(channel) && !this.notInChannel.has(channel) && !this.archived.has(channel))
+      return 'channel_not_found';
     if (this.notInChannel.has(channel)) return 'not_in_channel';
     if (this.archived.has(channel)) return 'is_archived';
     return undefined;
@@ -61,7 +63,8 @@ export class SlackFake extends PlatformFake {
     const auth = r.headers.authorization ?? '';
     if (!auth.startsWith('Bearer ')) return refuse('not_authed');
     const token = auth.slice(7);
-    if (!token.startsWith('xoxb-') || (this.options.botToken !== undefined && token !== this.options.botToken)) return refuse('invalid_auth');
+    if (!token.startsWith('xoxb-') || (this.options.botToken !== undefined && token !== this.options.botToken))
+      return refuse('invalid_auth');
     const args: Record<string, any> = r.json ?? r.form ?? {};
 
     switch (m[1]) {
@@ -73,13 +76,22 @@ export class SlackFake extends PlatformFake {
         const wait = this.perChannel?.take(args.channel) ?? 0;
         if (wait > 0) {
           this.limitHits += 1;
-          return { status: 429, body: { ok: false, error: 'ratelimited' }, headers: { 'retry-after': String(Math.max(1, Math.ceil(wait / 1000))) } };
+          return {
+            status: 429,
+            body: { ok: false, error: 'ratelimited' },
+            headers: { 'retry-after': String(Math.max(1, Math.ceil(wait / 1000))) },
+          };
         }
         this.accepted.push(r);
         const ts = `${Math.floor(Date.now() / 1000)}.${String(++this.seq).padStart(6, '0')}`;
         return {
           status: 200,
-          body: { ok: true, channel: args.channel, ts, message: { type: 'message', user: 'UFAKEBOT1', text: args.text, ts, ...(args.thread_ts ? { thread_ts: args.thread_ts } : {}) } },
+          body: {
+            ok: true,
+            channel: args.channel,
+            ts,
+            message: { type: 'message', user: 'UFAKEBOT1', text: args.text, ts, ...(args.thread_ts ? { thread_ts: args.thread_ts } : {}) },
+          },
         };
       }
       case 'files.getUploadURLExternal': {
@@ -98,7 +110,10 @@ export class SlackFake extends PlatformFake {
           if (bad) return refuse(bad);
         }
         this.accepted.push(r);
-        return { status: 200, body: { ok: true, files: files.map((f) => ({ id: f.id, title: f.title ?? this.uploads.get(f.id)!.filename })) } };
+        return {
+          status: 200,
+          body: { ok: true, files: files.map((f) => ({ id: f.id, title: f.title ?? this.uploads.get(f.id)!.filename })) },
+        };
       }
       case 'auth.test':
         return { status: 200, body: { ok: true, user_id: 'UFAKEBOT1', team_id: 'TFAKE', bot_id: 'BFAKE' } };

@@ -35,13 +35,18 @@ export class TwilioFake extends PlatformFake {
     if (!m || r.method !== 'POST') return err(404, 20404, 'The requested resource was not found');
     const auth = r.headers.authorization ?? '';
     const [user, pass] = auth.startsWith('Basic ') ? Buffer.from(auth.slice(6), 'base64').toString().split(':') : [];
-    const credsOk = user === m[1] && pass && (this.options.accountSid === undefined || user === this.options.accountSid) && (this.options.authToken === undefined || pass === this.options.authToken);
+    const credsOk =
+      user === m[1] &&
+      pass &&
+      (this.options.accountSid === undefined || user === this.options.accountSid) &&
+      (this.options.authToken === undefined || pass === this.options.authToken);
     if (!credsOk) return err(401, 20003, 'Authenticate');
     const f = r.form ?? {};
     if (!f.To) return err(400, 21604, "A 'To' phone number is required.");
     if (!f.From && !f.MessagingServiceSid) return err(400, 21603, "A 'From' phone number is required.");
     if (!f.Body && !f.MediaUrl) return err(400, 21602, 'Message body is required.');
-    if (!/^\+[1-9]\d{6,14}$/.test(f.To) || this.invalidNumbers.has(f.To)) return err(400, 21211, `The 'To' number ${f.To} is not a valid phone number.`);
+    if (!/^\+[1-9]\d{6,14}$/.test(f.To) || this.invalidNumbers.has(f.To))
+      return err(400, 21211, `The 'To' number ${f.To} is not a valid phone number.`);
     if ((f.Body ?? '').length > 1600) return err(400, 21617, 'The concatenated message body exceeds the 1600 character limit.');
     if (this.optedOut.has(f.To)) return err(400, 21610, 'Attempt to send to unsubscribed recipient');
     this.accepted.push(r);

@@ -28,7 +28,8 @@ export async function startTelegramProcess(o: { limits: boolean; keep: boolean }
   const [, port, statsPort] = proc.output().match(/fake listening (\d+) stats (\d+)/)!;
   return {
     url: `http://127.0.0.1:${port}`,
-    stats: async (sends = false) => (await (await fetch(`http://127.0.0.1:${statsPort}/stats${sends ? '?sends=1' : ''}`)).json()) as TelegramProcessStats,
+    stats: async (sends = false) =>
+      (await (await fetch(`http://127.0.0.1:${statsPort}/stats${sends ? '?sends=1' : ''}`)).json()) as TelegramProcessStats,
     async stop() {
       proc.kill('SIGTERM');
       await proc.exited;
@@ -41,7 +42,8 @@ if (process.argv[1]?.endsWith('telegram-process.ts')) {
   const fake = await TelegramFake.start({ limits: process.env.FAKE_LIMITS === '1', keepRequests: keep });
   const stats = createServer((req, res) => {
     const body: TelegramProcessStats = { ...fake.counts, limitHits: fake.limitHits };
-    if (req.url?.includes('sends=1')) body.sends = fake.accepted.map((r) => ({ chat_id: String(r.json?.chat_id), text: String(r.json?.text), at: r.at }));
+    if (req.url?.includes('sends=1'))
+      body.sends = fake.accepted.map((r) => ({ chat_id: String(r.json?.chat_id), text: String(r.json?.text), at: r.at }));
     res.setHeader('content-type', 'application/json');
     res.end(JSON.stringify(body));
   });

@@ -22,7 +22,13 @@ export interface TelegramFakeOptions {
 }
 
 const SEND_METHODS = new Set(['sendMessage', 'sendPhoto', 'sendDocument', 'sendAudio', 'sendVoice', 'sendVideo']);
-const FILE_FIELD: Record<string, string> = { sendPhoto: 'photo', sendDocument: 'document', sendAudio: 'audio', sendVoice: 'voice', sendVideo: 'video' };
+const FILE_FIELD: Record<string, string> = {
+  sendPhoto: 'photo',
+  sendDocument: 'document',
+  sendAudio: 'audio',
+  sendVoice: 'voice',
+  sendVideo: 'video',
+};
 
 const error = (status: number, description: string, parameters?: Record<string, unknown>): FakeReply => ({
   status,
@@ -92,7 +98,9 @@ export class TelegramFake extends PlatformFake {
     const download = r.path.match(/^\/file\/bot([^/]+)\/(.+)$/);
     if (download) {
       const file = [...this.files.values()].find((f) => f.path === download[2]);
-      return file && !this.revokedTokens.has(download[1]) ? { status: 200, body: file.data, headers: { 'content-type': 'application/octet-stream' } } : { status: 404, body: 'Not Found' };
+      return file && !this.revokedTokens.has(download[1])
+        ? { status: 200, body: file.data, headers: { 'content-type': 'application/octet-stream' } }
+        : { status: 404, body: 'Not Found' };
     }
     const m = r.path.match(/^\/bot([^/]+)\/([A-Za-z]+)$/);
     if (!m) return error(404, 'Not Found');
@@ -102,11 +110,18 @@ export class TelegramFake extends PlatformFake {
     const p = TelegramFake.params(r);
     const botId = Number(token.split(':')[0]);
 
-    if (method === 'getMe') return { status: 200, body: { ok: true, result: { id: botId, is_bot: true, first_name: 'Fake bot', username: 'fake_bot' } } };
+    if (method === 'getMe')
+      return { status: 200, body: { ok: true, result: { id: botId, is_bot: true, first_name: 'Fake bot', username: 'fake_bot' } } };
     if (method === 'getFile') {
       const file = this.files.get(p.file_id);
       if (!file) return error(400, 'Bad Request: invalid file_id');
-      return { status: 200, body: { ok: true, result: { file_id: p.file_id, file_unique_id: p.file_id.slice(0, 8), file_size: file.data.length, file_path: file.path } } };
+      return {
+        status: 200,
+        body: {
+          ok: true,
+          result: { file_id: p.file_id, file_unique_id: p.file_id.slice(0, 8), file_size: file.data.length, file_path: file.path },
+        },
+      };
     }
     if (method === 'setWebhook') return { status: 200, body: { ok: true, result: true, description: 'Webhook was set' } };
     if (!SEND_METHODS.has(method)) return error(404, 'Not Found');
@@ -116,7 +131,8 @@ export class TelegramFake extends PlatformFake {
     if (method === 'sendMessage') {
       if (!p.text) return error(400, 'Bad Request: message text is empty');
       if ([...p.text].length > 4096) return error(400, 'Bad Request: message is too long');
-      if (p.parse_mode && !['MarkdownV2', 'HTML', 'Markdown'].includes(p.parse_mode)) return error(400, `Bad Request: unsupported parse_mode`);
+      if (p.parse_mode && !['MarkdownV2', 'HTML', 'Markdown'].includes(p.parse_mode))
+        return error(400, `Bad Request: unsupported parse_mode`);
     } else {
       const field = FILE_FIELD[method];
       if (!r.files?.some((f) => f.field === field) && !p[field]) return error(400, `Bad Request: there is no ${field} in the request`);
@@ -141,12 +157,22 @@ export class TelegramFake extends PlatformFake {
     const id = (this.nextId.get(chatId) ?? 0) + 1;
     this.nextId.set(chatId, id);
     const chat = { id: Number(chatId), type: chatId.startsWith('-') ? 'group' : 'private' };
-    const result: Record<string, unknown> = { message_id: id, from: { id: botId, is_bot: true, first_name: 'Fake bot' }, chat, date: Math.floor(Date.now() / 1000) };
+    const result: Record<string, unknown> = {
+      message_id: id,
+      from: { id: botId, is_bot: true, first_name: 'Fake bot' },
+      chat,
+      date: Math.floor(Date.now() / 1000),
+    };
     if (method === 'sendMessage') result.text = p.text;
     else {
       if (p.caption) result.caption = p.caption;
       const f = r.files?.[0];
-      result[FILE_FIELD[method]] = { file_id: `F${randomBytes(8).toString('hex')}`, file_unique_id: randomBytes(4).toString('hex'), file_size: f?.data.length ?? 0, file_name: f?.filename };
+      result[FILE_FIELD[method]] = {
+        file_id: `F${randomBytes(8).toString('hex')}`,
+        file_unique_id: randomBytes(4).toString('hex'),
+        file_size: f?.data.length ?? 0,
+        file_name: f?.filename,
+      };
     }
     return { status: 200, body: { ok: true, result } };
   }

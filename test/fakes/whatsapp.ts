@@ -62,7 +62,8 @@ export class WhatsappFake extends PlatformFake {
     const upload = r.path.match(/^\/(v\d+\.\d+)\/(\d+)\/media$/);
     if (upload && r.method === 'POST') {
       const file = r.files?.find((f) => f.field === 'file');
-      if (r.form?.messaging_product !== 'whatsapp' || !file) return graphError(400, 100, '(#100) The parameter messaging_product is required.');
+      if (r.form?.messaging_product !== 'whatsapp' || !file)
+        return graphError(400, 100, '(#100) The parameter messaging_product is required.');
       const id = this.addMedia(file.data, r.form.type ?? file.type);
       return { status: 200, body: { id } };
     }
@@ -72,7 +73,14 @@ export class WhatsappFake extends PlatformFake {
       if (!m) return graphError(400, 100, '(#100) Unsupported get request.');
       return {
         status: 200,
-        body: { messaging_product: 'whatsapp', url: `${this.url}/media-download/${lookup[2]}`, mime_type: m.mimeType, sha256: createHash('sha256').update(m.data).digest('hex'), file_size: m.data.length, id: lookup[2] },
+        body: {
+          messaging_product: 'whatsapp',
+          url: `${this.url}/media-download/${lookup[2]}`,
+          mime_type: m.mimeType,
+          sha256: createHash('sha256').update(m.data).digest('hex'),
+          file_size: m.data.length,
+          id: lookup[2],
+        },
       };
     }
     const send = r.path.match(/^\/(v\d+\.\d+)\/(\d+)\/messages$/);
@@ -81,7 +89,8 @@ export class WhatsappFake extends PlatformFake {
     if (b?.messaging_product !== 'whatsapp') return graphError(400, 100, '(#100) The parameter messaging_product is required.');
     if (typeof b.to !== 'string' || !b.type) return graphError(400, 100, '(#100) The parameter to is required.');
     if (b.type === 'text') {
-      if (typeof b.text?.body !== 'string' || b.text.body.length === 0) return graphError(400, 100, '(#100) The parameter text[\'body\'] is required.');
+      if (typeof b.text?.body !== 'string' || b.text.body.length === 0)
+        return graphError(400, 100, "(#100) The parameter text['body'] is required.");
       if ([...b.text.body].length > 4096) return graphError(400, 100, "(#100) Param text['body'] must be at most 4096 characters long.");
     } else if (['image', 'video', 'audio', 'document'].includes(b.type)) {
       if (!this.media.has(b[b.type]?.id)) return graphError(400, 131053, 'Media upload error', { details: 'Unknown media id' });
@@ -92,7 +101,8 @@ export class WhatsappFake extends PlatformFake {
         details: 'Message failed to send because more than 24 hours have passed since the customer last replied to this number.',
       });
     }
-    if (this.undeliverable.has(to)) return graphError(400, 131026, '(#131026) Message Undeliverable.', { details: 'Message Undeliverable.' });
+    if (this.undeliverable.has(to))
+      return graphError(400, 131026, '(#131026) Message Undeliverable.', { details: 'Message Undeliverable.' });
     const now = performance.now();
     if (this.perNumber && this.perNumber.take(send[2], now) > 0) {
       this.limitHits += 1;
@@ -100,12 +110,18 @@ export class WhatsappFake extends PlatformFake {
     }
     if (this.perPair && this.perPair.take(`${send[2]}:${to}`, now) > 0) {
       this.limitHits += 1;
-      return graphError(400, 131056, '(#131056) (Business Account, Consumer Account) pair rate limit hit', { details: 'Too many messages sent from the sender phone number to the same recipient phone number in a short period of time.' });
+      return graphError(400, 131056, '(#131056) (Business Account, Consumer Account) pair rate limit hit', {
+        details: 'Too many messages sent from the sender phone number to the same recipient phone number in a short period of time.',
+      });
     }
     this.accepted.push(r);
     return {
       status: 200,
-      body: { messaging_product: 'whatsapp', contacts: [{ input: b.to, wa_id: to }], messages: [{ id: `wamid.${randomBytes(24).toString('base64url')}` }] },
+      body: {
+        messaging_product: 'whatsapp',
+        contacts: [{ input: b.to, wa_id: to }],
+        messages: [{ id: `wamid.${randomBytes(24).toString('base64url')}` }],
+      },
     };
   }
 }

@@ -34,7 +34,7 @@ describe('REST auth', () => {
       ['not a Bearer token', { Authorization: `Basic ${Buffer.from('x:y').toString('base64')}`, 'X-Service-App-ID': a.appId }],
       ['unknown key', { Authorization: 'Bearer gw_not-a-real-key', 'X-Service-App-ID': a.appId }],
       ['missing app header', { Authorization: `Bearer ${a.apiKey}` }],
-      ['another application\'s id', { Authorization: `Bearer ${a.apiKey}`, 'X-Service-App-ID': b.appId }],
+      ["another application's id", { Authorization: `Bearer ${a.apiKey}`, 'X-Service-App-ID': b.appId }],
       ['an app id that is not a uuid', { Authorization: `Bearer ${a.apiKey}`, 'X-Service-App-ID': 'nope' }],
     ];
     for (const [name, headers] of cases) {
@@ -76,7 +76,10 @@ describe('GraphQL auth', () => {
     for (const path of ['/graphql', '/']) {
       const noKey = await s.request('POST', path, { body: { query } });
       expectError(noKey, 401, 'UNAUTHORIZED');
-      const wrongApp = await s.request('POST', path, { body: { query }, headers: { Authorization: `Bearer ${a.apiKey}`, 'X-Service-App-ID': b.appId } });
+      const wrongApp = await s.request('POST', path, {
+        body: { query },
+        headers: { Authorization: `Bearer ${a.apiKey}`, 'X-Service-App-ID': b.appId },
+      });
       expectError(wrongApp, 401, 'UNAUTHORIZED');
     }
   });

@@ -18,7 +18,11 @@ afterAll(async () => {
 
 describe('Bull Board at /admin/queues', () => {
   it('refuses a request without ADMIN_TOKEN, or with a wrong one, with a JSON 401', async () => {
-    for (const headers of [{} as Record<string, string>, { Authorization: 'Bearer wrong-token-0123456789' }, { Authorization: `Basic ${Buffer.from('admin:nope').toString('base64')}` }]) {
+    for (const headers of [
+      {} as Record<string, string>,
+      { Authorization: 'Bearer wrong-token-0123456789' },
+      { Authorization: `Basic ${Buffer.from('admin:nope').toString('base64')}` },
+    ]) {
       const r = await fetch(`${s.base}/admin/queues`, { headers });
       expect(r.status).toBe(401);
       expect(r.headers.get('www-authenticate')).toMatch(/^Basic /);
@@ -39,7 +43,10 @@ describe('Bull Board at /admin/queues', () => {
   });
 
   it('renders the dashboard listing every queue in headless Chromium', async () => {
-    const context = await browser.newContext({ httpCredentials: { username: 'admin', password: s.config.ADMIN_TOKEN }, viewport: { width: 1280, height: 900 } });
+    const context = await browser.newContext({
+      httpCredentials: { username: 'admin', password: s.config.ADMIN_TOKEN },
+      viewport: { width: 1280, height: 900 },
+    });
     try {
       const page = await context.newPage();
       const response = await page.goto(`${s.base}/admin/queues`);

@@ -19,7 +19,8 @@ function oneJsonLine(stdout: string): Record<string, any> {
   return JSON.parse(lines[0]);
 }
 
-const authOk = async (appId: string, apiKey: string) => authenticate(s.deps.sql, s.web.services.stamps, { authorization: `Bearer ${apiKey}`, appId }, { appIdRequired: true });
+const authOk = async (appId: string, apiKey: string) =>
+  authenticate(s.deps.sql, s.web.services.stamps, { authorization: `Bearer ${apiKey}`, appId }, { appIdRequired: true });
 
 describe('operator CLI', () => {
   it('app create --name prints {app_id, api_key} on one line; the key works with every scope', async () => {
@@ -59,7 +60,10 @@ describe('operator CLI', () => {
 
     const list = await cli(['app', 'list']);
     expect(list.code).toBe(0);
-    const apps = list.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    const apps = list.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(apps.find((a) => a.app_id === app.app_id)).toMatchObject({ name: 'keys-test', active_keys: 1 });
   });
 

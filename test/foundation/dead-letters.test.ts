@@ -38,7 +38,9 @@ beforeAll(async () => {
   a = await s.createApp();
   b = await s.createApp();
   for (const app of [a, b]) {
-    const job = await enqueue(s.deps.queues, 'ledger', { event: { id: randomUUID(), app_id: app.appId, event_type: 'dead.one', payload: {}, edges: [], attachments: [] } });
+    const job = await enqueue(s.deps.queues, 'ledger', {
+      event: { id: randomUUID(), app_id: app.appId, event_type: 'dead.one', payload: {}, edges: [], attachments: [] },
+    });
     jobIds.push(job.id!);
   }
   await refuseNext(2);
@@ -46,24 +48,35 @@ beforeAll(async () => {
 afterAll(() => s.close());
 
 const cli = (args: string[]) => runCli(s.env, args);
-const lines = (stdout: string) => stdout.trim().split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, any>);
+const lines = (stdout: string) =>
+  stdout
+    .trim()
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as Record<string, any>);
 
 describe('dead letters (the failed set) through the operator CLI', () => {
   it('lists each dead-lettered job of a queue with its application, error, attempts and age', async () => {
     const r = await cli(['dead', 'list', '--queue', 'ledger']);
     expect(r.code).toBe(0);
     const listed = lines(r.stdout).sort((x, y) => jobIds.indexOf(x.id) - jobIds.indexOf(y.id));
-    expect(listed).toEqual([a, b].map((app, i) => ({
-      queue: 'ledger',
-      id: jobIds[i],
-      apps: [app.appId],
-      error: expect.stringContaining('SQLSTATE 22P05'),
-      attempts: 1,
-      age_s: expect.any(Number),
-      failed_at: expect.stringMatching(/Z$/),
-    })));
+    expect(listed).toEqual(
+      [a, b].map((app, i) => ({
+        queue: 'ledger',
+        id: jobIds[i],
+        apps: [app.appId],
+        error: expect.stringContaining('SQLSTATE 22P05'),
+        attempts: 1,
+        age_s: expect.any(Number),
+        failed_at: expect.stringMatching(/Z$/),
+      })),
+    );
     // Every queue is listed without --queue; only the ledger has dead letters here.
-    expect(lines((await cli(['dead', 'list'])).stdout).map((d) => d.id).sort()).toEqual([...jobIds].sort());
+    expect(
+      lines((await cli(['dead', 'list'])).stdout)
+        .map((d) => d.id)
+        .sort(),
+    ).toEqual([...jobIds].sort());
   });
 
   it('requeues one with its attempts reset, discards another, and refuses an id that is not dead-lettered', async () => {
@@ -78,7 +91,11 @@ describe('dead letters (the failed set) through the operator CLI', () => {
     expect(await s.deps.queues.ledger.getJob(jobIds[1])).toBeUndefined();
 
     // The requeued job is waiting, not dead: acting on it again is refused, as is an unknown id or queue.
-    for (const args of [['requeue', '--queue', 'ledger', jobIds[0]], ['discard', '--queue', 'ledger', 'nope'], ['list', '--queue', 'nope']]) {
+    for (const args of [
+      ['requeue', '--queue', 'ledger', jobIds[0]],
+      ['discard', '--queue', 'ledger', 'nope'],
+      ['list', '--queue', 'nope'],
+    ]) {
       const r = await cli(['dead', ...args]);
       expect(r.code).toBe(2);
       expect(r.stderr).not.toBe('');

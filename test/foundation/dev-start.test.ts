@@ -17,7 +17,9 @@ afterAll(async () => {
 
 const sh = (command: string) =>
   new Promise<{ code: number; stdout: string }>((resolve) => {
-    execFile('sh', ['-c', command], { timeout: 15_000 }, (err, stdout) => resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout }));
+    execFile('sh', ['-c', command], { timeout: 15_000 }, (err, stdout) =>
+      resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout }),
+    );
   });
 
 async function start(port: number): Promise<ChildService> {

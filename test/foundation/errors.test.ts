@@ -72,7 +72,11 @@ const jsonHeaders = () => ({ ...auth, 'Content-Type': 'application/json' });
 
 describe('error model', () => {
   it('answers an unknown route with a JSON 404', async () => {
-    for (const [method, path] of [['GET', '/nope'], ['POST', '/v1/nothing-here'], ['DELETE', '/healthz']]) {
+    for (const [method, path] of [
+      ['GET', '/nope'],
+      ['POST', '/v1/nothing-here'],
+      ['DELETE', '/healthz'],
+    ]) {
       const r = await call(method, path);
       expect(r.status).toBe(404);
       expect(r.headers.get('content-type')).toMatch(/^application\/json/);
@@ -140,11 +144,19 @@ describe('error model', () => {
   it('logs a refused platform delivery with its request id and without the URL secret', async () => {
     logLines.length = 0;
     const id = '3f2a9c1e-0000-4000-8000-000000000001';
-    const r = await fetch(`${base}/webhooks/${id}/s3cr3t-in-the-url`, { method: 'POST', headers: { 'X-Request-Id': 'delivery-1', 'Content-Type': 'application/json' }, body: '{}' });
+    const r = await fetch(`${base}/webhooks/${id}/s3cr3t-in-the-url`, {
+      method: 'POST',
+      headers: { 'X-Request-Id': 'delivery-1', 'Content-Type': 'application/json' },
+      body: '{}',
+    });
     expect(r.status).toBe(401);
     expect(r.headers.get('x-request-id')).toBe('delivery-1');
     const line = logLines.find((l) => requestIdOf(l) === 'delivery-1');
-    expect(line).toMatchObject({ msg: 'request completed', req: { method: 'POST', url: `/webhooks/${id}/[redacted]` }, res: { statusCode: 401 } });
+    expect(line).toMatchObject({
+      msg: 'request completed',
+      req: { method: 'POST', url: `/webhooks/${id}/[redacted]` },
+      res: { statusCode: 401 },
+    });
     expect(JSON.stringify(logLines)).not.toContain('s3cr3t-in-the-url');
   });
 });

@@ -33,8 +33,12 @@ describe('the job catalog', () => {
 
   it('gives each webhook job the retry policy of its kind, a run the attempts left in WEBHOOK_RETRY_DELAYS_MS', () => {
     const first = catalogJob('webhook', { kind: 'first-attempts', event_id: eventId, app_id: appId }, {}, config);
-    expect(first).toMatchObject({ name: 'first-attempts', opts: { jobId: `we-${eventId}`, attempts: 8, backoff: { type: 'exponential' } } });
-    const run = (attempt_base: number) => catalogJob('webhook', { kind: 'deliver', delivery_id: deliveryId, app_id: appId, run: 1, attempt_base }, { delay: 5 }, config);
+    expect(first).toMatchObject({
+      name: 'first-attempts',
+      opts: { jobId: `we-${eventId}`, attempts: 8, backoff: { type: 'exponential' } },
+    });
+    const run = (attempt_base: number) =>
+      catalogJob('webhook', { kind: 'deliver', delivery_id: deliveryId, app_id: appId, run: 1, attempt_base }, { delay: 5 }, config);
     expect(run(0).opts).toMatchObject({ jobId: `wd-${deliveryId}-1`, attempts: 5, backoff: { type: 'webhook' }, delay: 5 });
     expect(run(1).opts.attempts).toBe(4);
     expect(run(9).opts.attempts).toBe(1);
@@ -42,7 +46,7 @@ describe('the job catalog', () => {
     expect(catalogJob('send', { message_id: deliveryId, app_id: appId }).opts).toMatchObject({ jobId: `send-${deliveryId}`, attempts: 8 });
   });
 
-  it('is compiled against: a webhook job needs the configuration, a processor gets its queue\'s data', () => {
+  it("is compiled against: a webhook job needs the configuration, a processor gets its queue's data", () => {
     // @ts-expect-error the webhook queue's retry policy reads WEBHOOK_RETRY_DELAYS_MS
     expect(() => catalogJob('webhook', { kind: 'log-retention' })).toThrow(/configuration/);
     const typed: ProcessorDef<'send'> = {

@@ -52,7 +52,10 @@ describe('GET /metrics', () => {
     // The job's 'completed' event can trail the 201 (which follows the commit) by a moment.
     let jobs: number | undefined;
     for (const deadline = Date.now() + 5000; !jobs && Date.now() < deadline; await new Promise((res) => setTimeout(res, 50))) {
-      jobs = sample(await (await fetch(`${s.base}/metrics`)).text(), 'job_duration_seconds_count', { queue: 'ledger', outcome: 'completed' });
+      jobs = sample(await (await fetch(`${s.base}/metrics`)).text(), 'job_duration_seconds_count', {
+        queue: 'ledger',
+        outcome: 'completed',
+      });
     }
     expect(jobs).toBe(1);
   });
@@ -64,7 +67,10 @@ describe('GET /metrics', () => {
     const deadline = Date.now() + 10_000;
     let text = '';
     while (!text && Date.now() < deadline) {
-      text = await fetch(`http://127.0.0.1:${port}/metrics`).then((r) => r.text(), () => '');
+      text = await fetch(`http://127.0.0.1:${port}/metrics`).then(
+        (r) => r.text(),
+        () => '',
+      );
       if (!text) await new Promise((res) => setTimeout(res, 50));
     }
     expect(sample(text, 'queue_jobs', { queue: 'ledger', state: 'waiting' })).toEqual(expect.any(Number));

@@ -22,7 +22,11 @@ afterAll(async () => {
   await admin.end();
 });
 
-const migrationFiles = () => readdirSync(join(projectRoot(), 'migrations')).filter((f) => f.endsWith('.sql')).map((f) => f.replace(/\.sql$/, '')).sort();
+const migrationFiles = () =>
+  readdirSync(join(projectRoot(), 'migrations'))
+    .filter((f) => f.endsWith('.sql'))
+    .map((f) => f.replace(/\.sql$/, ''))
+    .sort();
 
 async function applied(url: string): Promise<string[]> {
   const sql = postgres(url, { max: 1, onnotice: () => {} });
@@ -39,7 +43,11 @@ function npmMigrate(databaseUrl: string): Promise<{ code: number; output: string
     execFile(
       'npm',
       ['run', '-s', 'migrate'],
-      { cwd: projectRoot(), env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DATABASE_URL: databaseUrl }, timeout: 60_000 },
+      {
+        cwd: projectRoot(),
+        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DATABASE_URL: databaseUrl },
+        timeout: 60_000,
+      },
       (err, stdout, stderr) => resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, output: stdout + stderr }),
     );
   });
@@ -51,10 +59,14 @@ describe('migrations', () => {
     await migrate(url);
     expect(await applied(url)).toEqual(migrationFiles());
     const sql = postgres(url, { max: 1, onnotice: () => {} });
-    const [{ n: tables }] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = 'public'`;
+    const [{ n: tables }] = await sql<
+      { n: number }[]
+    >`SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = 'public'`;
     await sql`INSERT INTO applications (name) VALUES ('kept')`;
     await migrate(url);
-    const [{ n: after }] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = 'public'`;
+    const [{ n: after }] = await sql<
+      { n: number }[]
+    >`SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = 'public'`;
     const [{ n: apps }] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM applications`;
     await sql.end();
     expect(after).toBe(tables);

@@ -15,7 +15,10 @@ import { createTestEnv, freePort, type TestEnv } from '../helpers/stack.js';
 class Relay {
   private server?: Server;
   private sockets = new Set<Socket>();
-  constructor(readonly port: number, private readonly target: number) {}
+  constructor(
+    readonly port: number,
+    private readonly target: number,
+  ) {}
   async restore(): Promise<void> {
     this.server = createServer((client) => {
       const upstream = connect(this.target, '127.0.0.1');

@@ -20,7 +20,8 @@ afterAll(async () => {
   await s.close();
 });
 
-const get = (port: number, auth: AppCredentials, path = '/v1/events') => fetch(`http://127.0.0.1:${port}${path}`, { headers: auth.headers });
+const get = (port: number, auth: AppCredentials, path = '/v1/events') =>
+  fetch(`http://127.0.0.1:${port}${path}`, { headers: auth.headers });
 
 describe('rate limit', () => {
   it('two web processes draw on one per-application budget and answer 429 with Retry-After and RateLimit-* headers', async () => {
@@ -90,7 +91,10 @@ describe('rate limit', () => {
   it('exempts the inbound platform webhook routes', async () => {
     // An unknown connection is refused by the receiver itself (its own 401 body), never by the API budget.
     for (let i = 0; i < LIMIT * 2; i++) {
-      const r = await fetch(`http://127.0.0.1:${ports[i % 2]}/webhooks/00000000-0000-4000-8000-000000000000/secret`, { method: 'POST', body: '{}' });
+      const r = await fetch(`http://127.0.0.1:${ports[i % 2]}/webhooks/00000000-0000-4000-8000-000000000000/secret`, {
+        method: 'POST',
+        body: '{}',
+      });
       expect(r.status).toBe(401);
       expect(await r.json()).toEqual({ error: 'unknown webhook' });
       expect(r.headers.get('ratelimit-limit')).toBeNull();

@@ -42,7 +42,10 @@ describe('REDIS_PREFIX with a Redis Cluster hash tag', () => {
   });
 
   it('an untagged prefix spreads one BullMQ queue over several slots, which a cluster refuses', async () => {
-    const queue = new Queue('ledger', { connection: createRedis(cluster.url, 'blocking'), prefix: queuePrefix(`t${randomBytes(4).toString('hex')}`) });
+    const queue = new Queue('ledger', {
+      connection: createRedis(cluster.url, 'blocking'),
+      prefix: queuePrefix(`t${randomBytes(4).toString('hex')}`),
+    });
     try {
       await expect(queue.add('ledger', { x: 1 })).rejects.toThrow(/CROSSSLOT/);
     } finally {

@@ -30,7 +30,14 @@ afterAll(async () => {
   await t.dropDatabase();
 });
 
-const event = (appId: string): LedgerEvent => ({ id: randomUUID(), app_id: appId, event_type: 'drain.test', payload: {}, edges: [], attachments: [] });
+const event = (appId: string): LedgerEvent => ({
+  id: randomUUID(),
+  app_id: appId,
+  event_type: 'drain.test',
+  payload: {},
+  edges: [],
+  attachments: [],
+});
 
 /** Holds the application's ledger row lock until `release()`; ledger writes for it block meanwhile. */
 async function holdLedgerLock(appId: string): Promise<{ release(): Promise<void> }> {
@@ -90,7 +97,8 @@ const tryConnect = (port: number) =>
   });
 
 /** True when the process is still running `ms` after the call: it did not quit early. */
-const stillRunningAfter = (c: ChildService, ms: number) => Promise.race([c.exited.then(() => false), new Promise<boolean>((r) => setTimeout(() => r(true), ms))]);
+const stillRunningAfter = (c: ChildService, ms: number) =>
+  Promise.race([c.exited.then(() => false), new Promise<boolean>((r) => setTimeout(() => r(true), ms))]);
 
 describe('SIGTERM', () => {
   it('a worker stops taking jobs, finishes the running one, closes and exits 0', async () => {

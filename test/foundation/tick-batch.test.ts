@@ -7,10 +7,13 @@ import { ItemFailed, tickBatch } from '../../src/tick-batch.js';
 describe('tickBatch', () => {
   it("hands one turn's calls to run together and answers each caller with its own output", async () => {
     const batches: number[][] = [];
-    const double = tickBatch<number, number>(async (items) => {
-      batches.push(items);
-      return items.map((i) => (i === 3 ? new ItemFailed(new Error('three')) : i * 2));
-    }, { maxBatch: 100 });
+    const double = tickBatch<number, number>(
+      async (items) => {
+        batches.push(items);
+        return items.map((i) => (i === 3 ? new ItemFailed(new Error('three')) : i * 2));
+      },
+      { maxBatch: 100 },
+    );
     const results = await Promise.allSettled([1, 2, 3, 4].map(double));
     expect(batches).toEqual([[1, 2, 3, 4]]);
     expect(results.map((r) => (r.status === 'fulfilled' ? r.value : (r.reason as Error).message))).toEqual([2, 4, 'three', 8]);
@@ -18,13 +21,19 @@ describe('tickBatch', () => {
 
   it('splits a burst at maxBatch and fails every caller of a batch whose run throws', async () => {
     const batches: string[][] = [];
-    const run = tickBatch<string, string>(async (items) => {
-      batches.push(items);
-      if (items.includes('bad')) throw new Error('batch failed');
-      return items;
-    }, { maxBatch: 2 });
+    const run = tickBatch<string, string>(
+      async (items) => {
+        batches.push(items);
+        if (items.includes('bad')) throw new Error('batch failed');
+        return items;
+      },
+      { maxBatch: 2 },
+    );
     const results = await Promise.allSettled(['a', 'b', 'c', 'bad'].map(run));
-    expect(batches).toEqual([['a', 'b'], ['c', 'bad']]);
+    expect(batches).toEqual([
+      ['a', 'b'],
+      ['c', 'bad'],
+    ]);
     expect(results.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'rejected']);
   });
 
@@ -34,14 +43,17 @@ describe('tickBatch', () => {
     const firstRunning = new Promise<void>((r) => (release = r));
     let started!: () => void;
     const firstStarted = new Promise<void>((r) => (started = r));
-    const run = tickBatch<number, void>(async (items) => {
-      batches.push(items);
-      if (batches.length === 1) {
-        started();
-        await firstRunning;
-      }
-      return items.map(() => undefined);
-    }, { maxBatch: 100, serial: true });
+    const run = tickBatch<number, void>(
+      async (items) => {
+        batches.push(items);
+        if (batches.length === 1) {
+          started();
+          await firstRunning;
+        }
+        return items.map(() => undefined);
+      },
+      { maxBatch: 100, serial: true },
+    );
     const first = run(1);
     await firstStarted;
     const later = [run(2), run(3)];
@@ -57,16 +69,28 @@ describe('tickBatch poison isolation', () => {
   /** An error as postgres.js raises it when PostgreSQL refuses a statement's data. */
   const pgError = (code: string, message: string) => Object.assign(new Error(message), { name: 'PostgresError', code });
 
-  it('bisects a batch failing on one item\'s data until only that item\'s caller fails, keeping arrival order', async () => {
+  it("bisects a batch failing on one item's data until only that item's caller fails, keeping arrival order", async () => {
     const runs: string[][] = [];
-    const write = tickBatch<string, string>(async (items) => {
-      runs.push(items);
-      if (items.includes('poison')) throw pgError('22P05', 'unsupported Unicode escape sequence');
-      return items.map((i) => i.toUpperCase());
-    }, { maxBatch: 100, serial: true });
+    const write = tickBatch<string, string>(
+      async (items) => {
+        runs.push(items);
+        if (items.includes('poison')) throw pgError('22P05', 'unsupported Unicode escape sequence');
+        return items.map((i) => i.toUpperCase());
+      },
+      { maxBatch: 100, serial: true },
+    );
     const items = ['a', 'b', 'c', 'poison', 'd', 'e', 'f', 'g'];
     const results = await Promise.allSettled(items.map(write));
-    expect(results.map((r) => (r.status === 'fulfilled' ? r.value : (r.reason as { code: string }).code))).toEqual(['A', 'B', 'C', '22P05', 'D', 'E', 'F', 'G']);
+    expect(results.map((r) => (r.status === 'fulfilled' ? r.value : (r.reason as { code: string }).code))).toEqual([
+      'A',
+      'B',
+      'C',
+      '22P05',
+      'D',
+      'E',
+      'F',
+      'G',
+    ]);
     // Every good item was written exactly once, in the order it arrived.
     expect(runs.filter((r) => !r.includes('poison')).flat()).toEqual(['a', 'b', 'c', 'd', 'e', 'f', 'g']);
     // Bisection, not item by item: the batch, its poisoned halves down to the item alone.
@@ -77,10 +101,13 @@ describe('tickBatch poison isolation', () => {
     let deep: unknown = 1;
     for (let i = 0; i < 200_000; i++) deep = { a: deep };
     const runs: number[] = [];
-    const write = tickBatch<unknown, number>(async (items) => {
-      runs.push(items.length);
-      return items.map((i) => JSON.stringify(i).length);
-    }, { maxBatch: 100 });
+    const write = tickBatch<unknown, number>(
+      async (items) => {
+        runs.push(items.length);
+        return items.map((i) => JSON.stringify(i).length);
+      },
+      { maxBatch: 100 },
+    );
     const results = await Promise.allSettled([{ x: 1 }, deep, { y: 22 }].map(write));
     expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
     expect((results[1] as PromiseRejectedResult).reason).toBeInstanceOf(RangeError);
@@ -92,13 +119,19 @@ describe('tickBatch poison isolation', () => {
     ['PostgreSQL shutting down', pgError('57P01', 'terminating connection due to administrator command')],
     ['a deadlock', pgError('40P01', 'deadlock detected')],
     ['an unknown fault', new Error('something else')],
-    ['a buffer read out of range (a corrupted stream, not an item)', Object.assign(new RangeError('The value of "offset" is out of range.'), { code: 'ERR_OUT_OF_RANGE' })],
+    [
+      'a buffer read out of range (a corrupted stream, not an item)',
+      Object.assign(new RangeError('The value of "offset" is out of range.'), { code: 'ERR_OUT_OF_RANGE' }),
+    ],
   ])('fails the whole batch at once on %s, without splitting it item by item', async (_what, error) => {
     let runs = 0;
-    const write = tickBatch<number, number>(async () => {
-      runs++;
-      throw error;
-    }, { maxBatch: 100, serial: true });
+    const write = tickBatch<number, number>(
+      async () => {
+        runs++;
+        throw error;
+      },
+      { maxBatch: 100, serial: true },
+    );
     const results = await Promise.allSettled([1, 2, 3, 4, 5, 6].map(write));
     expect(results.every((r) => r.status === 'rejected' && r.reason === error)).toBe(true);
     expect(runs).toBe(1);
@@ -106,13 +139,18 @@ describe('tickBatch poison isolation', () => {
 
   it('fails every item of a batch whose items are all poison, each with its own error, in bounded runs', async () => {
     let runs = 0;
-    const write = tickBatch<number, number>(async (items) => {
-      runs++;
-      if (items.length === 1) throw pgError('54001', `stack depth limit exceeded (item ${items[0]})`);
-      throw pgError('54001', 'stack depth limit exceeded');
-    }, { maxBatch: 100 });
+    const write = tickBatch<number, number>(
+      async (items) => {
+        runs++;
+        if (items.length === 1) throw pgError('54001', `stack depth limit exceeded (item ${items[0]})`);
+        throw pgError('54001', 'stack depth limit exceeded');
+      },
+      { maxBatch: 100 },
+    );
     const results = await Promise.allSettled([1, 2, 3, 4].map(write));
-    expect(results.map((r) => ((r as PromiseRejectedResult).reason as Error).message)).toEqual([1, 2, 3, 4].map((i) => `stack depth limit exceeded (item ${i})`));
+    expect(results.map((r) => ((r as PromiseRejectedResult).reason as Error).message)).toEqual(
+      [1, 2, 3, 4].map((i) => `stack depth limit exceeded (item ${i})`),
+    );
     expect(runs).toBe(7); // 1 + 2 + 4: a full binary split, never more
   });
 });
@@ -178,7 +216,12 @@ describe('createWindowLimiter (real Redis)', () => {
     const perCall = await settled('after-single');
     expect(perCall).toBeGreaterThan(0);
 
-    const verdicts = await Promise.all([limiter.consume('multi', 4), limiter.consume('multi', 5), limiter.consume('multi', 3), limiter.consume('multi')]);
+    const verdicts = await Promise.all([
+      limiter.consume('multi', 4),
+      limiter.consume('multi', 5),
+      limiter.consume('multi', 3),
+      limiter.consume('multi'),
+    ]);
     expect(await settled('after-multi')).toBe(perCall);
     expect(verdicts.map((v) => v.allowed)).toEqual([true, true, false, false]);
     expect(verdicts.map((v) => v.remaining)).toEqual([6, 1, 0, 0]);

@@ -2,7 +2,13 @@ import { expect } from 'vitest';
 import type { AppCredentials, TestStack } from './stack.js';
 
 /** Creates a platform connection over REST and returns its public form (fails the test on anything but 201). */
-export async function connect(s: TestStack, auth: AppCredentials, platform: string, config: Record<string, unknown>, name = `${platform.toLowerCase()} test`) {
+export async function connect(
+  s: TestStack,
+  auth: AppCredentials,
+  platform: string,
+  config: Record<string, unknown>,
+  name = `${platform.toLowerCase()} test`,
+) {
   const r = await s.request('POST', '/v1/platform-connections', { auth, body: { platform_name: platform, name, config } });
   expect(r.status, r.text).toBe(201);
   return r.json as { id: string; webhook_url: string; config: Record<string, unknown>; health: { status: string } };
@@ -27,15 +33,40 @@ export function sampleConfigs(base: Partial<Record<string, string>> = {}): Recor
   const url = (p: string) => (base[p] ? { api_base_url: base[p] } : {});
   return {
     TELEGRAM: { bot_token: '555001:SECRET-telegram-bot-token', secret_token: 'SECRET-telegram-hook', ...url('TELEGRAM') },
-    WHATSAPP: { access_token: 'SECRET-wa-access', phone_number_id: '1055001', business_account_id: '2077001', app_secret: 'SECRET-wa-app', verify_token: 'SECRET-wa-verify', ...url('WHATSAPP') },
-    MESSENGER: { page_access_token: 'SECRET-fb-page', page_id: '3001001', app_secret: 'SECRET-fb-app', verify_token: 'SECRET-fb-verify', ...url('MESSENGER') },
-    INSTAGRAM: { page_access_token: 'SECRET-ig-page', ig_account_id: '17841401', app_secret: 'SECRET-ig-app', verify_token: 'SECRET-ig-verify', ...url('INSTAGRAM') },
+    WHATSAPP: {
+      access_token: 'SECRET-wa-access',
+      phone_number_id: '1055001',
+      business_account_id: '2077001',
+      app_secret: 'SECRET-wa-app',
+      verify_token: 'SECRET-wa-verify',
+      ...url('WHATSAPP'),
+    },
+    MESSENGER: {
+      page_access_token: 'SECRET-fb-page',
+      page_id: '3001001',
+      app_secret: 'SECRET-fb-app',
+      verify_token: 'SECRET-fb-verify',
+      ...url('MESSENGER'),
+    },
+    INSTAGRAM: {
+      page_access_token: 'SECRET-ig-page',
+      ig_account_id: '17841401',
+      app_secret: 'SECRET-ig-app',
+      verify_token: 'SECRET-ig-verify',
+      ...url('INSTAGRAM'),
+    },
     SLACK: { bot_token: 'xoxb-SECRET-slack-bot', signing_secret: 'SECRET-slack-signing', ...url('SLACK') },
     DISCORD: { bot_token: 'SECRET-discord-bot', application_id: '998877665544332211', public_key: 'ab'.repeat(32), ...url('DISCORD') },
     SMS: { account_sid: `AC${'a1'.repeat(16)}`, auth_token: 'SECRET-twilio-auth', from: '+15005550006', ...url('SMS') },
-    EMAIL: { smtp_url: 'smtp://mailer:SECRET-smtp-pass@127.0.0.1:2525', from: 'Help <help@example.com>', ...(base.EMAIL ? { api_base_url: base.EMAIL } : {}) },
+    EMAIL: {
+      smtp_url: 'smtp://mailer:SECRET-smtp-pass@127.0.0.1:2525',
+      from: 'Help <help@example.com>',
+      ...(base.EMAIL ? { api_base_url: base.EMAIL } : {}),
+    },
   };
 }
 
 /** Every secret value in `sampleConfigs` (strings containing SECRET). */
-export const SAMPLE_SECRETS = Object.values(sampleConfigs()).flatMap((c) => Object.values(c).filter((v): v is string => typeof v === 'string' && v.includes('SECRET')));
+export const SAMPLE_SECRETS = Object.values(sampleConfigs()).flatMap((c) =>
+  Object.values(c).filter((v): v is string => typeof v === 'string' && v.includes('SECRET')),
+);

@@ -18,6 +18,8 @@ export async function offCatalogEvents(sql: Sql): Promise<string[]> {
   return rows.flatMap((r) => {
     if (!isSystemEventType(r.event_type)) return [`${r.event_type} ${r.id}: not a type of the catalog (src/ledger/event-types.ts)`];
     const parsed = SYSTEM_EVENTS[r.event_type].payload.safeParse(r.payload);
-    return parsed.success ? [] : [`${r.event_type} ${r.id}: ${z.prettifyError(parsed.error).replace(/\n/g, '; ')}\n  payload: ${JSON.stringify(r.payload)}`];
+    return parsed.success
+      ? []
+      : [`${r.event_type} ${r.id}: ${z.prettifyError(parsed.error).replace(/\n/g, '; ')}\n  payload: ${JSON.stringify(r.payload)}`];
   });
 }

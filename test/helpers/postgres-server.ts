@@ -44,9 +44,13 @@ export async function startPostgresServer(options: PostgresServerOptions = {}): 
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'gw-pg-'));
   const asRoot = userInfo().uid === 0;
-  const runAs = (cmd: string, args: string[]): [string, string[]] => (asRoot ? ['runuser', ['-u', 'postgres', '--', cmd, ...args]] : [cmd, args]);
+  const runAs = (cmd: string, args: string[]): [string, string[]] =>
+    asRoot ? ['runuser', ['-u', 'postgres', '--', cmd, ...args]] : [cmd, args];
   if (asRoot) {
-    const { uid, gid } = { uid: Number(execFileSync('id', ['-u', 'postgres']).toString()), gid: Number(execFileSync('id', ['-g', 'postgres']).toString()) };
+    const { uid, gid } = {
+      uid: Number(execFileSync('id', ['-u', 'postgres']).toString()),
+      gid: Number(execFileSync('id', ['-g', 'postgres']).toString()),
+    };
     chownSync(dir, uid, gid);
   }
   const [initCmd, initArgs] = runAs(join(bin, 'initdb'), ['-D', dir, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync']);
@@ -94,7 +98,14 @@ export async function startPostgresServer(options: PostgresServerOptions = {}): 
       if (!server.running()) return;
       // The postmaster's own signals: SIGQUIT is an immediate shutdown, SIGINT a fast one.
       // Through runuser, signal the server itself (runuser's child), not the wrapper.
-      const pid = asRoot ? Number(execFileSync('pgrep', ['-P', String(proc!.pid)]).toString().trim().split('\n')[0]) : proc!.pid!;
+      const pid = asRoot
+        ? Number(
+            execFileSync('pgrep', ['-P', String(proc!.pid)])
+              .toString()
+              .trim()
+              .split('\n')[0],
+          )
+        : proc!.pid!;
       process.kill(pid, mode === 'immediate' ? 'SIGQUIT' : 'SIGINT');
       await exited;
     },

@@ -34,18 +34,20 @@ export interface RedisServer {
 export async function startRedisServer(options: RedisServerOptions = {}): Promise<RedisServer> {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'gw-redis-'));
-  const base = options.durable
-    ? ['--appendonly', 'yes', '--appendfsync', 'always', '--save', '']
-    : ['--appendonly', 'no', '--save', ''];
+  const base = options.durable ? ['--appendonly', 'yes', '--appendfsync', 'always', '--save', ''] : ['--appendonly', 'no', '--save', ''];
   let proc: ChildProcess | undefined;
   let exited: Promise<void> = Promise.resolve();
   let currentArgs = options.args ?? [];
 
   const start = async (args = currentArgs) => {
     currentArgs = args;
-    const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--daemonize', 'no', ...base, ...args], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      'redis-server',
+      ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--daemonize', 'no', ...base, ...args],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let out = '';
     child.stdout!.on('data', (d: Buffer) => (out = (out + d.toString()).slice(-4000)));
     child.stderr!.on('data', (d: Buffer) => (out = (out + d.toString()).slice(-4000)));

@@ -25,9 +25,17 @@ export interface SseClient {
   close(): void;
 }
 
-export async function openSse(url: string, init: { headers?: Record<string, string>; method?: string; body?: string } = {}): Promise<SseClient> {
+export async function openSse(
+  url: string,
+  init: { headers?: Record<string, string>; method?: string; body?: string } = {},
+): Promise<SseClient> {
   const abort = new AbortController();
-  const r = await fetch(url, { method: init.method ?? 'GET', headers: { Accept: 'text/event-stream', ...(init.headers ?? {}) }, body: init.body, signal: abort.signal });
+  const r = await fetch(url, {
+    method: init.method ?? 'GET',
+    headers: { Accept: 'text/event-stream', ...(init.headers ?? {}) },
+    body: init.body,
+    signal: abort.signal,
+  });
   const frames: SseFrame[] = [];
   const comments: string[] = [];
   let waiter: (() => void) | undefined;
@@ -39,7 +47,16 @@ export async function openSse(url: string, init: { headers?: Record<string, stri
   };
   if (!(r.headers.get('content-type') ?? '').startsWith('text/event-stream')) {
     const text = await r.text();
-    return { status: r.status, headers: r.headers, text, next: async () => undefined, pending: () => 0, comments, ended: Promise.resolve('end'), close: () => abort.abort() };
+    return {
+      status: r.status,
+      headers: r.headers,
+      text,
+      next: async () => undefined,
+      pending: () => 0,
+      comments,
+      ended: Promise.resolve('end'),
+      close: () => abort.abort(),
+    };
   }
   const ended = (async (): Promise<'end' | 'error'> => {
     const decoder = new TextDecoder();

@@ -59,7 +59,11 @@ export interface TestStack {
   /** Adds a key to an existing application. */
   createKey(appId: string, scopes: Scope[]): Promise<AppCredentials>;
   /** JSON request helper; `auth` supplies Authorization and X-Service-App-ID. */
-  request(method: string, path: string, options?: { auth?: AppCredentials; body?: unknown; headers?: Record<string, string> }): Promise<TestResponse>;
+  request(
+    method: string,
+    path: string,
+    options?: { auth?: AppCredentials; body?: unknown; headers?: Record<string, string> },
+  ): Promise<TestResponse>;
   gql(auth: AppCredentials, query: string, variables?: Record<string, unknown>): Promise<TestResponse>;
   close(): Promise<void>;
 }
@@ -80,7 +84,8 @@ export async function startTestStack(options: { env?: Record<string, string>; wo
   const deps = createDeps(t.config, { logger: createLogger(t.config.LOG_LEVEL) });
   // As src/web.ts does through its start-up check: the fail-fast request connection is up first.
   await redisReady(deps.redis, 5_000);
-  const workers = options.workers === false ? undefined : startWorkers(deps, Array.isArray(options.workers) ? options.workers : t.config.WORKER_QUEUES);
+  const workers =
+    options.workers === false ? undefined : startWorkers(deps, Array.isArray(options.workers) ? options.workers : t.config.WORKER_QUEUES);
   const web = await startWeb(deps, 0);
   const base = `http://127.0.0.1:${web.port}`;
   const creds = (appId: string, k: { keyId: string; apiKey: string }): AppCredentials => ({
@@ -90,8 +95,16 @@ export async function startTestStack(options: { env?: Record<string, string>; wo
     headers: { Authorization: `Bearer ${k.apiKey}`, 'X-Service-App-ID': appId },
   });
   const request: TestStack['request'] = async (method, path, o = {}) => {
-    const headers: Record<string, string> = { ...(o.auth?.headers ?? {}), ...(o.body !== undefined ? { 'Content-Type': 'application/json' } : {}), ...(o.headers ?? {}) };
-    const r = await fetch(base + path, { method, headers, body: o.body === undefined ? undefined : typeof o.body === 'string' ? o.body : JSON.stringify(o.body) });
+    const headers: Record<string, string> = {
+      ...(o.auth?.headers ?? {}),
+      ...(o.body !== undefined ? { 'Content-Type': 'application/json' } : {}),
+      ...(o.headers ?? {}),
+    };
+    const r = await fetch(base + path, {
+      method,
+      headers,
+      body: o.body === undefined ? undefined : typeof o.body === 'string' ? o.body : JSON.stringify(o.body),
+    });
     const text = await r.text();
     let json: unknown;
     try {
@@ -125,7 +138,8 @@ export async function startTestStack(options: { env?: Record<string, string>; wo
       const offCatalog = await offCatalogEvents(deps.sql).catch(() => []);
       await closeDeps(deps);
       await t.dropDatabase();
-      if (offCatalog.length) throw new Error(`system events that break their catalog schema (src/ledger/event-types.ts):\n${offCatalog.join('\n')}`);
+      if (offCatalog.length)
+        throw new Error(`system events that break their catalog schema (src/ledger/event-types.ts):\n${offCatalog.join('\n')}`);
     },
   };
 }
@@ -161,10 +175,11 @@ export function spawnService(entry: string, env: Record<string, string>, nodeArg
   const waiters: { re: RegExp; resolve: () => void }[] = [];
   const onData = (d: Buffer) => {
     out += d.toString();
-    for (const w of [...waiters]) if (w.re.test(out)) {
-      waiters.splice(waiters.indexOf(w), 1);
-      w.resolve();
-    }
+    for (const w of [...waiters])
+      if (w.re.test(out)) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve();
+      }
   };
   proc.stdout!.on('data', onData);
   proc.stderr!.on('data', onData);
@@ -179,7 +194,13 @@ export function spawnService(entry: string, env: Record<string, string>, nodeArg
       if (re.test(out)) return Promise.resolve();
       return new Promise((resolve, reject) => {
         const timer = setTimeout(() => reject(new Error(`timed out waiting for ${re} in output:\n${out.slice(-2000)}`)), timeoutMs);
-        waiters.push({ re, resolve: () => { clearTimeout(timer); resolve(); } });
+        waiters.push({
+          re,
+          resolve: () => {
+            clearTimeout(timer);
+            resolve();
+          },
+        });
         exited.then((code) => reject(new Error(`process exited (${code}) before ${re}:\n${out.slice(-2000)}`)));
       });
     },

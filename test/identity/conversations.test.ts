@@ -18,7 +18,8 @@ beforeAll(async () => {
 afterAll(() => s.close());
 
 const get = (path: string, auth: AppCredentials = a) => s.request('GET', path, { auth });
-const participantsOf = async (id: string) => (await get(`/v1/conversations/${id}`)).json.participants as { platform_user_id: string; user_id: string; is_system_user: boolean }[];
+const participantsOf = async (id: string) =>
+  (await get(`/v1/conversations/${id}`)).json.participants as { platform_user_id: string; user_id: string; is_system_user: boolean }[];
 
 describe('GET /v1/conversations/:id', () => {
   it('shows a private chat with its participants (the person and the bot), last event and reply window', async () => {
@@ -29,10 +30,24 @@ describe('GET /v1/conversations/:id', () => {
 
     const r = await get(`/v1/conversations/${first.conversationId}`);
     expect(r.status).toBe(200);
-    expect(r.json).toMatchObject({ id: first.conversationId, platform_connection_id: tg.id, platform: 'telegram', external_id: '9001', thread_id: null, last_event_id: second.eventId });
+    expect(r.json).toMatchObject({
+      id: first.conversationId,
+      platform_connection_id: tg.id,
+      platform: 'telegram',
+      external_id: '9001',
+      thread_id: null,
+      last_event_id: second.eventId,
+    });
     expect(r.json.last_event).toMatchObject({ id: second.eventId, event_type: 'message.inbound', payload: { message: { text: 'two' } } });
     expect(r.json.participants).toEqual([
-      expect.objectContaining({ platform_user_id: first.platformUserId, user_id: first.userId, external_id: '9001', name: 'Pat', is_system_user: false, platform: 'telegram' }),
+      expect.objectContaining({
+        platform_user_id: first.platformUserId,
+        user_id: first.userId,
+        external_id: '9001',
+        name: 'Pat',
+        is_system_user: false,
+        platform: 'telegram',
+      }),
       expect.objectContaining({ external_id: 'bot', is_system_user: true }),
     ]);
     expect(r.json.reply_window).toMatchObject({ policy: 'user_must_start', open: true, closes_at: null });
@@ -44,7 +59,11 @@ describe('GET /v1/conversations/:id', () => {
     expect(y.conversationId).toBe(x.conversationId);
     await eventually(async () => (await participantsOf(x.conversationId)).length === 3, 'three participants');
     const r = await get(`/v1/conversations/${x.conversationId}`);
-    expect(r.json.participants.filter((p: { is_system_user: boolean }) => !p.is_system_user).map((p: { platform_user_id: string }) => p.platform_user_id)).toEqual([x.platformUserId, y.platformUserId]);
+    expect(
+      r.json.participants
+        .filter((p: { is_system_user: boolean }) => !p.is_system_user)
+        .map((p: { platform_user_id: string }) => p.platform_user_id),
+    ).toEqual([x.platformUserId, y.platformUserId]);
     expect(r.json.reply_window).toMatchObject({ policy: 'none', open: true });
   });
 
@@ -58,9 +77,17 @@ describe('GET /v1/conversations/:id', () => {
     const at = new Date(Date.now() - 25 * 3600_000);
     const old = await receive(s, wa, { from: '4915550002', text: 'long ago', at });
     const closed = await get(`/v1/conversations/${old.conversationId}`);
-    expect(closed.json.reply_window).toEqual({ policy: 'window_24h', open: false, last_inbound_at: at.toISOString(), closes_at: new Date(at.getTime() + 24 * 3600_000).toISOString() });
+    expect(closed.json.reply_window).toEqual({
+      policy: 'window_24h',
+      open: false,
+      last_inbound_at: at.toISOString(),
+      closes_at: new Date(at.getTime() + 24 * 3600_000).toISOString(),
+    });
     // Sending applies the same rule: refused before any platform call.
-    const send = await s.request('POST', '/v1/messages', { auth: a, body: { platform_connection_id: wa.id, to_external_id: '4915550002', message: 'still there?' } });
+    const send = await s.request('POST', '/v1/messages', {
+      auth: a,
+      body: { platform_connection_id: wa.id, to_external_id: '4915550002', message: 'still there?' },
+    });
     expect(send.status).toBe(422);
     expect(send.json.error.code).toBe('REPLY_WINDOW_CLOSED');
     expect(send.json.error.message).toContain(closed.json.reply_window.closes_at);
@@ -87,7 +114,10 @@ describe('GET /v1/conversations', () => {
   it('filters by connection and by user, and pages with a cursor', async () => {
     const u = await receive(s, tg, { from: '9401', text: 'a' });
     const g = await receive(s, tg, { from: '9401', text: 'b', chat: '-100888' });
-    await eventually(async () => (await get(`/v1/conversations?user_id=${u.userId}`)).json.data.length === 2, 'two conversations for the user');
+    await eventually(
+      async () => (await get(`/v1/conversations?user_id=${u.userId}`)).json.data.length === 2,
+      'two conversations for the user',
+    );
     const mine = (await get(`/v1/conversations?user_id=${u.userId}`)).json.data.map((c: { id: string }) => c.id);
     expect(mine).toEqual([u.conversationId, g.conversationId]);
 
@@ -129,13 +159,29 @@ describe('GraphQL conversations', () => {
   it('lists and reads conversations with participants, last event and reply window', async () => {
     const m = await receive(s, wa, { from: '4915550099', name: 'Gee', text: 'graph me' });
     await eventually(async () => (await participantsOf(m.conversationId)).length === 2, 'participants');
-    const list = await s.gql(a, `query($u: ID!) { conversations(filters: { userId: $u }) { edges { cursor node { id platform externalId } } pageInfo { hasNextPage } } }`, { u: m.userId });
-    expect(list.json.data.conversations).toEqual({ edges: [{ cursor: expect.any(String), node: { id: m.conversationId, platform: 'WHATSAPP', externalId: '4915550099' } }], pageInfo: { hasNextPage: false } });
-    const one = await s.gql(a, `query($id: ID!) { conversation(id: $id) { participants { userId name isSystemUser } lastEvent { id payload } replyWindow { policy open closesAt } } }`, { id: m.conversationId });
+    const list = await s.gql(
+      a,
+      `query($u: ID!) { conversations(filters: { userId: $u }) { edges { cursor node { id platform externalId } } pageInfo { hasNextPage } } }`,
+      { u: m.userId },
+    );
+    expect(list.json.data.conversations).toEqual({
+      edges: [{ cursor: expect.any(String), node: { id: m.conversationId, platform: 'WHATSAPP', externalId: '4915550099' } }],
+      pageInfo: { hasNextPage: false },
+    });
+    const one = await s.gql(
+      a,
+      `query($id: ID!) { conversation(id: $id) { participants { userId name isSystemUser } lastEvent { id payload } replyWindow { policy open closesAt } } }`,
+      { id: m.conversationId },
+    );
     expect(one.json.errors).toBeUndefined();
-    expect(one.json.data.conversation.participants).toEqual([{ userId: m.userId, name: 'Gee', isSystemUser: false }, expect.objectContaining({ isSystemUser: true })]);
+    expect(one.json.data.conversation.participants).toEqual([
+      { userId: m.userId, name: 'Gee', isSystemUser: false },
+      expect.objectContaining({ isSystemUser: true }),
+    ]);
     expect(one.json.data.conversation.lastEvent.id).toBe(m.eventId);
     expect(one.json.data.conversation.replyWindow).toMatchObject({ policy: 'WINDOW_24H', open: true });
-    expect((await s.gql(b, `query($id: ID!) { conversation(id: $id) { id } }`, { id: m.conversationId })).json.data.conversation).toBeNull();
+    expect(
+      (await s.gql(b, `query($id: ID!) { conversation(id: $id) { id } }`, { id: m.conversationId })).json.data.conversation,
+    ).toBeNull();
   });
 });

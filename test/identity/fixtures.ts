@@ -11,7 +11,12 @@ import type { TestStack } from '../helpers/stack.js';
  * A platform connection row, written directly: the identity tests need connections to hang
  * platform users and conversations on, not the platform adapters (tested on their own).
  */
-export async function seedConnection(s: TestStack, appId: string, platform: string, configPublic: Record<string, unknown> = {}): Promise<string> {
+export async function seedConnection(
+  s: TestStack,
+  appId: string,
+  platform: string,
+  configPublic: Record<string, unknown> = {},
+): Promise<string> {
   const [row] = await s.deps.sql<{ id: string }[]>`
     INSERT INTO platform_connections (app_id, platform, name, config_sealed, config_public, webhook_secret_sealed)
     VALUES (${appId}, ${platform}, ${`${platform.toLowerCase()} test`}, ${s.deps.secrets.seal('{}')}, ${s.deps.sql.json(configPublic as never)}, ${s.deps.secrets.seal(randomUUID())})
@@ -36,10 +41,33 @@ export async function receive(
   conn: Conn,
   m: { from: string; name?: string; text: string; chat?: string; at?: Date },
 ): Promise<{ platformUserId: string; userId: string; conversationId: string; eventId: string; activation: InboundActivation }> {
-  const sender = await upsertPlatformUser(s.deps.sql, { appId: conn.appId, connectionId: conn.id, platform: conn.platform, externalId: m.from, name: m.name ?? null });
-  const activation = await activateFromInbound(s.deps, createGuessThrottle(s.deps), { appId: conn.appId, platformUserId: sender.id, text: m.text, platform: conn.platform });
-  const bot = await upsertPlatformUser(s.deps.sql, { appId: conn.appId, connectionId: conn.id, platform: conn.platform, externalId: 'bot', name: 'Bot', isSystem: true });
-  const conversationId = await upsertConversation(s.deps.sql, { appId: conn.appId, connectionId: conn.id, externalId: m.chat ?? m.from, inboundAt: m.at ?? new Date() });
+  const sender = await upsertPlatformUser(s.deps.sql, {
+    appId: conn.appId,
+    connectionId: conn.id,
+    platform: conn.platform,
+    externalId: m.from,
+    name: m.name ?? null,
+  });
+  const activation = await activateFromInbound(s.deps, createGuessThrottle(s.deps), {
+    appId: conn.appId,
+    platformUserId: sender.id,
+    text: m.text,
+    platform: conn.platform,
+  });
+  const bot = await upsertPlatformUser(s.deps.sql, {
+    appId: conn.appId,
+    connectionId: conn.id,
+    platform: conn.platform,
+    externalId: 'bot',
+    name: 'Bot',
+    isSystem: true,
+  });
+  const conversationId = await upsertConversation(s.deps.sql, {
+    appId: conn.appId,
+    connectionId: conn.id,
+    externalId: m.chat ?? m.from,
+    inboundAt: m.at ?? new Date(),
+  });
   const externalMessageId = randomUUID();
   const eventId = derivedId(conn.id, 'message', externalMessageId);
   await enqueue(s.deps.queues, 'ledger', {

@@ -62,7 +62,8 @@ describe('identity reads are index-backed', () => {
   });
 
   it('searches names through the trigram indexes', async () => {
-    const p = await plan(`SELECT u.id FROM users u WHERE u.app_id = '${appId}' AND u.merged_into IS NULL AND (u.name ILIKE '%son 4242%' OR EXISTS (
+    const p =
+      await plan(`SELECT u.id FROM users u WHERE u.app_id = '${appId}' AND u.merged_into IS NULL AND (u.name ILIKE '%son 4242%' OR EXISTS (
       SELECT 1 FROM platform_users pu WHERE pu.user_id = u.id AND pu.app_id = '${appId}' AND pu.name ILIKE '%son 4242%')) ORDER BY u.created_at, u.id LIMIT 51`);
     expect(p).toMatch(/trgm/);
   });

@@ -8,7 +8,10 @@ let s: TestStack;
 let seq = 0;
 
 beforeAll(async () => {
-  s = await startTestStack({ workers: ['ledger'], env: { RATE_LIMIT_PER_MINUTE: '100000', LINK_CODE_ATTEMPTS_PER_USER: '5', LINK_CODE_ATTEMPTS_PER_APP: String(PER_APP) } });
+  s = await startTestStack({
+    workers: ['ledger'],
+    env: { RATE_LIMIT_PER_MINUTE: '100000', LINK_CODE_ATTEMPTS_PER_USER: '5', LINK_CODE_ATTEMPTS_PER_APP: String(PER_APP) },
+  });
 });
 afterAll(() => s.close());
 
@@ -16,12 +19,22 @@ afterAll(() => s.close());
 async function world(tgConfig: Record<string, unknown> = { bot_username: 'acme_support_bot' }) {
   const app = await s.createApp();
   const tg: Conn = { appId: app.appId, id: await seedConnection(s, app.appId, 'TELEGRAM', tgConfig), platform: 'TELEGRAM' };
-  const wa: Conn = { appId: app.appId, id: await seedConnection(s, app.appId, 'WHATSAPP', { display_phone_number: '+1 555 010 0200' }), platform: 'WHATSAPP' };
-  const person = (conn: Conn, text = 'hi', name?: string) => receive(s, conn, { from: `${conn.platform === 'WHATSAPP' ? '4915' : '7'}${++seq}${Date.now() % 10000}`, name, text });
+  const wa: Conn = {
+    appId: app.appId,
+    id: await seedConnection(s, app.appId, 'WHATSAPP', { display_phone_number: '+1 555 010 0200' }),
+    platform: 'WHATSAPP',
+  };
+  const person = (conn: Conn, text = 'hi', name?: string) =>
+    receive(s, conn, { from: `${conn.platform === 'WHATSAPP' ? '4915' : '7'}${++seq}${Date.now() % 10000}`, name, text });
   const code = async (userId: string, body: Record<string, unknown> = {}) => {
     const r = await s.request('POST', '/v1/link-codes', { auth: app, body: { user_id: userId, ...body } });
     expect(r.status, JSON.stringify(r.json)).toBe(201);
-    return r.json as { id: string; code: string; expires_at: string; deep_links: { platform: string; platform_connection_id: string; url: string }[] };
+    return r.json as {
+      id: string;
+      code: string;
+      expires_at: string;
+      deep_links: { platform: string; platform_connection_id: string; url: string }[];
+    };
   };
   const activate = (c: string, platformUserId: string, auth: AppCredentials = app) =>
     s.request('POST', `/v1/link-codes/${encodeURIComponent(c)}/activate`, { auth, body: { platform_user_id: platformUserId } });
@@ -35,7 +48,8 @@ describe('codes', () => {
     expect(normaliseCode(' k7qm4xpd ')).toBe('K7QM4XPD');
     expect(normaliseCode('k7qm-4xpd')).toBe('K7QM4XPD');
     expect(normaliseCode('K7QM 4XPD')).toBe('K7QM4XPD');
-    for (const bad of ['K7QM4XP', 'K7QM4XPDD', 'K7QO4XPD', 'K1QM4XPD', 'hello there', 'K7QM--4XPD']) expect(normaliseCode(bad), bad).toBeUndefined();
+    for (const bad of ['K7QM4XP', 'K7QM4XPDD', 'K7QO4XPD', 'K1QM4XPD', 'hello there', 'K7QM--4XPD'])
+      expect(normaliseCode(bad), bad).toBeUndefined();
     expect(codeInMessage('TELEGRAM', '/start K7QM4XPD')).toBe('K7QM4XPD');
     expect(codeInMessage('TELEGRAM', '/start@acme_bot k7qm4xpd')).toBe('K7QM4XPD');
     expect(codeInMessage('WHATSAPP', '/start K7QM4XPD')).toBeUndefined();
@@ -74,12 +88,19 @@ describe('POST /v1/link-codes', () => {
     const c = await w.code(p.userId, { ttl_seconds: 60 });
     expect(Date.parse(c.expires_at) - Date.now()).toBeLessThan(61_000);
     expect(c.deep_links.map((l) => l.platform)).toEqual(['whatsapp']);
-    for (const body of [{ user_id: p.userId, ttl_seconds: 5 }, { user_id: p.userId, ttl_seconds: 10 ** 7 }, { user_id: p.userId, ttl_seconds: '60' }, {}]) {
+    for (const body of [
+      { user_id: p.userId, ttl_seconds: 5 },
+      { user_id: p.userId, ttl_seconds: 10 ** 7 },
+      { user_id: p.userId, ttl_seconds: '60' },
+      {},
+    ]) {
       const r = await s.request('POST', '/v1/link-codes', { auth: w.app, body });
       expect(r.status, JSON.stringify(body)).toBe(400);
       expect(r.json.error.code).toBe('VALIDATION_ERROR');
     }
-    expect((await s.request('POST', '/v1/link-codes', { auth: w.app, body: { user_id: '00000000-0000-4000-8000-000000000000' } })).json.error).toMatchObject({
+    expect(
+      (await s.request('POST', '/v1/link-codes', { auth: w.app, body: { user_id: '00000000-0000-4000-8000-000000000000' } })).json.error,
+    ).toMatchObject({
       code: 'NOT_FOUND',
       details: [expect.objectContaining({ path: ['user_id'] })],
     });
@@ -95,22 +116,46 @@ describe('linking through an inbound message', () => {
     const c = await w.code(ann.userId);
     const wa = await w.person(w.wa, ` ${c.code.toLowerCase()} `, 'Ann WA');
 
-    expect(wa.activation).toMatchObject({ status: 'linked', activation: { user_id: ann.userId, platform_user_id: wa.platformUserId, replayed: false } });
+    expect(wa.activation).toMatchObject({
+      status: 'linked',
+      activation: { user_id: ann.userId, platform_user_id: wa.platformUserId, replayed: false },
+    });
     const mergedAway = wa.userId; // the user created on first sight of the WhatsApp account
     expect(mergedAway).not.toBe(ann.userId);
     const user = await s.request('GET', `/v1/users/${ann.userId}`, { auth: w.app });
     expect(user.json.platform_users.map((p: { platform: string }) => p.platform).sort()).toEqual(['telegram', 'whatsapp']);
-    expect((await s.request('GET', `/v1/users/${mergedAway}`, { auth: w.app })).json.error).toMatchObject({ code: 'USER_MERGED', details: [expect.objectContaining({ merged_into: ann.userId })] });
+    expect((await s.request('GET', `/v1/users/${mergedAway}`, { auth: w.app })).json.error).toMatchObject({
+      code: 'USER_MERGED',
+      details: [expect.objectContaining({ merged_into: ann.userId })],
+    });
 
-    await eventually(async () => (await eventsOfType(s, w.app.appId, 'link_code.activation')).length === 1 && (await eventsOfType(s, w.app.appId, 'user.merged')).length === 1, 'events');
+    await eventually(
+      async () =>
+        (await eventsOfType(s, w.app.appId, 'link_code.activation')).length === 1 &&
+        (await eventsOfType(s, w.app.appId, 'user.merged')).length === 1,
+      'events',
+    );
     const [act] = await eventsOfType(s, w.app.appId, 'link_code.activation');
-    expect(act.payload).toEqual({ link_code_id: c.id, user_id: ann.userId, platform_user_id: wa.platformUserId, merged_user_id: mergedAway, via: 'inbound' });
+    expect(act.payload).toEqual({
+      link_code_id: c.id,
+      user_id: ann.userId,
+      platform_user_id: wa.platformUserId,
+      merged_user_id: mergedAway,
+      via: 'inbound',
+    });
     const [merged] = await eventsOfType(s, w.app.appId, 'user.merged');
-    expect(merged.payload).toEqual({ target_user_id: ann.userId, source_user_id: mergedAway, platform_user_ids: [wa.platformUserId], link_code_id: c.id });
+    expect(merged.payload).toEqual({
+      target_user_id: ann.userId,
+      source_user_id: mergedAway,
+      platform_user_ids: [wa.platformUserId],
+      link_code_id: c.id,
+    });
     // The message that carried the code is recorded as usual, and now shows under Ann.
     const msg = (await s.request('GET', `/v1/events/${wa.eventId}`, { auth: w.app })).json;
     expect(msg.payload.message.text).toBe(` ${c.code.toLowerCase()} `);
-    const annEvents = (await s.request('GET', `/v1/users/${ann.userId}/events?event_type=message.inbound`, { auth: w.app })).json.data.map((e: { id: string }) => e.id);
+    const annEvents = (await s.request('GET', `/v1/users/${ann.userId}/events?event_type=message.inbound`, { auth: w.app })).json.data.map(
+      (e: { id: string }) => e.id,
+    );
     expect(annEvents).toEqual([ann.eventId, wa.eventId]);
   });
 
@@ -149,7 +194,13 @@ describe('POST /v1/link-codes/:code/activate', () => {
     const c = await w.code(owner.userId);
     const r = await w.activate(c.code, other.platformUserId);
     expect(r.status).toBe(200);
-    expect(r.json).toEqual({ link_code_id: c.id, user_id: owner.userId, platform_user_id: other.platformUserId, merged_user_id: other.userId, replayed: false });
+    expect(r.json).toEqual({
+      link_code_id: c.id,
+      user_id: owner.userId,
+      platform_user_id: other.platformUserId,
+      merged_user_id: other.userId,
+      replayed: false,
+    });
     const again = await w.activate(c.code, other.platformUserId);
     expect(again.status).toBe(200);
     expect(again.json).toEqual({ ...r.json, replayed: true });
@@ -159,7 +210,7 @@ describe('POST /v1/link-codes/:code/activate', () => {
     expect(act.payload.via).toBe('api');
   });
 
-  it('links nothing for a platform user already on the code\'s user', async () => {
+  it("links nothing for a platform user already on the code's user", async () => {
     const w = await world();
     const owner = await w.person(w.tg);
     const c = await w.code(owner.userId);
@@ -216,15 +267,26 @@ describe('POST /v1/link-codes/:code/activate', () => {
     const w = await world();
     const owner = await w.person(w.tg);
     const other = await w.person(w.wa);
-    const created = await s.gql(w.app, `mutation($u: ID!) { createLinkCode(userId: $u, ttlSeconds: 120) { id code expiresAt deepLinks { platform url } } }`, { u: owner.userId });
+    const created = await s.gql(
+      w.app,
+      `mutation($u: ID!) { createLinkCode(userId: $u, ttlSeconds: 120) { id code expiresAt deepLinks { platform url } } }`,
+      { u: owner.userId },
+    );
     const lc = created.json.data.createLinkCode;
     expect(lc.deepLinks).toEqual([
       { platform: 'telegram', url: `https://t.me/acme_support_bot?start=${lc.code}` },
       { platform: 'whatsapp', url: `https://wa.me/15550100200?text=${lc.code}` },
     ]);
-    const act = await s.gql(w.app, `mutation($c: String!, $p: ID!) { activateLinkCode(code: $c, platformUserId: $p) { userId mergedUserId replayed } }`, { c: lc.code, p: other.platformUserId });
+    const act = await s.gql(
+      w.app,
+      `mutation($c: String!, $p: ID!) { activateLinkCode(code: $c, platformUserId: $p) { userId mergedUserId replayed } }`,
+      { c: lc.code, p: other.platformUserId },
+    );
     expect(act.json.data.activateLinkCode).toEqual({ userId: owner.userId, mergedUserId: other.userId, replayed: false });
-    const reuse = await s.gql(w.app, `mutation($c: String!, $p: ID!) { activateLinkCode(code: $c, platformUserId: $p) { userId } }`, { c: lc.code, p: owner.platformUserId });
+    const reuse = await s.gql(w.app, `mutation($c: String!, $p: ID!) { activateLinkCode(code: $c, platformUserId: $p) { userId } }`, {
+      c: lc.code,
+      p: owner.platformUserId,
+    });
     expect(reuse.json.errors[0].extensions.code).toBe('LINK_CODE_USED');
   });
 
@@ -253,7 +315,10 @@ describe('guessing is throttled', () => {
     expect(blocked.json.error.code).toBe('LINK_CODE_ATTEMPTS_EXCEEDED');
     expect(Number(blocked.headers.get('retry-after'))).toBeGreaterThan(0);
     // The inbound path shares the budget.
-    const viaMessage = await receive(s, w.wa, { from: (await s.request('GET', `/v1/users/${guesser.userId}`, { auth: w.app })).json.platform_users[0].external_id, text: c.code });
+    const viaMessage = await receive(s, w.wa, {
+      from: (await s.request('GET', `/v1/users/${guesser.userId}`, { auth: w.app })).json.platform_users[0].external_id,
+      text: c.code,
+    });
     expect(viaMessage.activation).toMatchObject({ status: 'refused', code: 'LINK_CODE_ATTEMPTS_EXCEEDED' });
     expect((await w.activate(c.code, honest.platformUserId)).status).toBe(200);
   });

@@ -23,7 +23,11 @@ beforeAll(async () => {
   app = await s.createApp();
   const tg = await s.request('POST', '/v1/platform-connections', {
     auth: app,
-    body: { platform_name: 'TELEGRAM', name: 'Support bot', config: { bot_token: '123456:ABCdef', secret_token: TG_SECRET, bot_username: 'acme_support_bot' } },
+    body: {
+      platform_name: 'TELEGRAM',
+      name: 'Support bot',
+      config: { bot_token: '123456:ABCdef', secret_token: TG_SECRET, bot_username: 'acme_support_bot' },
+    },
   });
   expect(tg.status, tg.text).toBe(201);
   const wa = await s.request('POST', '/v1/platform-connections', {
@@ -31,7 +35,14 @@ beforeAll(async () => {
     body: {
       platform_name: 'WHATSAPP',
       name: 'Support number',
-      config: { access_token: 'EAAG-token', phone_number_id: '1001', business_account_id: '2002', app_secret: WA_APP_SECRET, verify_token: 'vt', display_phone_number: '+1 555-000-1111' },
+      config: {
+        access_token: 'EAAG-token',
+        phone_number_id: '1001',
+        business_account_id: '2002',
+        app_secret: WA_APP_SECRET,
+        verify_token: 'vt',
+        display_phone_number: '+1 555-000-1111',
+      },
     },
   });
   expect(wa.status, wa.text).toBe(201);
@@ -41,7 +52,12 @@ beforeAll(async () => {
 afterAll(() => s.close());
 
 async function telegram(fromId: number, name: string, text: string) {
-  const body = JSON.stringify(tgText(++update, update, text, { from: { id: fromId, is_bot: false, first_name: name }, chat: { id: fromId, type: 'private', first_name: name } }));
+  const body = JSON.stringify(
+    tgText(++update, update, text, {
+      from: { id: fromId, is_bot: false, first_name: name },
+      chat: { id: fromId, type: 'private', first_name: name },
+    }),
+  );
   const r = await s.request('POST', tgHook, { body, headers: telegramHeaders(TG_SECRET) });
   expect(r.status, r.text).toBe(200);
 }
@@ -51,7 +67,10 @@ async function whatsapp(from: string, text: string) {
   expect(r.status, r.text).toBe(200);
 }
 /** The user of a platform account, once the inbound worker has recorded its message. */
-async function userOf(platform: string, externalId: string): Promise<{ id: string; platform_users: { platform: string; external_id: string }[] }> {
+async function userOf(
+  platform: string,
+  externalId: string,
+): Promise<{ id: string; platform_users: { platform: string; external_id: string }[] }> {
   let found: { id: string; platform_users: { platform: string; external_id: string }[] } | undefined;
   await eventually(async () => {
     found = (await s.request('GET', `/v1/users?platform=${platform}&external_id=${externalId}`, { auth: app })).json.data[0];
@@ -77,14 +96,20 @@ describe('link codes over real platform webhooks', () => {
     await whatsapp('4915112345', code.json.code);
     await eventually(async () => (await eventsOfType(s, app.appId, 'link_code.activation')).length === 1, 'link_code.activation');
     const linked = (await s.request('GET', `/v1/users/${ann.id}`, { auth: app })).json;
-    expect(linked.platform_users.map((p: { platform: string; external_id: string }) => `${p.platform}:${p.external_id}`).sort()).toEqual(['telegram:501', 'whatsapp:4915112345']);
+    expect(linked.platform_users.map((p: { platform: string; external_id: string }) => `${p.platform}:${p.external_id}`).sort()).toEqual([
+      'telegram:501',
+      'whatsapp:4915112345',
+    ]);
     // The message that carried the code is recorded as usual.
     await eventually(async () => (await inboundTexts()).includes(code.json.code), 'the code message recorded');
     const [merged] = await eventsOfType(s, app.appId, 'user.merged');
     expect(merged.payload).toMatchObject({ target_user_id: ann.id, link_code_id: code.json.id });
     // Later WhatsApp messages are Ann's.
     await whatsapp('4915112345', 'thanks!');
-    await eventually(async () => (await s.request('GET', `/v1/users/${ann.id}/events?event_type=message.inbound`, { auth: app })).json.data.length === 3, "Ann's three messages");
+    await eventually(
+      async () => (await s.request('GET', `/v1/users/${ann.id}/events?event_type=message.inbound`, { auth: app })).json.data.length === 3,
+      "Ann's three messages",
+    );
   });
 
   it('the Telegram deep link (/start <code>) links the Telegram account to the user who started on WhatsApp', async () => {
@@ -92,7 +117,10 @@ describe('link codes over real platform webhooks', () => {
     const bea = await userOf('whatsapp', '4917000002');
     const code = await s.request('POST', '/v1/link-codes', { auth: app, body: { user_id: bea.id } });
     await telegram(777, 'Bea', `/start ${code.json.code}`);
-    await eventually(async () => (await eventsOfType(s, app.appId, 'link_code.activation')).some((e) => e.payload.link_code_id === code.json.id), 'activation');
+    await eventually(
+      async () => (await eventsOfType(s, app.appId, 'link_code.activation')).some((e) => e.payload.link_code_id === code.json.id),
+      'activation',
+    );
     expect((await userOf('telegram', '777')).id).toBe(bea.id);
 
     // The used code, sent again by someone else, links nothing; their message is still recorded.
@@ -100,6 +128,9 @@ describe('link codes over real platform webhooks', () => {
     const eve = await userOf('telegram', '888');
     expect(eve.id).not.toBe(bea.id);
     expect(eve.platform_users).toHaveLength(1);
-    await eventually(async () => (await inboundTexts()).filter((t) => t === `/start ${code.json.code}`).length === 2, "Eve's message recorded");
+    await eventually(
+      async () => (await inboundTexts()).filter((t) => t === `/start ${code.json.code}`).length === 2,
+      "Eve's message recorded",
+    );
   });
 });

@@ -19,10 +19,12 @@ beforeAll(async () => {
 });
 afterAll(() => s.close());
 
-const merge = (target: string, source: string, auth: AppCredentials = a) => s.request('POST', `/v1/users/${target}/merge`, { auth, body: { source_user_id: source } });
+const merge = (target: string, source: string, auth: AppCredentials = a) =>
+  s.request('POST', `/v1/users/${target}/merge`, { auth, body: { source_user_id: source } });
 const get = (path: string, auth: AppCredentials = a) => s.request('GET', path, { auth });
 /** A fresh user with one platform user (and one inbound message) on the given connection. */
-const person = async (conn: Conn, name: string) => receive(s, conn, { from: `${conn.platform === 'WHATSAPP' ? '49' : ''}${++seq}${Date.now() % 100000}`, name, text: `hello from ${name}` });
+const person = async (conn: Conn, name: string) =>
+  receive(s, conn, { from: `${conn.platform === 'WHATSAPP' ? '49' : ''}${++seq}${Date.now() % 100000}`, name, text: `hello from ${name}` });
 
 describe('POST /v1/users/:id/merge', () => {
   it("moves the source's platform users to the target, records user.merged, and the source is gone", async () => {
@@ -33,7 +35,12 @@ describe('POST /v1/users/:id/merge', () => {
 
     const r = await merge(t.userId, src.userId);
     expect(r.status).toBe(200);
-    expect(r.json.merge).toMatchObject({ target_user_id: t.userId, source_user_id: src.userId, platform_user_ids: [src.platformUserId], replayed: false });
+    expect(r.json.merge).toMatchObject({
+      target_user_id: t.userId,
+      source_user_id: src.userId,
+      platform_user_ids: [src.platformUserId],
+      replayed: false,
+    });
     expect(r.json.user.platform_users.map((p: { id: string }) => p.id).sort()).toEqual([t.platformUserId, src.platformUserId].sort());
     // The target keeps its own keys and gains the ones it lacked.
     expect(r.json.user.metadata).toEqual({ tier: 'gold', phone_verified: true });
@@ -46,16 +53,24 @@ describe('POST /v1/users/:id/merge', () => {
     expect(gone.headers.get('location')).toBe(`/v1/users/${t.userId}`);
     expect((await s.request('PATCH', `/v1/users/${src.userId}`, { auth: a, body: { name: 'x' } })).status).toBe(410);
     const gql = await s.gql(a, `query($id: ID!) { user(id: $id) { id } }`, { id: src.userId });
-    expect(gql.json.errors[0].extensions).toMatchObject({ code: 'USER_MERGED', details: [expect.objectContaining({ merged_into: t.userId })] });
+    expect(gql.json.errors[0].extensions).toMatchObject({
+      code: 'USER_MERGED',
+      details: [expect.objectContaining({ merged_into: t.userId })],
+    });
 
     const listed = (await get('/v1/users?limit=200')).json.data.map((u: { id: string }) => u.id);
     expect(listed).toContain(t.userId);
     expect(listed).not.toContain(src.userId);
 
-    await eventually(async () => (await eventsOfType(s, a.appId, 'user.merged')).some((e) => e.id === r.json.merge.event_id), 'user.merged');
+    await eventually(
+      async () => (await eventsOfType(s, a.appId, 'user.merged')).some((e) => e.id === r.json.merge.event_id),
+      'user.merged',
+    );
     const ev = (await get(`/v1/events/${r.json.merge.event_id}`)).json;
     expect(ev.payload).toEqual({ target_user_id: t.userId, source_user_id: src.userId, platform_user_ids: [src.platformUserId] });
-    expect(ev.edges).toEqual([{ edge_type: 'merged_platform_user', target_node_type: 'platform_user', target_node_id: src.platformUserId }]);
+    expect(ev.edges).toEqual([
+      { edge_type: 'merged_platform_user', target_node_type: 'platform_user', target_node_id: src.platformUserId },
+    ]);
   });
 
   it('answers a repeated merge with the recorded one and records a single event', async () => {
@@ -65,7 +80,10 @@ describe('POST /v1/users/:id/merge', () => {
     const again = await merge(t.userId, src.userId);
     expect(again.status).toBe(200);
     expect(again.json.merge).toEqual({ ...first.json.merge, replayed: true });
-    await eventually(async () => (await eventsOfType(s, a.appId, 'user.merged')).some((e) => e.id === first.json.merge.event_id), 'user.merged');
+    await eventually(
+      async () => (await eventsOfType(s, a.appId, 'user.merged')).some((e) => e.id === first.json.merge.event_id),
+      'user.merged',
+    );
     const mine = (await eventsOfType(s, a.appId, 'user.merged')).filter((e) => e.payload.source_user_id === src.userId);
     expect(mine).toHaveLength(1);
   });
@@ -81,18 +99,29 @@ describe('POST /v1/users/:id/merge', () => {
     const self = await merge(t.userId, t.userId);
     expect(self.status).toBe(400);
     expect(self.json.error.code).toBe('VALIDATION_ERROR');
-    expect((await merge(t.userId, '00000000-0000-4000-8000-000000000000')).json.error).toMatchObject({ code: 'NOT_FOUND', details: [expect.objectContaining({ path: ['source_user_id'] })] });
+    expect((await merge(t.userId, '00000000-0000-4000-8000-000000000000')).json.error).toMatchObject({
+      code: 'NOT_FOUND',
+      details: [expect.objectContaining({ path: ['source_user_id'] })],
+    });
     expect((await merge(t.userId, 'nope')).status).toBe(404);
 
     const other = await person(tg, 'Other');
     expect((await merge(t.userId, other.userId, b)).status).toBe(404);
     expect((await get(`/v1/users/${other.userId}`)).status).toBe(200);
 
-    const bot = await upsertPlatformUser(s.deps.sql, { appId: a.appId, connectionId: tg.id, platform: 'TELEGRAM', externalId: 'bot', isSystem: true });
+    const bot = await upsertPlatformUser(s.deps.sql, {
+      appId: a.appId,
+      connectionId: tg.id,
+      platform: 'TELEGRAM',
+      externalId: 'bot',
+      isSystem: true,
+    });
     const sys = await merge(t.userId, bot.user_id);
     expect(sys.status).toBe(409);
     expect(sys.json.error.code).toBe('CONFLICT');
-    const [{ n }] = await s.deps.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM users WHERE id = ${bot.user_id} AND merged_into IS NULL`;
+    const [{ n }] = await s.deps.sql<
+      { n: number }[]
+    >`SELECT count(*)::int AS n FROM users WHERE id = ${bot.user_id} AND merged_into IS NULL`;
     expect(n).toBe(1);
   });
 
@@ -115,10 +144,16 @@ describe('filters follow identity across a merge', () => {
     const src = await person(wa, 'Fiona WA');
     const waExternal = (await get(`/v1/users/${src.userId}`)).json.platform_users[0].external_id;
     const hasEdge = (id: string) =>
-      s.gql(a, `query($id: ID!) { events(filters: { hasEdge: { edgeType: "sent_by", targetNodeId: { equals: $id } } }) { edges { node { id } } } }`, { id });
+      s.gql(
+        a,
+        `query($id: ID!) { events(filters: { hasEdge: { edgeType: "sent_by", targetNodeId: { equals: $id } } }) { edges { node { id } } } }`,
+        { id },
+      );
     const ids = (r: { json: any }) => r.json.data.events.edges.map((e: { node: { id: string } }) => e.node.id);
-    const userEvents = async (id: string) => (await get(`/v1/users/${id}/events?event_type=message.*`)).json.data.map((e: { id: string }) => e.id);
-    const userConversations = async (id: string) => (await get(`/v1/conversations?user_id=${id}`)).json.data.map((c: { id: string }) => c.id);
+    const userEvents = async (id: string) =>
+      (await get(`/v1/users/${id}/events?event_type=message.*`)).json.data.map((e: { id: string }) => e.id);
+    const userConversations = async (id: string) =>
+      (await get(`/v1/conversations?user_id=${id}`)).json.data.map((c: { id: string }) => c.id);
 
     // Before: each user has its own message and conversation.
     expect(ids(await hasEdge(t.userId))).toEqual([t.eventId]);
@@ -126,7 +161,9 @@ describe('filters follow identity across a merge', () => {
     expect(await userEvents(t.userId)).toEqual([t.eventId]);
     expect(await userEvents(src.userId)).toEqual([src.eventId]);
     await eventually(async () => (await userConversations(src.userId)).length === 1, 'participants');
-    expect((await get(`/v1/users?platform=whatsapp&external_id=${waExternal}`)).json.data.map((u: { id: string }) => u.id)).toEqual([src.userId]);
+    expect((await get(`/v1/users?platform=whatsapp&external_id=${waExternal}`)).json.data.map((u: { id: string }) => u.id)).toEqual([
+      src.userId,
+    ]);
 
     await merge(t.userId, src.userId);
     const later = await receive(s, wa, { from: waExternal, text: 'after the merge' });
@@ -142,16 +179,25 @@ describe('filters follow identity across a merge', () => {
     expect(ids(await hasEdge(src.platformUserId))).toEqual([src.eventId, later.eventId]);
     await eventually(async () => (await userConversations(t.userId)).length === 2, 'conversations of the survivor');
     expect((await userConversations(src.userId)).sort()).toEqual((await userConversations(t.userId)).sort());
-    expect((await get(`/v1/users?platform=whatsapp&external_id=${waExternal}`)).json.data.map((u: { id: string }) => u.id)).toEqual([t.userId]);
+    expect((await get(`/v1/users?platform=whatsapp&external_id=${waExternal}`)).json.data.map((u: { id: string }) => u.id)).toEqual([
+      t.userId,
+    ]);
     // The merge event itself is in the survivor's listing.
     const all = (await get(`/v1/users/${t.userId}/events`)).json.data.map((e: { event_type: string }) => e.event_type);
-    await eventually(async () => (await get(`/v1/users/${t.userId}/events`)).json.data.some((e: { event_type: string }) => e.event_type === 'user.merged'), `user.merged in ${all}`);
+    await eventually(
+      async () => (await get(`/v1/users/${t.userId}/events`)).json.data.some((e: { event_type: string }) => e.event_type === 'user.merged'),
+      `user.merged in ${all}`,
+    );
   });
 
   it('lists nothing of another application through a user id', async () => {
     const t = await person(tg, 'Iso');
     expect((await get(`/v1/users/${t.userId}/events`, b)).status).toBe(404);
-    const g = await s.gql(b, `query($id: ID!) { events(filters: { hasEdge: { targetNodeId: { equals: $id } } }) { edges { node { id } } } }`, { id: t.userId });
+    const g = await s.gql(
+      b,
+      `query($id: ID!) { events(filters: { hasEdge: { targetNodeId: { equals: $id } } }) { edges { node { id } } } }`,
+      { id: t.userId },
+    );
     expect(g.json.data.events.edges).toEqual([]);
     expect((await get(`/v1/conversations?user_id=${t.userId}`, b)).json.data).toEqual([]);
   });
@@ -159,14 +205,18 @@ describe('filters follow identity across a merge', () => {
 
 describe('concurrent merges', () => {
   it('opposite merges of the same pair: exactly one wins, no cycle', async () => {
-    const pairs = await Promise.all(Array.from({ length: 8 }, async (_, i) => [await person(tg, `P${i}`), await person(wa, `Q${i}`)] as const));
+    const pairs = await Promise.all(
+      Array.from({ length: 8 }, async (_, i) => [await person(tg, `P${i}`), await person(wa, `Q${i}`)] as const),
+    );
     const results = await Promise.all(pairs.flatMap(([p, q]) => [merge(p.userId, q.userId), merge(q.userId, p.userId)]));
     for (let i = 0; i < pairs.length; i++) {
       const [r1, r2] = [results[2 * i], results[2 * i + 1]];
       expect([r1.status, r2.status].sort()).toEqual([200, 410]);
     }
     for (const [p, q] of pairs) {
-      const [{ live }] = await s.deps.sql<{ live: number }[]>`SELECT count(*)::int AS live FROM users WHERE id IN (${p.userId}, ${q.userId}) AND merged_into IS NULL`;
+      const [{ live }] = await s.deps.sql<
+        { live: number }[]
+      >`SELECT count(*)::int AS live FROM users WHERE id IN (${p.userId}, ${q.userId}) AND merged_into IS NULL`;
       expect(live).toBe(1);
     }
   });
@@ -189,7 +239,10 @@ describe('concurrent merges', () => {
     }
     const answers = await Promise.all(requests.map(([t, src]) => merge(t, src)));
     const statuses = answers.map((x) => x.status);
-    expect(statuses.every((st) => st === 200 || st === 410), `statuses ${[...new Set(statuses)]}`).toBe(true);
+    expect(
+      statuses.every((st) => st === 200 || st === 410),
+      `statuses ${[...new Set(statuses)]}`,
+    ).toBe(true);
     const performed = answers.filter((x) => x.status === 200 && !x.json.merge.replayed);
     expect(performed.length).toBeGreaterThan(0);
 
@@ -204,9 +257,13 @@ describe('concurrent merges', () => {
       expect(pus.find((x) => x.id === p.platformUserId)!.user_id).toBe(survivor);
     }
     // No cycle: every tombstone's pointer chain ends at a live user; live users = 16 − merges.
-    const merges = await s.deps.sql<{ source_user_id: string }[]>`SELECT source_user_id FROM user_merges WHERE source_user_id = ANY(${users}::uuid[])`;
+    const merges = await s.deps.sql<
+      { source_user_id: string }[]
+    >`SELECT source_user_id FROM user_merges WHERE source_user_id = ANY(${users}::uuid[])`;
     expect(merges).toHaveLength(performed.length);
-    const [{ live }] = await s.deps.sql<{ live: number }[]>`SELECT count(*)::int AS live FROM users WHERE id = ANY(${users}::uuid[]) AND merged_into IS NULL`;
+    const [{ live }] = await s.deps.sql<
+      { live: number }[]
+    >`SELECT count(*)::int AS live FROM users WHERE id = ANY(${users}::uuid[]) AND merged_into IS NULL`;
     expect(live).toBe(16 - merges.length);
     // Each performed merge recorded exactly one user.merged event, with what it moved.
     await eventually(async () => {

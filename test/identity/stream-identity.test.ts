@@ -65,7 +65,14 @@ describe('the event stream userId filter follows identity across a merge', () =>
 
     // Opened after the merge with the merged-away id: the survivor's whole history, then live.
     const late = await stream(s.base, app, `?userId=${S}`, resume);
-    expect(await idsUntil(late, sentinel.eventId)).toEqual([tina.eventId, wanda.eventId, mergeEvent, waAfter.eventId, tgAfter.eventId, sentinel.eventId]);
+    expect(await idsUntil(late, sentinel.eventId)).toEqual([
+      tina.eventId,
+      wanda.eventId,
+      mergeEvent,
+      waAfter.eventId,
+      tgAfter.eventId,
+      sentinel.eventId,
+    ]);
     const more = await receive(s, wa, { from: '4915000101', text: 'live again' });
     expect(await idsUntil(late, more.eventId)).toEqual([more.eventId]);
     expect(stranger.userId).not.toBe(T);

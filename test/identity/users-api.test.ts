@@ -23,7 +23,9 @@ const get = (path: string, auth: AppCredentials = a) => s.request('GET', path, {
 describe('platform users and their users', () => {
   it('creates exactly one user with a platform user on first sight, even when first sights race', async () => {
     const seen = await Promise.all(
-      Array.from({ length: 12 }, () => upsertPlatformUser(s.deps.sql, { appId: a.appId, connectionId: tg.id, platform: 'TELEGRAM', externalId: '5550001', name: 'Racer' })),
+      Array.from({ length: 12 }, () =>
+        upsertPlatformUser(s.deps.sql, { appId: a.appId, connectionId: tg.id, platform: 'TELEGRAM', externalId: '5550001', name: 'Racer' }),
+      ),
     );
     expect(new Set(seen.map((p) => p.id)).size).toBe(1);
     expect(new Set(seen.map((p) => p.user_id)).size).toBe(1);
@@ -53,7 +55,14 @@ describe('GET /v1/users', () => {
     expect(byPlatform.status).toBe(200);
     expect(byPlatform.json.data.map((u: { id: string }) => u.id)).toEqual([bob]);
     expect(byPlatform.json.data[0].platform_users).toEqual([
-      expect.objectContaining({ platform: 'whatsapp', external_id: '4915112345', name: 'Bob Builder', platform_connection_id: wa.id, user_id: bob, is_system_user: false }),
+      expect.objectContaining({
+        platform: 'whatsapp',
+        external_id: '4915112345',
+        name: 'Bob Builder',
+        platform_connection_id: wa.id,
+        user_id: bob,
+        is_system_user: false,
+      }),
     ]);
 
     const byExternal = await get('/v1/users?platform=TELEGRAM&external_id=1001');
@@ -112,7 +121,9 @@ describe('GET /v1/users', () => {
     expect(r.status).toBe(200);
     expect(r.json).toMatchObject({ id: ann, name: 'Ann Example', metadata: {}, is_system: false });
     expect(r.json.platform_users).toHaveLength(1);
-    expect(r.json.conversations).toEqual([expect.objectContaining({ platform_connection_id: tg.id, external_id: '1001', platform: 'telegram' })]);
+    expect(r.json.conversations).toEqual([
+      expect.objectContaining({ platform_connection_id: tg.id, external_id: '1001', platform: 'telegram' }),
+    ]);
     expect((await get(`/v1/users/00000000-0000-4000-8000-000000000000`)).json.error.code).toBe('NOT_FOUND');
     expect((await get(`/v1/users/not-a-uuid`)).status).toBe(404);
     const foreign = await get(`/v1/users/${ann}`, b);
@@ -129,7 +140,10 @@ describe('GET /v1/users', () => {
 describe('PATCH /v1/users/:id', () => {
   it('renames and patches metadata key by key; null deletes a key', async () => {
     const { userId } = await receive(s, tg, { from: '3001', name: 'Carol', text: 'hey' });
-    const r1 = await s.request('PATCH', `/v1/users/${userId}`, { auth: a, body: { name: 'Carol C.', metadata: { tier: 'gold', crm: { id: 7 } } } });
+    const r1 = await s.request('PATCH', `/v1/users/${userId}`, {
+      auth: a,
+      body: { name: 'Carol C.', metadata: { tier: 'gold', crm: { id: 7 } } },
+    });
     expect(r1.status).toBe(200);
     expect(r1.json).toMatchObject({ name: 'Carol C.', metadata: { tier: 'gold', crm: { id: 7 } } });
     const r2 = await s.request('PATCH', `/v1/users/${userId}`, { auth: a, body: { metadata: { tier: null, lang: 'de' } } });
@@ -150,7 +164,7 @@ describe('PATCH /v1/users/:id', () => {
     expect((await get(`/v1/users/${userId}`)).json).toMatchObject({ name: 'Dan', metadata: {} });
   });
 
-  it('cannot touch another application\'s user', async () => {
+  it("cannot touch another application's user", async () => {
     const { userId } = await receive(s, tg, { from: '3003', name: 'Eve', text: 'hey' });
     const r = await s.request('PATCH', `/v1/users/${userId}`, { auth: b, body: { name: 'Mallory' } });
     expect(r.status).toBe(404);
@@ -171,7 +185,10 @@ describe('scopes', () => {
     expect(merge.json.error.code).toBe('FORBIDDEN');
     const code = await s.request('POST', '/v1/link-codes', { auth: reader, body: { user_id: userId } });
     expect(code.status).toBe(403);
-    const gqlMerge = await s.gql(reader, `mutation($t: ID!, $s: ID!) { mergeUsers(targetUserId: $t, sourceUserId: $s) { eventId } }`, { t: userId, s: other });
+    const gqlMerge = await s.gql(reader, `mutation($t: ID!, $s: ID!) { mergeUsers(targetUserId: $t, sourceUserId: $s) { eventId } }`, {
+      t: userId,
+      s: other,
+    });
     expect(gqlMerge.json.errors[0].extensions.code).toBe('FORBIDDEN');
     const eventsOnly = await s.createKey(a.appId, ['events:read']);
     expect((await get('/v1/users', eventsOnly)).status).toBe(403);
@@ -183,30 +200,51 @@ describe('scopes', () => {
 describe('GraphQL users', () => {
   it('lists with filters and pages, reads one with platform users, and updates', async () => {
     const { userId } = await receive(s, wa, { from: '4917000001', name: 'Gina Graph', text: 'hi' });
-    const list = await s.gql(a, `query($f: UserFilters) { users(filters: $f, first: 5) { edges { cursor node { id name platformUsers { platform externalId } } } pageInfo { hasNextPage endCursor } } }`, {
-      f: { platform: 'WHATSAPP', nameContains: 'gina' },
-    });
+    const list = await s.gql(
+      a,
+      `query($f: UserFilters) { users(filters: $f, first: 5) { edges { cursor node { id name platformUsers { platform externalId } } } pageInfo { hasNextPage endCursor } } }`,
+      {
+        f: { platform: 'WHATSAPP', nameContains: 'gina' },
+      },
+    );
     expect(list.json.errors).toBeUndefined();
-    expect(list.json.data.users.edges).toEqual([{ cursor: expect.any(String), node: { id: userId, name: 'Gina Graph', platformUsers: [{ platform: 'WHATSAPP', externalId: '4917000001' }] } }]);
+    expect(list.json.data.users.edges).toEqual([
+      {
+        cursor: expect.any(String),
+        node: { id: userId, name: 'Gina Graph', platformUsers: [{ platform: 'WHATSAPP', externalId: '4917000001' }] },
+      },
+    ]);
 
     // Paging by endCursor walks the same users as REST, once each.
     const ids: string[] = [];
     let after: string | null = null;
     for (let guard = 0; guard < 30; guard++) {
-      const page: { json: any } = await s.gql(a, `query($a: String) { users(first: 3, after: $a) { edges { node { id } } pageInfo { hasNextPage endCursor } } }`, { a: after });
+      const page: { json: any } = await s.gql(
+        a,
+        `query($a: String) { users(first: 3, after: $a) { edges { node { id } } pageInfo { hasNextPage endCursor } } }`,
+        { a: after },
+      );
       ids.push(...page.json.data.users.edges.map((e: { node: { id: string } }) => e.node.id));
       if (!page.json.data.users.pageInfo.hasNextPage) break;
       after = page.json.data.users.pageInfo.endCursor;
     }
     expect(ids).toEqual((await get('/v1/users?limit=200')).json.data.map((u: { id: string }) => u.id));
 
-    const upd = await s.gql(a, `mutation($id: ID!) { updateUser(id: $id, name: "Gina G.", metadata: {vip: true}) { name metadata } }`, { id: userId });
+    const upd = await s.gql(a, `mutation($id: ID!) { updateUser(id: $id, name: "Gina G.", metadata: {vip: true}) { name metadata } }`, {
+      id: userId,
+    });
     expect(upd.json.data.updateUser).toEqual({ name: 'Gina G.', metadata: { vip: true } });
-    const one = await s.gql(a, `query($id: ID!) { user(id: $id) { id name conversations { edges { node { externalId platform replyWindow { policy open } } } } } }`, { id: userId });
+    const one = await s.gql(
+      a,
+      `query($id: ID!) { user(id: $id) { id name conversations { edges { node { externalId platform replyWindow { policy open } } } } } }`,
+      { id: userId },
+    );
     expect(one.json.data.user).toEqual({
       id: userId,
       name: 'Gina G.',
-      conversations: { edges: [{ node: { externalId: '4917000001', platform: 'WHATSAPP', replyWindow: { policy: 'WINDOW_24H', open: true } } }] },
+      conversations: {
+        edges: [{ node: { externalId: '4917000001', platform: 'WHATSAPP', replyWindow: { policy: 'WINDOW_24H', open: true } } }],
+      },
     });
     expect((await s.gql(b, `query($id: ID!) { user(id: $id) { id } }`, { id: userId })).json.data.user).toBeNull();
   });

@@ -1,6 +1,15 @@
 import type { KeyObject } from 'node:crypto';
 import * as P from '../fakes/inbound/payloads.js';
-import { discordHeaders, discordKeys, emailHeaders, form, metaHeaders, slackHeaders, telegramHeaders, twilioHeaders } from '../fakes/inbound/signers.js';
+import {
+  discordHeaders,
+  discordKeys,
+  emailHeaders,
+  form,
+  metaHeaders,
+  slackHeaders,
+  telegramHeaders,
+  twilioHeaders,
+} from '../fakes/inbound/signers.js';
 
 export interface Delivery {
   body: string;
@@ -46,7 +55,14 @@ export const CASES: PlatformCase[] = [
   },
   {
     platform: 'WHATSAPP',
-    config: (api) => ({ access_token: 'wa-token', phone_number_id: '1065550001', business_account_id: '2065550001', app_secret: 'wa-app-secret', verify_token: 'wa-verify', api_base_url: api }),
+    config: (api) => ({
+      access_token: 'wa-token',
+      phone_number_id: '1065550001',
+      business_account_id: '2065550001',
+      app_secret: 'wa-app-secret',
+      verify_token: 'wa-verify',
+      api_base_url: api,
+    }),
     text: (n, text) => {
       const body = json(P.waText('2065550001', '1065550001', '16505551234', `wamid.T${n}`, text));
       return { body, headers: metaHeaders('wa-app-secret', body) };
@@ -63,7 +79,13 @@ export const CASES: PlatformCase[] = [
   },
   {
     platform: 'MESSENGER',
-    config: (api) => ({ page_access_token: 'fb-token', page_id: '3065550001', app_secret: 'fb-app-secret', verify_token: 'fb-verify', api_base_url: api }),
+    config: (api) => ({
+      page_access_token: 'fb-token',
+      page_id: '3065550001',
+      app_secret: 'fb-app-secret',
+      verify_token: 'fb-verify',
+      api_base_url: api,
+    }),
     text: (n, text) => {
       const body = json(P.fbText('page', '3065550001', 'PSID-1', `m_${n}`, text));
       return { body, headers: metaHeaders('fb-app-secret', body) };
@@ -80,7 +102,13 @@ export const CASES: PlatformCase[] = [
   },
   {
     platform: 'INSTAGRAM',
-    config: (api) => ({ page_access_token: 'ig-token', ig_account_id: '4065550001', app_secret: 'ig-app-secret', verify_token: 'ig-verify', api_base_url: api }),
+    config: (api) => ({
+      page_access_token: 'ig-token',
+      ig_account_id: '4065550001',
+      app_secret: 'ig-app-secret',
+      verify_token: 'ig-verify',
+      api_base_url: api,
+    }),
     text: (n, text) => {
       const body = json(P.fbText('instagram', '4065550001', 'IGSID-1', `ig_${n}`, text));
       return { body, headers: metaHeaders('ig-app-secret', body) };
@@ -114,13 +142,22 @@ export const CASES: PlatformCase[] = [
   },
   {
     platform: 'DISCORD',
-    config: (api) => ({ bot_token: 'discord-bot', application_id: '900000000000000001', public_key: discord.publicKeyHex, api_base_url: api }),
+    config: (api) => ({
+      bot_token: 'discord-bot',
+      application_id: '900000000000000001',
+      public_key: discord.publicKeyHex,
+      api_base_url: api,
+    }),
     text: (n, text) => {
-      const body = json(P.discordCommand(String(1175000000000000000n + BigInt(n)), 'CH-1', 'DU-1', 'say', [{ name: 'text', type: 3, value: text }]));
+      const body = json(
+        P.discordCommand(String(1175000000000000000n + BigInt(n)), 'CH-1', 'DU-1', 'say', [{ name: 'text', type: 3, value: text }]),
+      );
       return { body, headers: discordHeaders(discord.privateKey, body) };
     },
     forged: (n, text) => {
-      const body = json(P.discordCommand(String(1175000000000000000n + BigInt(n)), 'CH-1', 'DU-1', 'say', [{ name: 'text', type: 3, value: text }]));
+      const body = json(
+        P.discordCommand(String(1175000000000000000n + BigInt(n)), 'CH-1', 'DU-1', 'say', [{ name: 'text', type: 3, value: text }]),
+      );
       return { body, headers: discordHeaders(discordForger.privateKey, body) };
     },
     externalId: (n) => String(1175000000000000000n + BigInt(n)),
@@ -131,7 +168,12 @@ export const CASES: PlatformCase[] = [
   },
   {
     platform: 'SMS',
-    config: (api) => ({ account_sid: 'AC0123456789abcdef0123456789abcdef', auth_token: 'twilio-auth-token', from: '+15550001111', api_base_url: api }),
+    config: (api) => ({
+      account_sid: 'AC0123456789abcdef0123456789abcdef',
+      auth_token: 'twilio-auth-token',
+      from: '+15550001111',
+      api_base_url: api,
+    }),
     text: (n, text, url) => {
       const params = P.twilioInbound(`SM${n}`, '+16505551234', '+15550001111', text);
       return { body: form(params), headers: twilioHeaders('twilio-auth-token', url, params) };

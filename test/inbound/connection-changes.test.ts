@@ -31,8 +31,10 @@ afterAll(async () => {
   await s?.close();
 });
 
-const postB = async (path: string, body: string, headers: Record<string, string>) => (await fetch(baseB + path, { method: 'POST', headers, body })).status;
-const patch = async (id: string, body: unknown) => expect((await s.request('PATCH', `/v1/platform-connections/${id}`, { auth: app, body })).status).toBe(200);
+const postB = async (path: string, body: string, headers: Record<string, string>) =>
+  (await fetch(baseB + path, { method: 'POST', headers, body })).status;
+const patch = async (id: string, body: unknown) =>
+  expect((await s.request('PATCH', `/v1/platform-connections/${id}`, { auth: app, body })).status).toBe(200);
 
 describe('a connection changed in one process takes effect in the others at once', () => {
   it('a new Telegram secret token: the old one is refused and the new one accepted', async () => {
@@ -40,7 +42,12 @@ describe('a connection changed in one process takes effect in the others at once
     let n = 1;
     expect(await postB(tg.path, JSON.stringify(P.tgText(n, n++, 'cached')), telegramHeaders('old-token'))).toBe(200);
     await patch(tg.id, { config: { secret_token: 'new-token' } });
-    await expect.poll(() => postB(tg.path, JSON.stringify(P.tgText(n, n++, 'stale')), telegramHeaders('old-token')), { timeout: NOTICED_WITHIN_MS, interval: 20 }).toBe(401);
+    await expect
+      .poll(() => postB(tg.path, JSON.stringify(P.tgText(n, n++, 'stale')), telegramHeaders('old-token')), {
+        timeout: NOTICED_WITHIN_MS,
+        interval: 20,
+      })
+      .toBe(401);
     expect(await postB(tg.path, JSON.stringify(P.tgText(n, n++, 'fresh')), telegramHeaders('new-token'))).toBe(200);
   });
 
@@ -49,9 +56,19 @@ describe('a connection changed in one process takes effect in the others at once
     let n = 100;
     expect(await postB(tg.path, JSON.stringify(P.tgText(n, n++, 'cached')), telegramHeaders())).toBe(200);
     await patch(tg.id, { status: 'DISABLED' });
-    await expect.poll(() => postB(tg.path, JSON.stringify(P.tgText(n, n++, 'disabled')), telegramHeaders()), { timeout: NOTICED_WITHIN_MS, interval: 20 }).toBe(410);
+    await expect
+      .poll(() => postB(tg.path, JSON.stringify(P.tgText(n, n++, 'disabled')), telegramHeaders()), {
+        timeout: NOTICED_WITHIN_MS,
+        interval: 20,
+      })
+      .toBe(410);
     await patch(tg.id, { status: 'ACTIVE' });
-    await expect.poll(() => postB(tg.path, JSON.stringify(P.tgText(n, n++, 'enabled')), telegramHeaders()), { timeout: NOTICED_WITHIN_MS, interval: 20 }).toBe(200);
+    await expect
+      .poll(() => postB(tg.path, JSON.stringify(P.tgText(n, n++, 'enabled')), telegramHeaders()), {
+        timeout: NOTICED_WITHIN_MS,
+        interval: 20,
+      })
+      .toBe(200);
   });
 
   it('a deleted connection is unknown', async () => {
@@ -59,11 +76,22 @@ describe('a connection changed in one process takes effect in the others at once
     let n = 200;
     expect(await postB(tg.path, JSON.stringify(P.tgText(n, n++, 'cached')), telegramHeaders())).toBe(200);
     expect((await s.request('DELETE', `/v1/platform-connections/${tg.id}`, { auth: app })).status).toBe(204);
-    await expect.poll(() => postB(tg.path, JSON.stringify(P.tgText(n, n++, 'deleted')), telegramHeaders()), { timeout: NOTICED_WITHIN_MS, interval: 20 }).toBe(401);
+    await expect
+      .poll(() => postB(tg.path, JSON.stringify(P.tgText(n, n++, 'deleted')), telegramHeaders()), {
+        timeout: NOTICED_WITHIN_MS,
+        interval: 20,
+      })
+      .toBe(401);
   });
 
   it('a new WhatsApp app secret on the shared URL: payloads signed with the old one are refused', async () => {
-    const wa = await connect(s, app, 'WHATSAPP', { access_token: 't', phone_number_id: '1065559999', business_account_id: '2065559999', app_secret: 'old-secret', verify_token: 'v' });
+    const wa = await connect(s, app, 'WHATSAPP', {
+      access_token: 't',
+      phone_number_id: '1065559999',
+      business_account_id: '2065559999',
+      app_secret: 'old-secret',
+      verify_token: 'v',
+    });
     let n = 0;
     const body = () => JSON.stringify(P.waText('2065559999', '1065559999', '16505550000', `wamid.change${n++}`, 'hi'));
     const signed = (secret: string) => {

@@ -31,12 +31,20 @@ beforeAll(async () => {
     });
   });
   await new Promise<void>((r) => subscriber.listen(0, '127.0.0.1', r));
-  s = await startTestStack({ workers: ['inbound', 'ledger', 'transcription', 'webhook'], env: { TRANSCRIPTION_API_BASE: tr.base, TRANSCRIPTION_RETRY_BASE_MS: '20' } });
+  s = await startTestStack({
+    workers: ['inbound', 'ledger', 'transcription', 'webhook'],
+    env: { TRANSCRIPTION_API_BASE: tr.base, TRANSCRIPTION_RETRY_BASE_MS: '20' },
+  });
   app = await s.createApp();
   tg = await connect(s, app, 'TELEGRAM', { bot_token: BOT, api_base_url: media.base });
   const sub = await s.request('POST', '/v1/webhook-subscriptions', {
     auth: app,
-    body: { name: 'all messages', target_url: `http://127.0.0.1:${(subscriber.address() as AddressInfo).port}/hook`, event_patterns: ['message.*'], secret: 'subscriber-secret-0123456789abcdef' },
+    body: {
+      name: 'all messages',
+      target_url: `http://127.0.0.1:${(subscriber.address() as AddressInfo).port}/hook`,
+      event_patterns: ['message.*'],
+      secret: 'subscriber-secret-0123456789abcdef',
+    },
   });
   expect(sub.status, sub.text).toBe(201);
 });
@@ -47,7 +55,8 @@ afterAll(async () => {
   await new Promise((r) => subscriber?.close(r));
 });
 
-const deliveryFor = (externalId: string) => received.find((d) => d.event_type === 'message.inbound' && d.payload?.external_message_id === externalId);
+const deliveryFor = (externalId: string) =>
+  received.find((d) => d.event_type === 'message.inbound' && d.payload?.external_message_id === externalId);
 
 describe('webhook deliveries of inbound messages', () => {
   it('carries the message with sent_by the user and sent_to the connected account as a system user', async () => {
@@ -56,7 +65,11 @@ describe('webhook deliveries of inbound messages', () => {
     expect(d).toMatchObject({
       event_type: 'message.inbound',
       app_id: app.appId,
-      payload: { message: { text: 'notify me', role: 'user', type: 'text' }, platform: 'telegram', external_message_id: `${P.tgChat.id}:11` },
+      payload: {
+        message: { text: 'notify me', role: 'user', type: 'text' },
+        platform: 'telegram',
+        external_message_id: `${P.tgChat.id}:11`,
+      },
       edges: {
         sent_by: { platform_user_id: expect.any(String), external_id: String(P.tgUser.id), name: 'Ann Lee' },
         sent_to: { platform_user_id: expect.any(String), external_id: '246810', is_system_user: true },

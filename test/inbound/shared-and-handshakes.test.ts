@@ -17,11 +17,33 @@ beforeAll(async () => {
   a = await s.createApp();
   b = await s.createApp();
   // Two tenants on WhatsApp through two different Meta apps (different app secrets)…
-  waA = await connect(s, a, 'WHATSAPP', { access_token: 't', phone_number_id: '1100000001', business_account_id: '1000000001', app_secret: 'secret-A', verify_token: 'verify-A' });
-  waB = await connect(s, b, 'WHATSAPP', { access_token: 't', phone_number_id: '2200000002', business_account_id: '2000000002', app_secret: 'secret-B', verify_token: 'verify-B' });
+  waA = await connect(s, a, 'WHATSAPP', {
+    access_token: 't',
+    phone_number_id: '1100000001',
+    business_account_id: '1000000001',
+    app_secret: 'secret-A',
+    verify_token: 'verify-A',
+  });
+  waB = await connect(s, b, 'WHATSAPP', {
+    access_token: 't',
+    phone_number_id: '2200000002',
+    business_account_id: '2000000002',
+    app_secret: 'secret-B',
+    verify_token: 'verify-B',
+  });
   // …and on Messenger through one Meta app that serves both tenants' pages.
-  fbA = await connect(s, a, 'MESSENGER', { page_access_token: 't', page_id: '3000000001', app_secret: 'shared-meta-secret', verify_token: 'fb-verify' });
-  fbB = await connect(s, b, 'MESSENGER', { page_access_token: 't', page_id: '3000000002', app_secret: 'shared-meta-secret', verify_token: 'fb-verify' });
+  fbA = await connect(s, a, 'MESSENGER', {
+    page_access_token: 't',
+    page_id: '3000000001',
+    app_secret: 'shared-meta-secret',
+    verify_token: 'fb-verify',
+  });
+  fbB = await connect(s, b, 'MESSENGER', {
+    page_access_token: 't',
+    page_id: '3000000002',
+    app_secret: 'shared-meta-secret',
+    verify_token: 'fb-verify',
+  });
 });
 afterAll(() => s?.close());
 
@@ -45,7 +67,9 @@ describe('shared Meta-family webhook URLs', () => {
 
   it("splits one payload's entries between the applications whose pages they name", async () => {
     const body = JSON.stringify(
-      fbEnvelope('page', '3000000001', [{ sender: { id: 'U1' }, recipient: { id: '3000000001' }, timestamp: Date.now(), message: { mid: 'm_split_a', text: 'to A' } }]),
+      fbEnvelope('page', '3000000001', [
+        { sender: { id: 'U1' }, recipient: { id: '3000000001' }, timestamp: Date.now(), message: { mid: 'm_split_a', text: 'to A' } },
+      ]),
     ).replace(
       /\]\}$/,
       `,${JSON.stringify({ id: '3000000002', time: Date.now(), messaging: [{ sender: { id: 'U2' }, recipient: { id: '3000000002' }, timestamp: Date.now(), message: { mid: 'm_split_b', text: 'to B' } }] })}]}`,
@@ -78,12 +102,22 @@ describe('shared Meta-family webhook URLs', () => {
 
   it('refuses the shared URL with a wrong secret', async () => {
     const body = JSON.stringify(waText('1000000001', '1100000001', '1', 'wamid.badurl', 'x'));
-    expect((await postWebhook(s, waA.path.replace(/.$/, (c) => (c === 'a' ? 'b' : 'a')), body, metaHeaders('secret-A', body))).status).toBe(401);
+    expect(
+      (
+        await postWebhook(
+          s,
+          waA.path.replace(/.$/, (c) => (c === 'a' ? 'b' : 'a')),
+          body,
+          metaHeaders('secret-A', body),
+        )
+      ).status,
+    ).toBe(401);
   });
 });
 
 describe('verification handshakes', () => {
-  const hub = (token: string, challenge = 'ch-12345') => `?hub.mode=subscribe&hub.verify_token=${encodeURIComponent(token)}&hub.challenge=${challenge}`;
+  const hub = (token: string, challenge = 'ch-12345') =>
+    `?hub.mode=subscribe&hub.verify_token=${encodeURIComponent(token)}&hub.challenge=${challenge}`;
 
   it('answers the hub challenge as text on the shared URL and on /webhooks/<platform> when a verify token matches', async () => {
     for (const path of [waA.path, '/webhooks/whatsapp']) {
@@ -107,7 +141,11 @@ describe('verification handshakes', () => {
 
   it('answers Slack url_verification with the challenge once the request is signed', async () => {
     const slack = await connect(s, a, 'SLACK', { bot_token: 'xoxb-1', signing_secret: 'slack-secret' });
-    const body = JSON.stringify({ token: 'Jhj5dZrVaK7ZwHHjRyZWjbDl', challenge: '3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P', type: 'url_verification' });
+    const body = JSON.stringify({
+      token: 'Jhj5dZrVaK7ZwHHjRyZWjbDl',
+      challenge: '3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P',
+      type: 'url_verification',
+    });
     const r = await post(slack, body, slackHeaders('slack-secret', body));
     expect([r.status, r.text]).toEqual([200, '3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P']);
     expect((await post(slack, body, slackHeaders('other', body))).status).toBe(401);

@@ -6,7 +6,17 @@ import { enqueue } from '../../src/queues.js';
 import * as P from '../fakes/inbound/payloads.js';
 import { form, metaHeaders, slackHeaders, telegramHeaders, twilioHeaders } from '../fakes/inbound/signers.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
-import { connect, edgesOf, eventsAbout, eventsOf, postWebhook, queuesIdle, waitForEvent, waitForEvents, type CreatedConnection } from './helpers.js';
+import {
+  connect,
+  edgesOf,
+  eventsAbout,
+  eventsOf,
+  postWebhook,
+  queuesIdle,
+  waitForEvent,
+  waitForEvents,
+  type CreatedConnection,
+} from './helpers.js';
 
 let s: TestStack;
 let app: AppCredentials;
@@ -19,7 +29,13 @@ let slack: CreatedConnection;
 beforeAll(async () => {
   s = await startTestStack({ workers: ['inbound', 'ledger'], env: { SEND_WAIT_MS: '0' } });
   app = await s.createApp();
-  wa = await connect(s, app, 'WHATSAPP', { access_token: 't', phone_number_id: '6100000001', business_account_id: '6000000001', app_secret: 'wa-s', verify_token: 'v' });
+  wa = await connect(s, app, 'WHATSAPP', {
+    access_token: 't',
+    phone_number_id: '6100000001',
+    business_account_id: '6000000001',
+    app_secret: 'wa-s',
+    verify_token: 'v',
+  });
   sms = await connect(s, app, 'SMS', { account_sid: 'AC0123456789abcdef0123456789abcdef', auth_token: 'tw-s', from: '+15550002222' });
   fb = await connect(s, app, 'MESSENGER', { page_access_token: 't', page_id: '6200000001', app_secret: 'fb-s', verify_token: 'v' });
   tg = await connect(s, app, 'TELEGRAM', { bot_token: '999:tok' });
@@ -45,7 +61,12 @@ async function sentMessage(conn: CreatedConnection, to: string, externalId: stri
     event: {
       id,
       app_id: app.appId,
-      ...systemEvent('message.outbound', { text: 'hi', platform: platform.toLowerCase(), external_message_id: externalId, conversation_id: conversationId }),
+      ...systemEvent('message.outbound', {
+        text: 'hi',
+        platform: platform.toLowerCase(),
+        external_message_id: externalId,
+        conversation_id: conversationId,
+      }),
       edges: [],
       attachments: [],
       conversation_id: conversationId,
@@ -70,7 +91,8 @@ const postSlack = (payload: object) => {
   const body = JSON.stringify(payload);
   return postWebhook(s, slack.path, body, slackHeaders('sl-s', body));
 };
-const statusesOf = async (externalId: string) => (await eventsAbout(s, app.appId, 'message.status', externalId)).map((e) => e.payload.status);
+const statusesOf = async (externalId: string) =>
+  (await eventsAbout(s, app.appId, 'message.status', externalId)).map((e) => e.payload.status);
 
 describe('message.status', () => {
   it('records WhatsApp statuses in order with the outbound event as origin and the recipient as sent_to', async () => {
@@ -114,7 +136,12 @@ describe('message.status', () => {
     await postSms(P.twilioStatus('SMOUT1', '+16505550000', 'sent'));
     await waitForEvent(s, app.appId, 'message.status', (e) => e.payload.external_message_id === 'SMOUT1' && e.payload.status === 'sent');
     await postSms(P.twilioStatus('SMOUT1', '+16505550000', 'undelivered', '30003'));
-    const failed = await waitForEvent(s, app.appId, 'message.status', (e) => e.payload.external_message_id === 'SMOUT1' && e.payload.status === 'failed');
+    const failed = await waitForEvent(
+      s,
+      app.appId,
+      'message.status',
+      (e) => e.payload.external_message_id === 'SMOUT1' && e.payload.status === 'failed',
+    );
     expect(failed.payload).toMatchObject({ origin_event_id: outbound, error: { code: '30003' }, platform: 'sms' });
     await queuesIdle(s);
     expect(await statusesOf('SMOUT1')).toEqual(['sent', 'failed']);
@@ -135,7 +162,9 @@ describe('message.status', () => {
     expect((await postFb(P.fbRead('page', '6200000001', 'PSID-W', t0 + 5000))).status).toBe(200);
     await waitForEvents(s, app.appId, 'message.status', 1);
     await queuesIdle(s);
-    const reads = (await eventsOf(s, app.appId, 'message.status')).filter((e) => e.payload.status === 'read' && String(e.payload.external_message_id).startsWith('m_'));
+    const reads = (await eventsOf(s, app.appId, 'message.status')).filter(
+      (e) => e.payload.status === 'read' && String(e.payload.external_message_id).startsWith('m_'),
+    );
     expect(reads.map((e) => [e.payload.external_message_id, e.origin_event_id]).sort()).toEqual([
       ['m_w1', early1],
       ['m_w2', early2],
@@ -155,11 +184,21 @@ describe('message.reaction', () => {
     const outbound = await sentMessage(wa, '+16505551234', 'wamid.OUT-R');
     await postWa(P.waReaction('6000000001', '6100000001', '16505551234', 'wamid.R1', 'wamid.OUT-R', '👍'));
     const added = await waitForEvent(s, app.appId, 'message.reaction', (e) => e.payload.reaction.message_id === 'wamid.OUT-R');
-    expect(added.payload).toMatchObject({ reaction: { emoji: '👍', message_id: 'wamid.OUT-R' }, action: 'added', origin_event_id: outbound, platform: 'whatsapp' });
+    expect(added.payload).toMatchObject({
+      reaction: { emoji: '👍', message_id: 'wamid.OUT-R' },
+      action: 'added',
+      origin_event_id: outbound,
+      platform: 'whatsapp',
+    });
     expect(added.origin_event_id).toBe(outbound);
     expect((await edgesOf(s, added.id)).map((e) => [e.edge_type, e.external_id])).toEqual([['sent_by', '16505551234']]);
     await postWa(P.waReaction('6000000001', '6100000001', '16505551234', 'wamid.R2', 'wamid.OUT-R'));
-    const removed = await waitForEvent(s, app.appId, 'message.reaction', (e) => e.payload.reaction.message_id === 'wamid.OUT-R' && e.payload.action === 'removed');
+    const removed = await waitForEvent(
+      s,
+      app.appId,
+      'message.reaction',
+      (e) => e.payload.reaction.message_id === 'wamid.OUT-R' && e.payload.action === 'removed',
+    );
     expect(removed.origin_event_id).toBe(outbound);
   });
 
@@ -189,9 +228,19 @@ describe('message.reaction', () => {
 describe('edited messages', () => {
   it('records a Telegram edit as message.inbound with edited: true, the same external id, and the original as origin', async () => {
     await postTg(P.tgText(8100, 810, 'teh text'));
-    const original = await waitForEvent(s, app.appId, 'message.inbound', (e) => e.payload.external_message_id === `${P.tgChat.id}:810` && !e.payload.edited);
+    const original = await waitForEvent(
+      s,
+      app.appId,
+      'message.inbound',
+      (e) => e.payload.external_message_id === `${P.tgChat.id}:810` && !e.payload.edited,
+    );
     await postTg(P.tgEdited(8101, 810, 'the text'));
-    const edit = await waitForEvent(s, app.appId, 'message.inbound', (e) => e.payload.external_message_id === `${P.tgChat.id}:810` && e.payload.edited === true);
+    const edit = await waitForEvent(
+      s,
+      app.appId,
+      'message.inbound',
+      (e) => e.payload.external_message_id === `${P.tgChat.id}:810` && e.payload.edited === true,
+    );
     expect(edit.payload.message.text).toBe('the text');
     expect(edit.origin_event_id).toBe(original.id);
     expect(edit.conversation_id).toBe(original.conversation_id);
@@ -201,7 +250,12 @@ describe('edited messages', () => {
     await postSlack(P.slackMessage('EvE1', 'C6', 'U6', '1700000200.000100', 'draft'));
     await waitForEvent(s, app.appId, 'message.inbound', (e) => e.payload.external_message_id === 'C6:1700000200.000100');
     await postSlack(P.slackEdit('EvE2', 'C6', 'U6', '1700000200.000100', 'final'));
-    const edit = await waitForEvent(s, app.appId, 'message.inbound', (e) => e.payload.external_message_id === 'C6:1700000200.000100' && e.payload.edited === true);
+    const edit = await waitForEvent(
+      s,
+      app.appId,
+      'message.inbound',
+      (e) => e.payload.external_message_id === 'C6:1700000200.000100' && e.payload.edited === true,
+    );
     expect(edit.payload.message.text).toBe('final');
   });
 });
@@ -214,11 +268,16 @@ describe('reply window bookkeeping', () => {
     expect(Math.abs(conv.last_inbound_at.getTime() - Date.now())).toBeLessThan(60_000);
 
     await s.deps.sql`UPDATE conversations SET last_inbound_at = now() - interval '25 hours' WHERE id = ${inbound.conversation_id}`;
-    const send = () => s.request('POST', '/v1/messages', { auth: app, body: { platform_connection_id: wa.id, to_external_id: '+4930123456', message: 'late reply' } });
+    const send = () =>
+      s.request('POST', '/v1/messages', {
+        auth: app,
+        body: { platform_connection_id: wa.id, to_external_id: '+4930123456', message: 'late reply' },
+      });
     const closed = await send();
     expect(closed.status).toBe(422);
     expect(closed.json.error.code).toBe('REPLY_WINDOW_CLOSED');
-    const [{ n }] = await s.deps.sql`SELECT count(*)::int AS n FROM outbound_messages WHERE platform_connection_id = ${wa.id} AND to_external_id = '+4930123456'`;
+    const [{ n }] = await s.deps
+      .sql`SELECT count(*)::int AS n FROM outbound_messages WHERE platform_connection_id = ${wa.id} AND to_external_id = '+4930123456'`;
     expect(n).toBe(0);
 
     await postWa(P.waText('6000000001', '6100000001', '4930123456', 'wamid.WIN2', 'are you there?'));
@@ -237,19 +296,27 @@ describe('new users under concurrency', () => {
     const rs = await Promise.all(Array.from({ length: n }, (_, i) => postTg(P.tgText(9000 + i, 900 + i, `burst ${i}`, { from, chat }))));
     expect(rs.every((r) => r.status === 200)).toBe(true);
     await eventuallyCount(`5550001:`, n);
-    const pus = await s.deps.sql`SELECT id, user_id FROM platform_users WHERE app_id = ${app.appId} AND platform_connection_id = ${tg.id} AND external_id = '5550001'`;
+    const pus = await s.deps
+      .sql`SELECT id, user_id FROM platform_users WHERE app_id = ${app.appId} AND platform_connection_id = ${tg.id} AND external_id = '5550001'`;
     expect(pus).toHaveLength(1);
-    const [{ users }] = await s.deps.sql`SELECT count(DISTINCT p.user_id)::int AS users FROM platform_users p WHERE p.external_id = '5550001'`;
+    const [{ users }] = await s.deps
+      .sql`SELECT count(DISTINCT p.user_id)::int AS users FROM platform_users p WHERE p.external_id = '5550001'`;
     expect(users).toBe(1);
     const convs = await s.deps.sql`SELECT id FROM conversations WHERE platform_connection_id = ${tg.id} AND external_id = '5550001'`;
     expect(convs).toHaveLength(1);
-    const inbound = (await eventsOf(s, app.appId, 'message.inbound')).filter((e) => String(e.payload.external_message_id).startsWith('5550001:'));
+    const inbound = (await eventsOf(s, app.appId, 'message.inbound')).filter((e) =>
+      String(e.payload.external_message_id).startsWith('5550001:'),
+    );
     expect(new Set(inbound.map((e) => e.conversation_id))).toEqual(new Set([convs[0].id]));
   });
 });
 
 async function eventuallyCount(prefix: string, n: number) {
   await expect
-    .poll(async () => (await eventsOf(s, app.appId, 'message.inbound')).filter((e) => String(e.payload.external_message_id).startsWith(prefix)).length, { timeout: 15_000 })
+    .poll(
+      async () =>
+        (await eventsOf(s, app.appId, 'message.inbound')).filter((e) => String(e.payload.external_message_id).startsWith(prefix)).length,
+      { timeout: 15_000 },
+    )
     .toBe(n);
 }

@@ -30,7 +30,12 @@ describe('the receiver only verifies and enqueues', () => {
     const job = await s.deps.queues.inbound.getJob(`in-${tg.id}-31337`);
     expect(job).toBeTruthy();
     expect(await job!.getState()).toBe('waiting');
-    expect(job!.data).toMatchObject({ connection_id: tg.id, platform: 'TELEGRAM', dedupe_key: '31337', headers: { 'content-type': 'application/json' } });
+    expect(job!.data).toMatchObject({
+      connection_id: tg.id,
+      platform: 'TELEGRAM',
+      dedupe_key: '31337',
+      headers: { 'content-type': 'application/json' },
+    });
     expect(Buffer.from(job!.data.body, 'base64').toString()).toBe(body);
     expect(job!.data.headers['x-telegram-bot-api-secret-token']).toBeUndefined();
     expect(await eventsOf(s, app.appId)).toEqual([]);
@@ -77,7 +82,11 @@ describe('per-connection flood guard', () => {
 
   it(`accepts ${FLOOD} deliveries a second per connection, then answers 429 with Retry-After, leaving other connections alone`, async () => {
     const send = (c: CreatedConnection, n: number) =>
-      fetch(s.base + c.path, { method: 'POST', headers: c === tg ? telegramHeaders('tok') : telegramHeaders(), body: JSON.stringify(P.tgText(70000 + n, n, 'flood')) });
+      fetch(s.base + c.path, {
+        method: 'POST',
+        headers: c === tg ? telegramHeaders('tok') : telegramHeaders(),
+        body: JSON.stringify(P.tgText(70000 + n, n, 'flood')),
+      });
     const burst = 3 * FLOOD;
     const results = await Promise.all(Array.from({ length: burst }, (_, i) => send(tg, i)));
     const accepted = results.filter((r) => r.status === 200).length;

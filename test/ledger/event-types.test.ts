@@ -52,17 +52,34 @@ function systemLiterals(): Literal[] {
     // type (`SystemEventPayload<'message.inbound'>`): the compiler checks it against the catalog.
     const catalogUse = (node: ts.Node): string | undefined => {
       const p = node.parent;
-      if (ts.isCallExpression(p) && p.arguments.includes(node as ts.Expression) && ts.isIdentifier(p.expression) && fromCatalog.has(p.expression.text)) return p.expression.text;
+      if (
+        ts.isCallExpression(p) &&
+        p.arguments.includes(node as ts.Expression) &&
+        ts.isIdentifier(p.expression) &&
+        fromCatalog.has(p.expression.text)
+      )
+        return p.expression.text;
       const ref = ts.isLiteralTypeNode(p) ? p.parent : undefined;
-      if (ref && ts.isTypeReferenceNode(ref) && ts.isIdentifier(ref.typeName) && fromCatalog.has(ref.typeName.text)) return ref.typeName.text;
+      if (ref && ts.isTypeReferenceNode(ref) && ts.isIdentifier(ref.typeName) && fromCatalog.has(ref.typeName.text))
+        return ref.typeName.text;
       return undefined;
     };
     const visit = (node: ts.Node): void => {
-      if (ts.isImportDeclaration(node) && ts.isStringLiteral(node.moduleSpecifier) && node.moduleSpecifier.text.endsWith('ledger/event-types.js')) {
+      if (
+        ts.isImportDeclaration(node) &&
+        ts.isStringLiteral(node.moduleSpecifier) &&
+        node.moduleSpecifier.text.endsWith('ledger/event-types.js')
+      ) {
         const named = node.importClause?.namedBindings;
         if (named && ts.isNamedImports(named)) for (const n of named.elements) fromCatalog.add(n.name.text);
       }
-      if (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node) || ts.isTemplateHead(node) || ts.isTemplateMiddle(node) || ts.isTemplateTail(node)) {
+      if (
+        ts.isStringLiteral(node) ||
+        ts.isNoSubstitutionTemplateLiteral(node) ||
+        ts.isTemplateHead(node) ||
+        ts.isTemplateMiddle(node) ||
+        ts.isTemplateTail(node)
+      ) {
         for (const text of systemNamesIn(node.text)) {
           found.push({ file, line: source.getLineAndCharacterOfPosition(node.getStart()).line + 1, text, catalogUse: catalogUse(node) });
         }
@@ -108,21 +125,67 @@ const SAMPLES: { [T in SystemEventType]: Parameters<(typeof SYSTEM_EVENTS)[T]['b
   ],
   'message.outbound': [[{ text: 'hello', platform: 'slack', external_message_id: 'C1:1.2', conversation_id: randomUUID() }]],
   'message.status': [
-    [{ kind: 'platform', status: 'read', external_message_id: 'wamid.1', origin_event_id: null, platform: 'whatsapp', timestamp: '2024-01-01T00:00:00Z' }],
-    [{ kind: 'platform', status: 'failed', external_message_id: 'wamid.2', origin_event_id: randomUUID(), platform: 'whatsapp', timestamp: '2024-01-01T00:00:00Z', error: { code: 131047 } }],
-    [{ kind: 'send_failed', message_id: randomUUID(), platform: 'telegram', error: { code: 'RECIPIENT_BLOCKED', message: 'blocked', platform_code: 403 }, conversation_id: randomUUID() }],
+    [
+      {
+        kind: 'platform',
+        status: 'read',
+        external_message_id: 'wamid.1',
+        origin_event_id: null,
+        platform: 'whatsapp',
+        timestamp: '2024-01-01T00:00:00Z',
+      },
+    ],
+    [
+      {
+        kind: 'platform',
+        status: 'failed',
+        external_message_id: 'wamid.2',
+        origin_event_id: randomUUID(),
+        platform: 'whatsapp',
+        timestamp: '2024-01-01T00:00:00Z',
+        error: { code: 131047 },
+      },
+    ],
+    [
+      {
+        kind: 'send_failed',
+        message_id: randomUUID(),
+        platform: 'telegram',
+        error: { code: 'RECIPIENT_BLOCKED', message: 'blocked', platform_code: 403 },
+        conversation_id: randomUUID(),
+      },
+    ],
   ],
   'message.reaction': [
-    [{ reaction: { emoji: '👍', message_id: '1:2' }, action: 'added', platform: 'telegram', conversation_id: randomUUID(), origin_event_id: null, timestamp: '2024-01-01T00:00:00Z' }],
+    [
+      {
+        reaction: { emoji: '👍', message_id: '1:2' },
+        action: 'added',
+        platform: 'telegram',
+        conversation_id: randomUUID(),
+        origin_event_id: null,
+        timestamp: '2024-01-01T00:00:00Z',
+      },
+    ],
   ],
   'user.merged': [
     [{ target_user_id: randomUUID(), source_user_id: randomUUID(), platform_user_ids: [randomUUID()], link_code_id: null }],
     [{ target_user_id: randomUUID(), source_user_id: randomUUID(), platform_user_ids: [], link_code_id: randomUUID() }],
   ],
   'link_code.generated': [[{ link_code_id: randomUUID(), user_id: randomUUID(), expires_at: '2024-01-01T00:10:00.000000Z' }]],
-  'link_code.activation': [[{ link_code_id: randomUUID(), user_id: randomUUID(), platform_user_id: randomUUID(), merged_user_id: null, via: 'inbound' }]],
+  'link_code.activation': [
+    [{ link_code_id: randomUUID(), user_id: randomUUID(), platform_user_id: randomUUID(), merged_user_id: null, via: 'inbound' }],
+  ],
   'system.webhook_disabled': [
-    [{ subscription_id: randomUUID(), name: 'orders', target_url: 'https://example.org/hook', consecutive_failures: 5, disabled_at: '2024-01-01T00:00:00.000Z' }],
+    [
+      {
+        subscription_id: randomUUID(),
+        name: 'orders',
+        target_url: 'https://example.org/hook',
+        consecutive_failures: 5,
+        disabled_at: '2024-01-01T00:00:00.000Z',
+      },
+    ],
   ],
   'webhook.test': [[]],
 };
@@ -138,7 +201,8 @@ describe('the event catalog', () => {
 
   it('names every file that builds a system event as its emitter, and only files that exist', () => {
     const built = new Map<string, Set<string>>();
-    for (const l of systemLiterals().filter((x) => x.catalogUse === 'systemEvent')) built.set(l.text, (built.get(l.text) ?? new Set()).add(l.file));
+    for (const l of systemLiterals().filter((x) => x.catalogUse === 'systemEvent'))
+      built.set(l.text, (built.get(l.text) ?? new Set()).add(l.file));
     for (const type of TYPES) {
       const named = SYSTEM_EVENTS[type].emittedBy.map((e) => e.file).sort();
       expect([...(built.get(type) ?? [])].sort(), `emittedBy of ${type}`).toEqual(named);
@@ -148,14 +212,21 @@ describe('the event catalog', () => {
 
   it('reserves a prefix for every type it stores, so no client can post one as a custom event', () => {
     for (const [type, def] of Object.entries(SYSTEM_EVENTS)) {
-      if (def.stored !== false) expect(RESERVED_PREFIXES.some((p) => type.startsWith(p)), type).toBe(true);
+      if (def.stored !== false)
+        expect(
+          RESERVED_PREFIXES.some((p) => type.startsWith(p)),
+          type,
+        ).toBe(true);
     }
   });
 
   it('builds payloads that parse against their own schemas, with optional fields left out rather than undefined', () => {
     for (const type of TYPES) {
       for (const input of SAMPLES[type]) {
-        const built = (systemEvent as (t: string, ...i: unknown[]) => { event_type: string; payload: Record<string, unknown> })(type, ...input);
+        const built = (systemEvent as (t: string, ...i: unknown[]) => { event_type: string; payload: Record<string, unknown> })(
+          type,
+          ...input,
+        );
         expect(built.event_type).toBe(type);
         const parsed = SYSTEM_EVENTS[type].payload.safeParse(built.payload);
         expect(parsed.error, `${type} ${JSON.stringify(built.payload)}`).toBeUndefined();
@@ -166,7 +237,10 @@ describe('the event catalog', () => {
 
   it('keeps the payloads clients already read, field for field', () => {
     const conversation = randomUUID();
-    expect(systemEvent('message.outbound', { text: 'hi', platform: 'telegram', external_message_id: '9', conversation_id: conversation }).payload).toStrictEqual({
+    expect(
+      systemEvent('message.outbound', { text: 'hi', platform: 'telegram', external_message_id: '9', conversation_id: conversation })
+        .payload,
+    ).toStrictEqual({
       message: { text: 'hi', role: 'assistant' },
       platform: 'telegram',
       external_message_id: '9',
@@ -176,10 +250,14 @@ describe('the event catalog', () => {
     const message = { text: 'a', role: 'user' as const, type: 'text' as const };
     const inbound = { message, platform: 'sms', external_message_id: 'SM1', conversation_id: conversation, timestamp: 't' };
     expect(systemEvent('message.inbound', { ...inbound, edited: false }).payload).toStrictEqual(inbound);
-    expect(JSON.stringify(systemEvent('message.inbound', { ...inbound, edited: true }).payload)).toBe(JSON.stringify({ ...inbound, edited: true }));
+    expect(JSON.stringify(systemEvent('message.inbound', { ...inbound, edited: true }).payload)).toBe(
+      JSON.stringify({ ...inbound, edited: true }),
+    );
     const status = { status: 'delivered' as const, external_message_id: 'x', origin_event_id: null, platform: 'whatsapp', timestamp: 't' };
     expect(systemEvent('message.status', { kind: 'platform', ...status }).payload).toStrictEqual(status);
-    expect(systemEvent('user.merged', { target_user_id: 'a', source_user_id: 'b', platform_user_ids: [], link_code_id: null }).payload).toStrictEqual({
+    expect(
+      systemEvent('user.merged', { target_user_id: 'a', source_user_id: 'b', platform_user_ids: [], link_code_id: null }).payload,
+    ).toStrictEqual({
       target_user_id: 'a',
       source_user_id: 'b',
       platform_user_ids: [],
@@ -188,7 +266,9 @@ describe('the event catalog', () => {
   });
 
   it('generates docs/events.md: the committed file is what `npm run docs:events` writes', () => {
-    expect(readFileSync(join(root, 'docs/events.md'), 'utf8'), 'run `npm run docs:events` and commit docs/events.md').toBe(renderEventDocs());
+    expect(readFileSync(join(root, 'docs/events.md'), 'utf8'), 'run `npm run docs:events` and commit docs/events.md').toBe(
+      renderEventDocs(),
+    );
   });
 });
 
@@ -212,7 +292,13 @@ describe('the catalog check every test stack runs on close', () => {
         SELECT ${id}, ${appId}, COALESCE(max(seq), 0) + 1, now(), ${eventType}, ${sql.json(payload as never)} FROM events WHERE app_id = ${appId}`;
 
   it('passes catalog-built system events and any custom event, even one named like a delivery-only type', async () => {
-    const built = systemEvent('link_code.activation', { link_code_id: randomUUID(), user_id: randomUUID(), platform_user_id: randomUUID(), merged_user_id: null, via: 'api' });
+    const built = systemEvent('link_code.activation', {
+      link_code_id: randomUUID(),
+      user_id: randomUUID(),
+      platform_user_id: randomUUID(),
+      merged_user_id: null,
+      via: 'api',
+    });
     await store(randomUUID(), built.event_type, built.payload);
     await store(randomUUID(), 'order.placed', { anything: ['goes'] });
     // Not reserved, so a client may post it; the service only ever delivers its own.

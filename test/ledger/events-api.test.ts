@@ -16,7 +16,8 @@ beforeAll(async () => {
 });
 afterAll(() => s.close());
 
-const post = (auth: AppCredentials, body: unknown, headers: Record<string, string> = {}) => s.request('POST', '/v1/events', { auth, body, headers });
+const post = (auth: AppCredentials, body: unknown, headers: Record<string, string> = {}) =>
+  s.request('POST', '/v1/events', { auth, body, headers });
 
 describe('POST /v1/events', () => {
   it('answers 201 with the stored event in REST names once committed', async () => {
@@ -34,7 +35,9 @@ describe('POST /v1/events', () => {
       expect(r.status).toBe(400);
       expect(r.json.error.code).toBe('RESERVED_EVENT_TYPE');
     }
-    const [{ n }] = await s.deps.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM events WHERE event_type LIKE 'message.%' OR event_type LIKE 'user.%'`;
+    const [{ n }] = await s.deps.sql<
+      { n: number }[]
+    >`SELECT count(*)::int AS n FROM events WHERE event_type LIKE 'message.%' OR event_type LIKE 'user.%'`;
     expect(n).toBe(0);
   });
 
@@ -48,7 +51,9 @@ describe('POST /v1/events', () => {
   });
 
   it('names an edge target or origin that does not exist in the application', async () => {
-    const [pu] = await s.deps.sql<{ id: string }[]>`INSERT INTO platform_users (app_id, platform, external_id) VALUES (${b.appId}, 'TELEGRAM', '42') RETURNING id`;
+    const [pu] = await s.deps.sql<
+      { id: string }[]
+    >`INSERT INTO platform_users (app_id, platform, external_id) VALUES (${b.appId}, 'TELEGRAM', '42') RETURNING id`;
     const foreign = (await post(b, { event_type: 'b.thing', payload: {} })).json.id;
     const r = await post(a, {
       event_type: 'order.linked',
@@ -61,7 +66,9 @@ describe('POST /v1/events', () => {
   });
 
   it('stores edges and the origin link when they belong to the application', async () => {
-    const [pu] = await s.deps.sql<{ id: string }[]>`INSERT INTO platform_users (app_id, platform, external_id, name) VALUES (${a.appId}, 'TELEGRAM', '7', 'Ann') RETURNING id`;
+    const [pu] = await s.deps.sql<
+      { id: string }[]
+    >`INSERT INTO platform_users (app_id, platform, external_id, name) VALUES (${a.appId}, 'TELEGRAM', '7', 'Ann') RETURNING id`;
     const origin = (await post(a, { event_type: 'order.placed', payload: {} })).json;
     const r = await post(a, {
       event_type: 'order.shipped',
@@ -80,10 +87,14 @@ describe('POST /v1/events', () => {
       originEvent: { id: origin.id, eventType: 'order.placed' },
       edges: [{ edgeType: 'placed_by', targetNodeType: 'PLATFORM_USER', targetPlatformUser: { externalId: '7', name: 'Ann' } }],
     });
-    const created = await s.gql(a, `mutation($e: [EdgeInput!], $o: ID) { createEvent(eventType: "order.shipped", payload: {n: 1}, edges: $e, originEventId: $o) { ${fields} } }`, {
-      e: [{ edgeType: 'placed_by', targetNodeType: 'PLATFORM_USER', targetNodeId: pu.id }],
-      o: origin.id,
-    });
+    const created = await s.gql(
+      a,
+      `mutation($e: [EdgeInput!], $o: ID) { createEvent(eventType: "order.shipped", payload: {n: 1}, edges: $e, originEventId: $o) { ${fields} } }`,
+      {
+        e: [{ edgeType: 'placed_by', targetNodeType: 'PLATFORM_USER', targetNodeId: pu.id }],
+        o: origin.id,
+      },
+    );
     expect(created.json.errors).toBeUndefined();
     const stored = await s.gql(a, `query($id: ID!) { event(id: $id) { ${fields} } }`, { id: created.json.data.createEvent.id });
     expect(created.json.data.createEvent).toEqual(stored.json.data.event);
@@ -109,8 +120,15 @@ describe('POST /v1/events', () => {
 
 describe('event schemas', () => {
   it('rejects an enforced mismatch with payload paths, applies defaults, and keeps errors when not enforced', async () => {
-    const schema = { type: 'object', required: ['amount'], properties: { amount: { type: 'number', minimum: 0 }, currency: { type: 'string', default: 'EUR' } } };
-    const c = await s.request('POST', '/v1/event-schemas', { auth: a, body: { name: 'invoice.paid', json_schema: schema, enforce_validation: true } });
+    const schema = {
+      type: 'object',
+      required: ['amount'],
+      properties: { amount: { type: 'number', minimum: 0 }, currency: { type: 'string', default: 'EUR' } },
+    };
+    const c = await s.request('POST', '/v1/event-schemas', {
+      auth: a,
+      body: { name: 'invoice.paid', json_schema: schema, enforce_validation: true },
+    });
     expect(c.status).toBe(201);
     const bad = await post(a, { event_type: 'invoice.paid', payload: { amount: -1 } });
     expect(bad.status).toBe(400);
@@ -144,7 +162,11 @@ describe('event schemas', () => {
       // "No schema" is cached too, and must not outlive the schema's creation.
       for (let i = 0; i < 2; i++) expect(await check()).toMatchObject({ errors: null, enforced: false });
 
-      const created = await createEventSchema(one.sql, app.appId, { name: 'order.paid', json_schema: { type: 'object', required: ['amount'] }, enforce_validation: true });
+      const created = await createEventSchema(one.sql, app.appId, {
+        name: 'order.paid',
+        json_schema: { type: 'object', required: ['amount'] },
+        enforce_validation: true,
+      });
       if (!created.ok) throw new Error(created.error.message);
       const enforced = await check();
       expect(enforced.enforced).toBe(true);
@@ -198,14 +220,20 @@ describe('GET /v1/events', () => {
   });
 
   it('answers 400 for a malformed cursor or limit', async () => {
-    for (const q of ['after=not-a-cursor', `after=${Buffer.from('v1|x|y|z').toString('base64url')}`, 'limit=0', 'limit=501', 'event_type=BAD']) {
+    for (const q of [
+      'after=not-a-cursor',
+      `after=${Buffer.from('v1|x|y|z').toString('base64url')}`,
+      'limit=0',
+      'limit=501',
+      'event_type=BAD',
+    ]) {
       const r = await s.request('GET', `/v1/events?${q}`, { auth: a });
       expect(r.status, q).toBe(400);
       expect(['INVALID_CURSOR', 'VALIDATION_ERROR']).toContain(r.json.error.code);
     }
   });
 
-  it('never shows one application another application\'s events', async () => {
+  it("never shows one application another application's events", async () => {
     const mine = (await post(b, { event_type: 'secret.b', payload: { x: 1 } })).json;
     const list = await s.request('GET', '/v1/events?limit=500', { auth: a });
     expect(list.json.data.some((e: { id: string }) => e.id === mine.id)).toBe(false);
@@ -220,7 +248,9 @@ describe('GET /v1/events', () => {
 describe('GraphQL events', () => {
   it('filters by type, payload comparison and edge, combined with AND, in ledger order', async () => {
     const app = await s.createApp();
-    const [pu] = await s.deps.sql<{ id: string }[]>`INSERT INTO platform_users (app_id, platform, external_id) VALUES (${app.appId}, 'SLACK', 'U1') RETURNING id`;
+    const [pu] = await s.deps.sql<
+      { id: string }[]
+    >`INSERT INTO platform_users (app_id, platform, external_id) VALUES (${app.appId}, 'SLACK', 'U1') RETURNING id`;
     const edge = [{ edge_type: 'buyer', target_node_type: 'platform_user', target_node_id: pu.id }];
     const e1 = (await post(app, { event_type: 'shop.order', payload: { total: 5 }, edges: edge })).json;
     const e2 = (await post(app, { event_type: 'shop.order', payload: { total: 50 }, edges: edge })).json;
@@ -228,12 +258,19 @@ describe('GraphQL events', () => {
     await post(app, { event_type: 'shop.refund', payload: { total: 90 }, edges: edge });
     const q = `query($f: EventFilters) { events(filters: $f, first: 10) { edges { node { id } } pageInfo { hasNextPage endCursor } } }`;
     const ids = async (f: unknown) => (await s.gql(app, q, { f })).json.data.events.edges.map((x: { node: { id: string } }) => x.node.id);
-    expect(await ids({ eventType: { equals: 'shop.order' }, hasEdge: { edgeType: 'buyer', targetNodeId: { equals: pu.id } } })).toEqual([e1.id, e2.id]);
-    expect(await ids({ eventType: { startsWith: 'shop.' }, payload: { path: 'total', gte: 50 }, hasEdge: { targetNodeId: { equals: pu.id } } })).toHaveLength(2);
+    expect(await ids({ eventType: { equals: 'shop.order' }, hasEdge: { edgeType: 'buyer', targetNodeId: { equals: pu.id } } })).toEqual([
+      e1.id,
+      e2.id,
+    ]);
+    expect(
+      await ids({ eventType: { startsWith: 'shop.' }, payload: { path: 'total', gte: 50 }, hasEdge: { targetNodeId: { equals: pu.id } } }),
+    ).toHaveLength(2);
     expect(await ids({ payload: { path: 'total', lt: 10 } })).toEqual([e1.id]);
     const page = await s.gql(app, `{ events(first: 1) { pageInfo { hasNextPage endCursor } } }`);
     expect(page.json.data.events.pageInfo.hasNextPage).toBe(true);
-    const next = await s.gql(app, `query($c: String) { events(first: 1, after: $c) { edges { node { id } } } }`, { c: page.json.data.events.pageInfo.endCursor });
+    const next = await s.gql(app, `query($c: String) { events(first: 1, after: $c) { edges { node { id } } } }`, {
+      c: page.json.data.events.pageInfo.endCursor,
+    });
     expect(next.json.data.events.edges[0].node.id).toBe(e2.id);
   });
 

@@ -21,7 +21,9 @@ beforeAll(async () => {
            (ARRAY['message.inbound','message.outbound','order.placed','order.paid'])[1 + (g % 4)],
            jsonb_build_object('amount', g % 1000)
       FROM generate_series(1, 200000) g`;
-  [{ id: puId }] = await deps.sql<{ id: string }[]>`INSERT INTO platform_users (app_id, platform, external_id) VALUES (${appId}, 'TELEGRAM', '1') RETURNING id`;
+  [{ id: puId }] = await deps.sql<
+    { id: string }[]
+  >`INSERT INTO platform_users (app_id, platform, external_id) VALUES (${appId}, 'TELEGRAM', '1') RETURNING id`;
   // Every event has an edge to some platform user; ours is one of thousands.
   await deps.sql`
     INSERT INTO event_edges (event_id, app_id, event_seq, event_created_at, edge_type, target_node_type, target_node_id, ord)
@@ -61,7 +63,7 @@ describe('ledger reads are index-backed', () => {
     expect(await fullScansOfData(p)).toEqual([]);
   });
 
-  it('finds an event by id through each partition\'s key, as reads and the write path\'s duplicate check do', async () => {
+  it("finds an event by id through each partition's key, as reads and the write path's duplicate check do", async () => {
     const [{ id }] = await deps.sql<{ id: string }[]>`SELECT id FROM events WHERE app_id = ${appId} LIMIT 1`;
     for (const q of [`SELECT * FROM events WHERE app_id = '${appId}' AND id = '${id}'`, `SELECT 1 FROM events e WHERE e.id = '${id}'`]) {
       const p = await plan(q);
@@ -73,7 +75,9 @@ describe('ledger reads are index-backed', () => {
   it('filters event types by exact name and by prefix through (app_id, event_type, seq)', async () => {
     const exact = await plan(`SELECT id FROM events e WHERE e.app_id = '${appId}' AND e.event_type = 'order.paid' ORDER BY e.seq LIMIT 50`);
     expect(await fullScansOfData(exact)).toEqual([]);
-    const prefix = await plan(`SELECT id FROM events e WHERE e.app_id = '${appId}' AND e.event_type LIKE 'order.%' ORDER BY e.seq LIMIT 50`);
+    const prefix = await plan(
+      `SELECT id FROM events e WHERE e.app_id = '${appId}' AND e.event_type LIKE 'order.%' ORDER BY e.seq LIMIT 50`,
+    );
     expect(await fullScansOfData(prefix)).toEqual([]);
   });
 

@@ -26,7 +26,14 @@ afterAll(async () => {
   await t.dropDatabase();
 });
 
-const event = (appId: string, i: number): LedgerEvent => ({ id: randomUUID(), app_id: appId, event_type: 'load.tick', payload: { i }, edges: [], attachments: [] });
+const event = (appId: string, i: number): LedgerEvent => ({
+  id: randomUUID(),
+  app_id: appId,
+  event_type: 'load.tick',
+  payload: { i },
+  edges: [],
+  attachments: [],
+});
 
 describe('the ledger invariant', () => {
   it('a reader paging by cursor while 3 worker processes commit sees every event once, in final ledger order', async () => {
@@ -60,7 +67,10 @@ describe('the ledger invariant', () => {
         produced += batch.length;
         // One producer enqueues as a web process does (its 10 events in one job), the others one job per event.
         if (p === 2) await deps.queues.ledger.add('ledger', { events: batch }, { jobId: JOBS.ledger.jobId({ events: batch }) });
-        else await deps.queues.ledger.addBulk(batch.map((e) => ({ name: 'ledger', data: { event: e }, opts: { jobId: JOBS.ledger.jobId({ event: e }) } })));
+        else
+          await deps.queues.ledger.addBulk(
+            batch.map((e) => ({ name: 'ledger', data: { event: e }, opts: { jobId: JOBS.ledger.jobId({ event: e }) } })),
+          );
         await new Promise((r) => setTimeout(r, 40));
       }
     });
@@ -103,12 +113,14 @@ describe('the ledger invariant', () => {
     expect(second.seq).toBe(first.seq);
     const again = await writeEvents(deps.sql, [e, e]);
     const [stored] = await listEvents(deps.sql, app.appId, {}, 1);
-    expect(again).toEqual([{ id: e.id, app_id: app.appId, seq: first.seq, created_at: stored.created_at, event_type: 'load.tick', conversation_id: null }]);
+    expect(again).toEqual([
+      { id: e.id, app_id: app.appId, seq: first.seq, created_at: stored.created_at, event_type: 'load.tick', conversation_id: null },
+    ]);
     const [{ n }] = await deps.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM events WHERE app_id = ${app.appId}`;
     expect(n).toBe(1);
   });
 
-  it('a web process\'s batch job retried after its commit writes no event and no edge twice', async () => {
+  it("a web process's batch job retried after its commit writes no event and no edge twice", async () => {
     const app = await createApplication(deps.sql, 'retry-batch', ['events:read']);
     const edge = { edge_type: 'about', target_node_type: 'file' as const, target_node_id: randomUUID() };
     const events = [0, 1, 2].map((i) => ({ ...event(app.appId, i), edges: [edge, { ...edge, edge_type: 'also' }] }));
@@ -123,13 +135,23 @@ describe('the ledger invariant', () => {
              (SELECT count(*)::int FROM event_edges WHERE app_id = ${app.appId}) AS edges`;
     expect({ n, edges }).toEqual({ n: 3, edges: 6 });
     const read = await listEvents(deps.sql, app.appId, {}, 10);
-    expect(read.map((e) => e.edges.map((x) => x.edge_type))).toEqual([['about', 'also'], ['about', 'also'], ['about', 'also']]);
+    expect(read.map((e) => e.edges.map((x) => x.edge_type))).toEqual([
+      ['about', 'also'],
+      ['about', 'also'],
+      ['about', 'also'],
+    ]);
   });
 
   it('keeps created_at strictly increasing with seq inside a batch and across batches', async () => {
     const app = await createApplication(deps.sql, 'mono', ['events:read']);
-    await writeEvents(deps.sql, Array.from({ length: 30 }, (_, i) => event(app.appId, i)));
-    await writeEvents(deps.sql, Array.from({ length: 5 }, (_, i) => event(app.appId, i)));
+    await writeEvents(
+      deps.sql,
+      Array.from({ length: 30 }, (_, i) => event(app.appId, i)),
+    );
+    await writeEvents(
+      deps.sql,
+      Array.from({ length: 5 }, (_, i) => event(app.appId, i)),
+    );
     const rows = await deps.sql<{ ok: boolean }[]>`
       SELECT bool_and(created_at > prev_at) AS ok FROM (
         SELECT created_at, lag(created_at) OVER (ORDER BY seq) AS prev_at FROM events WHERE app_id = ${app.appId}) x

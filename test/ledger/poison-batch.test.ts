@@ -18,7 +18,10 @@ beforeAll(async () => {
   b = await s.createApp();
   submitter = createLedgerSubmitter(s.deps);
   await submitter.ready;
-  events = new QueueEvents('ledger', { connection: createRedis(s.config.REDIS_URL, 'blocking'), prefix: queuePrefix(s.config.REDIS_PREFIX) });
+  events = new QueueEvents('ledger', {
+    connection: createRedis(s.config.REDIS_URL, 'blocking'),
+    prefix: queuePrefix(s.config.REDIS_PREFIX),
+  });
   await events.waitUntilReady();
 });
 afterAll(async () => {
@@ -31,8 +34,22 @@ afterAll(async () => {
  * An event past every check at the door that PostgreSQL still refuses: jsonb cannot hold U+0000
  * (SQLSTATE 22P05), and the ledger worker repairs it only in payloads and attachments.
  */
-const poison = (appId: string): LedgerEvent => ({ id: randomUUID(), app_id: appId, event_type: 'poison.\u0000', payload: {}, edges: [], attachments: [] });
-const good = (appId: string, n: number): LedgerEvent => ({ id: randomUUID(), app_id: appId, event_type: 'good.one', payload: { n }, edges: [], attachments: [] });
+const poison = (appId: string): LedgerEvent => ({
+  id: randomUUID(),
+  app_id: appId,
+  event_type: 'poison.\u0000',
+  payload: {},
+  edges: [],
+  attachments: [],
+});
+const good = (appId: string, n: number): LedgerEvent => ({
+  id: randomUUID(),
+  app_id: appId,
+  event_type: 'good.one',
+  payload: { n },
+  edges: [],
+  attachments: [],
+});
 
 const storedIds = async (ids: string[]) =>
   (await s.deps.sql<{ id: string }[]>`SELECT id FROM events WHERE id = ANY(${ids}::uuid[])`).map((r) => r.id).sort();
@@ -77,7 +94,9 @@ describe('a ledger batch holding one event PostgreSQL refuses', () => {
     expect(outcomes[1]).toMatchObject({ attemptsMade: 1, failedReason: expect.stringContaining('SQLSTATE 22P05') });
     expect(await storedIds([...oks.map((e) => e.id), bad.id])).toEqual(oks.map((e) => e.id).sort());
     // Application a's ledger keeps its order: positions are dense (the refused event took none).
-    const seqs = (await s.deps.sql<{ seq: number }[]>`SELECT seq FROM events WHERE app_id = ${a.appId} ORDER BY seq`).map((r) => Number(r.seq));
+    const seqs = (await s.deps.sql<{ seq: number }[]>`SELECT seq FROM events WHERE app_id = ${a.appId} ORDER BY seq`).map((r) =>
+      Number(r.seq),
+    );
     expect(seqs).toEqual(seqs.map((_, i) => i + 1));
   });
 
@@ -86,9 +105,16 @@ describe('a ledger batch holding one event PostgreSQL refuses', () => {
     const deep = good(a.appId, 7);
     // Queued held back, then given a payload nested 6,000 levels (as a producer that got it
     // into Redis would leave it: JSON.parse reads it, JSON.stringify overflows the stack).
-    const job = await s.deps.queues.ledger.add('ledger', { events: [ok, deep] }, { jobId: JOBS.ledger.jobId({ events: [ok, deep] }), delay: 600_000 });
+    const job = await s.deps.queues.ledger.add(
+      'ledger',
+      { events: [ok, deep] },
+      { jobId: JOBS.ledger.jobId({ events: [ok, deep] }), delay: 600_000 },
+    );
     const depth = 6_000;
-    const deepJson = JSON.stringify({ events: [ok, { ...deep, payload: '\u0001' }] }).replace('"\\u0001"', `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`);
+    const deepJson = JSON.stringify({ events: [ok, { ...deep, payload: '\u0001' }] }).replace(
+      '"\\u0001"',
+      `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`,
+    );
     await s.deps.redis.hset(`${queuePrefix(s.config.REDIS_PREFIX)}:ledger:${job.id}`, 'data', deepJson);
     await job.promote();
     const outcome = await finished(job);

@@ -23,7 +23,12 @@ let smtp: SmtpFake;
 const responses: string[] = [];
 
 beforeAll(async () => {
-  [tg, wa, sms, smtp] = await Promise.all([TelegramFake.start(), WhatsappFake.start({ accessToken: 'SECRET-wa-access' }), TwilioFake.start({ authToken: 'another-token' }), SmtpFake.start({ users: { mailer: 'other-pass' } })]);
+  [tg, wa, sms, smtp] = await Promise.all([
+    TelegramFake.start(),
+    WhatsappFake.start({ accessToken: 'SECRET-wa-access' }),
+    TwilioFake.start({ authToken: 'another-token' }),
+    SmtpFake.start({ users: { mailer: 'other-pass' } }),
+  ]);
   const port = await freePort();
   t = await createTestEnv({ LOG_LEVEL: 'trace', PORT: String(port), SEND_WAIT_MS: '4000' });
   deps = createDeps(t.config);
@@ -64,11 +69,24 @@ describe('credentials', () => {
     const hook = await fetch(base + hookPath, {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'x-telegram-bot-api-secret-token': String(configs.TELEGRAM.secret_token) },
-      body: JSON.stringify({ update_id: 1, message: { message_id: 1, from: { id: 42, is_bot: false, first_name: 'Ann' }, chat: { id: 42, type: 'private' }, date: 1700000000, text: 'hi' } }),
+      body: JSON.stringify({
+        update_id: 1,
+        message: {
+          message_id: 1,
+          from: { id: 42, is_bot: false, first_name: 'Ann' },
+          chat: { id: 42, type: 'private' },
+          date: 1700000000,
+          text: 'hi',
+        },
+      }),
     });
     expect(hook.status).toBe(200);
     const hookSecret = hookPath.split('/').pop()!;
-    const dead = await call('POST', '/v1/platform-connections', { platform_name: 'TELEGRAM', name: 'dead', config: { ...configs.TELEGRAM, api_base_url: 'http://127.0.0.1:1' } });
+    const dead = await call('POST', '/v1/platform-connections', {
+      platform_name: 'TELEGRAM',
+      name: 'dead',
+      config: { ...configs.TELEGRAM, api_base_url: 'http://127.0.0.1:1' },
+    });
     await call('GET', '/v1/platform-connections');
     await call('GET', `/v1/platform-connections/${ids.TELEGRAM}`);
     await call('PATCH', `/v1/platform-connections/${ids.TELEGRAM}`, { name: 'renamed' });

@@ -24,7 +24,14 @@ describe('files (Postgres storage)', () => {
   it('stores an upload with the type sniffed from its content, and serves metadata and bytes', async () => {
     const up = await upload(a, [['file', new Blob([new Uint8Array(PNG)], { type: 'text/plain' }), 'dot.txt']]);
     expect(up.status).toBe(201);
-    expect(up.json).toEqual({ id: expect.any(String), filename: 'dot.txt', mime_type: 'image/png', size_bytes: PNG.length, sha256: expect.stringMatching(/^[0-9a-f]{64}$/), created_at: expect.any(String) });
+    expect(up.json).toEqual({
+      id: expect.any(String),
+      filename: 'dot.txt',
+      mime_type: 'image/png',
+      size_bytes: PNG.length,
+      sha256: expect.stringMatching(/^[0-9a-f]{64}$/),
+      created_at: expect.any(String),
+    });
     const meta = await s.request('GET', `/v1/files/${up.json.id}`, { auth: a });
     expect(meta.json).toEqual(up.json);
     const content = await fetch(`${s.base}/v1/files/${up.json.id}/content`, { headers: a.headers });
@@ -34,7 +41,7 @@ describe('files (Postgres storage)', () => {
     expect(Buffer.from(await content.arrayBuffer())).toEqual(PNG);
   });
 
-  it("keeps the declared type when the content is not recognisable, and hides files from other applications", async () => {
+  it('keeps the declared type when the content is not recognisable, and hides files from other applications', async () => {
     const up = await upload(a, [['file', new Blob(['a,b\n1,2\n'], { type: 'text/csv' }), 'x.csv']]);
     expect(up.json.mime_type).toBe('text/csv');
     expect((await s.request('GET', `/v1/files/${up.json.id}`, { auth: b })).status).toBe(404);

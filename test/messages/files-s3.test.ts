@@ -15,7 +15,13 @@ beforeAll(async () => {
   tg = await TelegramFake.start();
   s = await startTestStack({
     workers: ['ledger', 'send'],
-    env: { FILE_STORAGE: 's3', S3_BUCKET: 'gw-files', S3_ENDPOINT: s3.url, S3_ACCESS_KEY_ID: 'AKIATESTKEY', S3_SECRET_ACCESS_KEY: 'test-secret-key' },
+    env: {
+      FILE_STORAGE: 's3',
+      S3_BUCKET: 'gw-files',
+      S3_ENDPOINT: s3.url,
+      S3_ACCESS_KEY_ID: 'AKIATESTKEY',
+      S3_SECRET_ACCESS_KEY: 'test-secret-key',
+    },
   });
   a = await s.createApp();
 });
@@ -39,7 +45,9 @@ describe('files in S3-compatible storage (FILE_STORAGE=s3)', () => {
     expect(up.status).toBe(201);
     expect(up.json).toMatchObject({ filename: 'report.pdf', mime_type: 'application/pdf', size_bytes: pdf.length });
     expect(s3.objects.get(`gw-files/${a.appId}/${up.json.id}`)?.data).toEqual(pdf);
-    const [row] = await s.deps.sql<{ data: Buffer | null; storage: string; storage_key: string }[]>`SELECT data, storage, storage_key FROM files WHERE id = ${up.json.id}`;
+    const [row] = await s.deps.sql<
+      { data: Buffer | null; storage: string; storage_key: string }[]
+    >`SELECT data, storage, storage_key FROM files WHERE id = ${up.json.id}`;
     expect(row).toEqual({ data: null, storage: 's3', storage_key: `${a.appId}/${up.json.id}` });
 
     const meta = await s.request('GET', `/v1/files/${up.json.id}`, { auth: a });
@@ -52,7 +60,10 @@ describe('files in S3-compatible storage (FILE_STORAGE=s3)', () => {
   it('sends a stored file to the platform from the bucket', async () => {
     const up = await upload('report.pdf', 'application/pdf', pdf);
     const conn = await connect(s, a, 'TELEGRAM', { bot_token: '123:s3-test', api_base_url: tg.url });
-    const r = await s.request('POST', '/v1/messages', { auth: a, body: { platform_connection_id: conn.id, to_external_id: '77', message: 'the report', file_ids: [up.json.id] } });
+    const r = await s.request('POST', '/v1/messages', {
+      auth: a,
+      body: { platform_connection_id: conn.id, to_external_id: '77', message: 'the report', file_ids: [up.json.id] },
+    });
     expect(r.status, r.text).toBe(201);
     const doc = tg.accepted.find((q) => q.path.endsWith('/sendDocument'))!;
     expect(doc.files?.[0]).toMatchObject({ field: 'document', filename: 'report.pdf', data: pdf });

@@ -41,9 +41,16 @@ describe('POST /v1/messages (Telegram)', () => {
     expect(ev.json).toMatchObject({
       id: r.json.id,
       event_type: 'message.outbound',
-      payload: { message: { text: 'hello *world*', role: 'assistant' }, platform: 'telegram', external_message_id: '1', conversation_id: expect.any(String) },
+      payload: {
+        message: { text: 'hello *world*', role: 'assistant' },
+        platform: 'telegram',
+        external_message_id: '1',
+        conversation_id: expect.any(String),
+      },
     });
-    const edges = Object.fromEntries(ev.json.edges.map((e: { edge_type: string; target_node_id: string }) => [e.edge_type, e.target_node_id]));
+    const edges = Object.fromEntries(
+      ev.json.edges.map((e: { edge_type: string; target_node_id: string }) => [e.edge_type, e.target_node_id]),
+    );
     const users = await s.deps.sql<{ id: string; external_id: string; is_system_user: boolean }[]>`
       SELECT id, external_id, is_system_user FROM platform_users WHERE id IN (${edges.sent_to}, ${edges.sent_by})`;
     expect(users.find((u) => u.id === edges.sent_to)).toMatchObject({ external_id: '4242', is_system_user: false });
@@ -54,7 +61,11 @@ describe('POST /v1/messages (Telegram)', () => {
   });
 
   it('GraphQL sendMessage answers id and status{success message externalMessageId}', async () => {
-    const r = await s.gql(a, `mutation($c: ID!) { sendMessage(platformConnectionId: $c, toExternalId: "4243", message: "via graphql") { id status { success message externalMessageId } } }`, { c: conn.id });
+    const r = await s.gql(
+      a,
+      `mutation($c: ID!) { sendMessage(platformConnectionId: $c, toExternalId: "4243", message: "via graphql") { id status { success message externalMessageId } } }`,
+      { c: conn.id },
+    );
     expect(r.json.errors).toBeUndefined();
     expect(r.json.data.sendMessage).toEqual({ id: expect.any(String), status: { success: true, message: 'sent', externalMessageId: '1' } });
     expect(tg.server.requests[0].json).toEqual({ chat_id: '4243', text: 'via graphql' });
@@ -62,13 +73,18 @@ describe('POST /v1/messages (Telegram)', () => {
 
   it("answers 404 PLATFORM_CONNECTION_NOT_FOUND for an unknown id or another application's connection", async () => {
     for (const id of ['00000000-0000-4000-8000-000000000000', 'not-a-uuid']) {
-      const r = await s.request('POST', '/v1/messages', { auth: a, body: { platform_connection_id: id, to_external_id: '1', message: 'x' } });
+      const r = await s.request('POST', '/v1/messages', {
+        auth: a,
+        body: { platform_connection_id: id, to_external_id: '1', message: 'x' },
+      });
       expect(r.status).toBe(404);
       expect(r.json.error.code).toBe('PLATFORM_CONNECTION_NOT_FOUND');
     }
     const other = await send({ to_external_id: '1', message: 'x' }, b);
     expect(other.status).toBe(404);
-    const g = await s.gql(b, `mutation($c: ID!) { sendMessage(platformConnectionId: $c, toExternalId: "1", message: "x") { id } }`, { c: conn.id });
+    const g = await s.gql(b, `mutation($c: ID!) { sendMessage(platformConnectionId: $c, toExternalId: "1", message: "x") { id } }`, {
+      c: conn.id,
+    });
     expect(g.json.errors[0].extensions.code).toBe('PLATFORM_CONNECTION_NOT_FOUND');
     expect(tg.server.requests).toHaveLength(0);
   });
@@ -80,10 +96,16 @@ describe('POST /v1/messages (Telegram)', () => {
     const bad = await send({ to_external_id: '@someone', message: 'hi' });
     expect(bad.status).toBe(400);
     expect(bad.json.error).toMatchObject({ code: 'INVALID_RECIPIENT', details: [{ path: ['to_external_id'] }] });
-    const g = await s.gql(a, `mutation($c: ID!, $m: String!) { sendMessage(platformConnectionId: $c, toExternalId: "1", message: $m) { id } }`, { c: conn.id, m: 'y'.repeat(4097) });
+    const g = await s.gql(
+      a,
+      `mutation($c: ID!, $m: String!) { sendMessage(platformConnectionId: $c, toExternalId: "1", message: $m) { id } }`,
+      { c: conn.id, m: 'y'.repeat(4097) },
+    );
     expect(g.json.errors[0].extensions.code).toBe('MESSAGE_TOO_LONG');
     expect(tg.server.requests).toHaveLength(0);
-    const [{ n }] = await s.deps.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM outbound_messages WHERE text LIKE 'xxxx%' OR to_external_id = '@someone'`;
+    const [{ n }] = await s.deps.sql<
+      { n: number }[]
+    >`SELECT count(*)::int AS n FROM outbound_messages WHERE text LIKE 'xxxx%' OR to_external_id = '@someone'`;
     expect(n).toBe(0);
   });
 
@@ -103,10 +125,16 @@ describe('POST /v1/messages (Telegram)', () => {
     });
     expect(tg.server.requests).toHaveLength(1);
     const messageId = r.json.error.details[0].message_id;
-    const failed = await eventually(async () => {
-      const [e] = await s.deps.sql<{ payload: any }[]>`SELECT payload FROM events WHERE app_id = ${a.appId} AND event_type = 'message.status' AND payload->>'message_id' = ${messageId}`;
-      return e;
-    }, 5000, 'message.status failed');
+    const failed = await eventually(
+      async () => {
+        const [e] = await s.deps.sql<
+          { payload: any }[]
+        >`SELECT payload FROM events WHERE app_id = ${a.appId} AND event_type = 'message.status' AND payload->>'message_id' = ${messageId}`;
+        return e;
+      },
+      5000,
+      'message.status failed',
+    );
     expect(failed.payload).toMatchObject({ status: 'failed', error: { code: 'RECIPIENT_BLOCKED', platform_code: 403 } });
 
     tg.notStartedChats.add('5001');
@@ -121,14 +149,19 @@ describe('POST /v1/messages (Telegram)', () => {
     expect(r.status, r.text).toBe(201);
     expect(tg.server.requests).toHaveLength(3);
     expect(tg.accepted).toHaveLength(1);
-    const [{ n }] = await s.deps.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM events WHERE app_id = ${a.appId} AND event_type = 'message.outbound' AND payload->'message'->>'text' = 'persist'`;
+    const [{ n }] = await s.deps.sql<
+      { n: number }[]
+    >`SELECT count(*)::int AS n FROM events WHERE app_id = ${a.appId} AND event_type = 'message.outbound' AND payload->'message'->>'text' = 'persist'`;
     expect(n).toBe(1);
     const [m] = await s.deps.sql<{ attempts: number }[]>`SELECT attempts FROM outbound_messages WHERE id = ${r.json.id}`;
     expect(m.attempts).toBe(3);
   });
 
   it("honours a 429's retry_after before the next try", async () => {
-    tg.server.script(1, { status: 429, body: { ok: false, error_code: 429, description: 'Too Many Requests: retry after 1', parameters: { retry_after: 1 } } });
+    tg.server.script(1, {
+      status: 429,
+      body: { ok: false, error_code: 429, description: 'Too Many Requests: retry after 1', parameters: { retry_after: 1 } },
+    });
     const r = await send({ to_external_id: '6001', message: 'patience' });
     expect(r.status, r.text).toBe(201);
     const [first, second] = tg.server.requests;
@@ -171,7 +204,11 @@ describe('POST /v1/messages (Telegram)', () => {
       expect(r.status).toBe(422);
       expect(r.json.error.code).toBe('PLATFORM_AUTH_FAILED');
       const c = await s.request('GET', `/v1/platform-connections/${conn.id}`, { auth: a });
-      expect(c.json.health).toMatchObject({ status: 'red', consecutive_failures: 1, last_error: expect.stringContaining('PLATFORM_AUTH_FAILED') });
+      expect(c.json.health).toMatchObject({
+        status: 'red',
+        consecutive_failures: 1,
+        last_error: expect.stringContaining('PLATFORM_AUTH_FAILED'),
+      });
       expect(c.text).not.toContain(token);
     } finally {
       tg.revokedTokens.clear();
@@ -191,7 +228,10 @@ describe('POST /v1/messages (Telegram)', () => {
   it('refuses sends on a disabled connection', async () => {
     const other = await connect(s, a, 'TELEGRAM', { bot_token: '777002:another_token', api_base_url: tg.url });
     await s.request('PATCH', `/v1/platform-connections/${other.id}`, { auth: a, body: { status: 'DISABLED' } });
-    const r = await s.request('POST', '/v1/messages', { auth: a, body: { platform_connection_id: other.id, to_external_id: '1', message: 'x' } });
+    const r = await s.request('POST', '/v1/messages', {
+      auth: a,
+      body: { platform_connection_id: other.id, to_external_id: '1', message: 'x' },
+    });
     expect(r.status).toBe(422);
     expect(r.json.error.code).toBe('CONNECTION_DISABLED');
   });

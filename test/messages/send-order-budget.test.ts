@@ -26,20 +26,39 @@ const post = (connId: string, to: string, message: string) =>
 
 describe('send queue behaviour', () => {
   it('answers 202 queued when the outcome is not there in time, and the outcome arrives as message.outbound', async () => {
-    const conn = await connect(s, a, 'MESSENGER', { page_access_token: 't', page_id: '4001', app_secret: 's', verify_token: 'v', api_base_url: fb.url });
+    const conn = await connect(s, a, 'MESSENGER', {
+      page_access_token: 't',
+      page_id: '4001',
+      app_secret: 's',
+      verify_token: 'v',
+      api_base_url: fb.url,
+    });
     const r = await post(conn.id, '123', 'later');
     expect(r.status).toBe(202);
     expect(r.json).toEqual({ id: expect.any(String), status: 'queued', created_at: expect.any(String) });
-    const ev = await eventually(async () => {
-      const e = await s.request('GET', `/v1/events/${r.json.id}`, { auth: a });
-      return e.status === 200 ? e.json : undefined;
-    }, 10_000, 'message.outbound');
-    expect(ev).toMatchObject({ event_type: 'message.outbound', payload: { platform: 'messenger', external_message_id: expect.stringMatching(/^m_/) } });
+    const ev = await eventually(
+      async () => {
+        const e = await s.request('GET', `/v1/events/${r.json.id}`, { auth: a });
+        return e.status === 200 ? e.json : undefined;
+      },
+      10_000,
+      'message.outbound',
+    );
+    expect(ev).toMatchObject({
+      event_type: 'message.outbound',
+      payload: { platform: 'messenger', external_message_id: expect.stringMatching(/^m_/) },
+    });
     expect((await s.request('GET', `/v1/messages/${r.json.id}`, { auth: a })).json.status).toBe('sent');
   });
 
   it('keeps order per recipient: a message never overtakes an earlier one that is being retried', async () => {
-    const conn = await connect(s, a, 'MESSENGER', { page_access_token: 't', page_id: '4002', app_secret: 's', verify_token: 'v', api_base_url: fb.url });
+    const conn = await connect(s, a, 'MESSENGER', {
+      page_access_token: 't',
+      page_id: '4002',
+      app_secret: 's',
+      verify_token: 'v',
+      api_base_url: fb.url,
+    });
     // The first try of the first message fails twice (502): without ordering, 2..6 would go out before it.
     fb.server.script(2, { status: 502, body: 'Bad Gateway' }, (r) => r.json?.message?.text === 'm1');
     const texts = ['m1', 'm2', 'm3', 'm4', 'm5', 'm6'];
@@ -48,8 +67,14 @@ describe('send queue behaviour', () => {
     expect(posted.every((p) => p.status === 202)).toBe(true);
     // Another recipient of the same connection is not held up by 900's retries.
     await post(conn.id, '901', 'other');
-    await eventually(async () => fb.accepted.filter((r) => r.path === '/v21.0/4002/messages').length === 7 || undefined, 20_000, 'all sends');
-    const toFirst = fb.accepted.filter((r) => r.path === '/v21.0/4002/messages' && r.json.recipient.id === '900').map((r) => r.json.message.text);
+    await eventually(
+      async () => fb.accepted.filter((r) => r.path === '/v21.0/4002/messages').length === 7 || undefined,
+      20_000,
+      'all sends',
+    );
+    const toFirst = fb.accepted
+      .filter((r) => r.path === '/v21.0/4002/messages' && r.json.recipient.id === '900')
+      .map((r) => r.json.message.text);
     expect(toFirst).toEqual(texts);
     const order = fb.accepted.filter((r) => r.path === '/v21.0/4002/messages').map((r) => r.json.message.text);
     expect(order.indexOf('other')).toBeLessThan(order.indexOf('m1'));
@@ -69,10 +94,14 @@ describe('send queue behaviour', () => {
         const answers = await Promise.all(chats.map((chat) => post(conn.id, chat, `r${round}`)));
         expect(answers.every((r) => r.status === 202)).toBe(true);
       }
-      const stats = await eventually(async () => {
-        const st = await tgp.stats(true);
-        return st.accepted >= 90 ? st : undefined;
-      }, 25_000, '90 sends');
+      const stats = await eventually(
+        async () => {
+          const st = await tgp.stats(true);
+          return st.accepted >= 90 ? st : undefined;
+        },
+        25_000,
+        '90 sends',
+      );
       expect(stats.limitHits).toBe(0);
       const sends = stats.sends!;
       const times = sends.map((r) => r.at);
@@ -87,7 +116,9 @@ describe('send queue behaviour', () => {
         expect(mine[1].at - mine[0].at).toBeGreaterThanOrEqual(600);
         expect(mine[2].at - mine[1].at).toBeGreaterThanOrEqual(600);
       }
-      const [{ failed }] = await s.deps.sql<{ failed: number }[]>`SELECT count(*)::int AS failed FROM outbound_messages WHERE platform_connection_id = ${conn.id} AND status <> 'sent'`;
+      const [{ failed }] = await s.deps.sql<
+        { failed: number }[]
+      >`SELECT count(*)::int AS failed FROM outbound_messages WHERE platform_connection_id = ${conn.id} AND status <> 'sent'`;
       expect(failed).toBe(0);
       expect(performance.now() - started).toBeLessThan(20_000);
     } finally {
@@ -99,11 +130,17 @@ describe('send queue behaviour', () => {
 describe('platform API address from the environment', () => {
   it('PLATFORM_API_BASES points connections without api_base_url at a platform address', async () => {
     const fake = await TelegramFake.start();
-    const stack = await startTestStack({ workers: ['ledger', 'send'], env: { PLATFORM_API_BASES: `TELEGRAM=${fake.url},SLACK=http://127.0.0.1:1` } });
+    const stack = await startTestStack({
+      workers: ['ledger', 'send'],
+      env: { PLATFORM_API_BASES: `TELEGRAM=${fake.url},SLACK=http://127.0.0.1:1` },
+    });
     try {
       const app = await stack.createApp();
       const conn = await connect(stack, app, 'TELEGRAM', { bot_token: '424242:env-base' });
-      const r = await stack.request('POST', '/v1/messages', { auth: app, body: { platform_connection_id: conn.id, to_external_id: '5', message: 'via env' } });
+      const r = await stack.request('POST', '/v1/messages', {
+        auth: app,
+        body: { platform_connection_id: conn.id, to_external_id: '5', message: 'via env' },
+      });
       expect(r.status, r.text).toBe(201);
       expect(fake.accepted.map((q) => q.json.text)).toEqual(['via env']);
     } finally {
@@ -114,6 +151,9 @@ describe('platform API address from the environment', () => {
 
   it('refuses a malformed PLATFORM_API_BASES naming the variable', () => {
     expect(() => parseConfig({ PLATFORM_API_BASES: 'TELEGRAM:http://x' })).toThrow(/PLATFORM_API_BASES/);
-    expect(parseConfig({ PLATFORM_API_BASES: 'TELEGRAM=http://a:1, SMS=https://b' }).PLATFORM_API_BASES).toEqual({ TELEGRAM: 'http://a:1', SMS: 'https://b' });
+    expect(parseConfig({ PLATFORM_API_BASES: 'TELEGRAM=http://a:1, SMS=https://b' }).PLATFORM_API_BASES).toEqual({
+      TELEGRAM: 'http://a:1',
+      SMS: 'https://b',
+    });
   });
 });

@@ -15,7 +15,16 @@ import { WhatsappFake } from '../fakes/whatsapp.js';
 
 let s: TestStack;
 let a: AppCredentials;
-let fakes: { tg: TelegramFake; wa: WhatsappFake; fb: MessengerFake; ig: InstagramFake; slack: SlackFake; discord: DiscordFake; sms: TwilioFake; smtp: SmtpFake };
+let fakes: {
+  tg: TelegramFake;
+  wa: WhatsappFake;
+  fb: MessengerFake;
+  ig: InstagramFake;
+  slack: SlackFake;
+  discord: DiscordFake;
+  sms: TwilioFake;
+  smtp: SmtpFake;
+};
 const conns: Record<string, { id: string; webhook_url: string }> = {};
 
 beforeAll(async () => {
@@ -60,7 +69,10 @@ const RECIPIENT: Record<string, string> = {
 };
 
 async function restSend(platform: string, text: string, extra: Record<string, unknown> = {}) {
-  return s.request('POST', '/v1/messages', { auth: a, body: { platform_connection_id: conns[platform].id, to_external_id: RECIPIENT[platform], message: text, ...extra } });
+  return s.request('POST', '/v1/messages', {
+    auth: a,
+    body: { platform_connection_id: conns[platform].id, to_external_id: RECIPIENT[platform], message: text, ...extra },
+  });
 }
 
 /** The request (or mail) the platform received for `text`. */
@@ -68,7 +80,15 @@ async function received(platform: string, text: string): Promise<unknown> {
   if (platform === 'EMAIL') {
     return eventually(async () => fakes.smtp.received.find((m) => m.parsed.text?.trim() === text), 5000, 'mail');
   }
-  const fake = { TELEGRAM: fakes.tg, WHATSAPP: fakes.wa, MESSENGER: fakes.fb, INSTAGRAM: fakes.ig, SLACK: fakes.slack, DISCORD: fakes.discord, SMS: fakes.sms }[platform]!;
+  const fake = {
+    TELEGRAM: fakes.tg,
+    WHATSAPP: fakes.wa,
+    MESSENGER: fakes.fb,
+    INSTAGRAM: fakes.ig,
+    SLACK: fakes.slack,
+    DISCORD: fakes.discord,
+    SMS: fakes.sms,
+  }[platform]!;
   const hit = fake.accepted.find((r) => JSON.stringify(r.json ?? r.form ?? {}).includes(text));
   expect(hit, `${platform} fake got "${text}"`).toBeDefined();
   return hit;
@@ -87,7 +107,13 @@ describe.each(Object.keys(RECIPIENT))('%s through the stack', (platform) => {
         expect(got.json).toEqual({ chat_id: '31337', text });
         break;
       case 'WHATSAPP':
-        expect(got.json).toEqual({ messaging_product: 'whatsapp', recipient_type: 'individual', to: '+16505550100', type: 'text', text: { preview_url: false, body: text } });
+        expect(got.json).toEqual({
+          messaging_product: 'whatsapp',
+          recipient_type: 'individual',
+          to: '+16505550100',
+          type: 'text',
+          text: { preview_url: false, body: text },
+        });
         break;
       case 'MESSENGER':
       case 'INSTAGRAM':
@@ -108,17 +134,24 @@ describe.each(Object.keys(RECIPIENT))('%s through the stack', (platform) => {
         break;
     }
     const ev = await s.request('GET', `/v1/events/${r.json.id}`, { auth: a });
-    expect(ev.json).toMatchObject({ event_type: 'message.outbound', payload: { platform: platform.toLowerCase(), external_message_id: r.json.external_message_id, message: { text, role: 'assistant' } } });
+    expect(ev.json).toMatchObject({
+      event_type: 'message.outbound',
+      payload: { platform: platform.toLowerCase(), external_message_id: r.json.external_message_id, message: { text, role: 'assistant' } },
+    });
     expect(ev.json.edges.map((e: { edge_type: string }) => e.edge_type).sort()).toEqual(['sent_by', 'sent_to']);
   });
 
   it('GraphQL: sendMessage succeeds', async () => {
     const text = `graphql hello ${platform}`;
-    const r = await s.gql(a, `mutation($c: ID!, $to: String!, $m: String!) { sendMessage(platformConnectionId: $c, toExternalId: $to, message: $m) { id status { success message externalMessageId } } }`, {
-      c: conns[platform].id,
-      to: RECIPIENT[platform],
-      m: text,
-    });
+    const r = await s.gql(
+      a,
+      `mutation($c: ID!, $to: String!, $m: String!) { sendMessage(platformConnectionId: $c, toExternalId: $to, message: $m) { id status { success message externalMessageId } } }`,
+      {
+        c: conns[platform].id,
+        to: RECIPIENT[platform],
+        m: text,
+      },
+    );
     expect(r.json.errors).toBeUndefined();
     expect(r.json.data.sendMessage.status).toMatchObject({ success: true, message: 'sent', externalMessageId: expect.any(String) });
     await received(platform, text);
@@ -128,20 +161,37 @@ describe.each(Object.keys(RECIPIENT))('%s through the stack', (platform) => {
 describe('platform refusals through the stack', () => {
   it('WhatsApp 131047 → 422 REPLY_WINDOW_CLOSED with the platform code and text', async () => {
     fakes.wa.windowClosed.add('16505550199');
-    const r = await s.request('POST', '/v1/messages', { auth: a, body: { platform_connection_id: conns.WHATSAPP.id, to_external_id: '+16505550199', message: 'late' } });
+    const r = await s.request('POST', '/v1/messages', {
+      auth: a,
+      body: { platform_connection_id: conns.WHATSAPP.id, to_external_id: '+16505550199', message: 'late' },
+    });
     expect(r.status).toBe(422);
-    expect(r.json.error).toMatchObject({ code: 'REPLY_WINDOW_CLOSED', details: [{ platform_code: 131047, platform_message: expect.stringContaining('Re-engagement') }] });
+    expect(r.json.error).toMatchObject({
+      code: 'REPLY_WINDOW_CLOSED',
+      details: [{ platform_code: 131047, platform_message: expect.stringContaining('Re-engagement') }],
+    });
   });
 
   it('Messenger outside the 24 h window → 422 REPLY_WINDOW_CLOSED; known-closed windows are refused before calling', async () => {
     fakes.fb.windowClosed.add('2400199');
-    const r = await s.request('POST', '/v1/messages', { auth: a, body: { platform_connection_id: conns.MESSENGER.id, to_external_id: '2400199', message: 'x' } });
+    const r = await s.request('POST', '/v1/messages', {
+      auth: a,
+      body: { platform_connection_id: conns.MESSENGER.id, to_external_id: '2400199', message: 'x' },
+    });
     expect(r.status).toBe(422);
     expect(r.json.error.code).toBe('REPLY_WINDOW_CLOSED');
     // A conversation whose last inbound message is 25 h old: refused without a platform call.
-    await upsertConversation(s.deps.sql, { appId: a.appId, connectionId: conns.MESSENGER.id, externalId: '2400198', inboundAt: new Date(Date.now() - 25 * 3600_000) });
+    await upsertConversation(s.deps.sql, {
+      appId: a.appId,
+      connectionId: conns.MESSENGER.id,
+      externalId: '2400198',
+      inboundAt: new Date(Date.now() - 25 * 3600_000),
+    });
     const before = fakes.fb.server.requests.length;
-    const early = await s.request('POST', '/v1/messages', { auth: a, body: { platform_connection_id: conns.MESSENGER.id, to_external_id: '2400198', message: 'x' } });
+    const early = await s.request('POST', '/v1/messages', {
+      auth: a,
+      body: { platform_connection_id: conns.MESSENGER.id, to_external_id: '2400198', message: 'x' },
+    });
     expect(early.status).toBe(422);
     expect(early.json.error.code).toBe('REPLY_WINDOW_CLOSED');
     expect(fakes.fb.server.requests.length).toBe(before);
@@ -157,22 +207,39 @@ describe('platform refusals through the stack', () => {
       ['SMS', '+14155550177', 'RECIPIENT_BLOCKED'],
     ];
     for (const [platform, to, code] of cases) {
-      const r = await s.request('POST', '/v1/messages', { auth: a, body: { platform_connection_id: conns[platform].id, to_external_id: to, message: 'x' } });
+      const r = await s.request('POST', '/v1/messages', {
+        auth: a,
+        body: { platform_connection_id: conns[platform].id, to_external_id: to, message: 'x' },
+      });
       expect(r.status, `${platform}: ${r.text}`).toBe(422);
       expect(r.json.error.code).toBe(code);
     }
   });
 
   it('recipient shapes are checked per platform before queueing (E.164 for SMS and WhatsApp)', async () => {
-    for (const [platform, to] of [['SMS', '4155550100'], ['WHATSAPP', 'ann'], ['DISCORD', 'general'], ['EMAIL', 'not-an-address'], ['INSTAGRAM', '@handle']]) {
-      const r = await s.request('POST', '/v1/messages', { auth: a, body: { platform_connection_id: conns[platform].id, to_external_id: to, message: 'x' } });
+    for (const [platform, to] of [
+      ['SMS', '4155550100'],
+      ['WHATSAPP', 'ann'],
+      ['DISCORD', 'general'],
+      ['EMAIL', 'not-an-address'],
+      ['INSTAGRAM', '@handle'],
+    ]) {
+      const r = await s.request('POST', '/v1/messages', {
+        auth: a,
+        body: { platform_connection_id: conns[platform].id, to_external_id: to, message: 'x' },
+      });
       expect(r.status, platform).toBe(400);
       expect(r.json.error.code).toBe('INVALID_RECIPIENT');
     }
   });
 
   it('text limits per platform: 2000 Discord, 1000 Instagram, 1600 SMS, 4096 WhatsApp', async () => {
-    for (const [platform, limit] of [['DISCORD', 2000], ['INSTAGRAM', 1000], ['SMS', 1600], ['WHATSAPP', 4096]] as const) {
+    for (const [platform, limit] of [
+      ['DISCORD', 2000],
+      ['INSTAGRAM', 1000],
+      ['SMS', 1600],
+      ['WHATSAPP', 4096],
+    ] as const) {
       const r = await restSend(platform, 'a'.repeat(limit + 1));
       expect(r.status, platform).toBe(400);
       expect(r.json.error.code).toBe('MESSAGE_TOO_LONG');
@@ -200,7 +267,9 @@ describe('files and e-mail threading', () => {
     expect(photo.form).toEqual({ chat_id: '31337', caption: 'a picture' });
     expect(photo.files?.[0].data).toEqual(PNG);
     const ev = await s.request('GET', `/v1/events/${r.json.id}`, { auth: a });
-    expect(ev.json.edges).toContainEqual(expect.objectContaining({ edge_type: 'attachment', target_node_type: 'file', target_node_id: f.id }));
+    expect(ev.json.edges).toContainEqual(
+      expect.objectContaining({ edge_type: 'attachment', target_node_type: 'file', target_node_id: f.id }),
+    );
   });
 
   it('WhatsApp uploads the media then sends it by id; Slack uploads externally; e-mail attaches', async () => {
@@ -230,7 +299,11 @@ describe('files and e-mail threading', () => {
   });
 
   it('e-mail: an optional subject, and a reply threads onto the latest inbound e-mail of the conversation', async () => {
-    const conversationId = await upsertConversation(s.deps.sql, { appId: a.appId, connectionId: conns.EMAIL.id, externalId: 'bob@example.org' });
+    const conversationId = await upsertConversation(s.deps.sql, {
+      appId: a.appId,
+      connectionId: conns.EMAIL.id,
+      externalId: 'bob@example.org',
+    });
     const inboundId = crypto.randomUUID();
     await enqueue(s.deps.queues, 'ledger', {
       event: {
@@ -249,8 +322,20 @@ describe('files and e-mail threading', () => {
         platform_connection_id: conns.EMAIL.id,
       },
     });
-    await eventually(async () => (await s.request('GET', `/v1/events/${inboundId}`, { auth: a })).status === 200 || undefined, 5000, 'inbound event');
-    const r = await s.request('POST', '/v1/messages', { auth: a, body: { platform_connection_id: conns.EMAIL.id, to_external_id: 'bob@example.org', message: 'On its way.', subject: 'Re: your order' } });
+    await eventually(
+      async () => (await s.request('GET', `/v1/events/${inboundId}`, { auth: a })).status === 200 || undefined,
+      5000,
+      'inbound event',
+    );
+    const r = await s.request('POST', '/v1/messages', {
+      auth: a,
+      body: {
+        platform_connection_id: conns.EMAIL.id,
+        to_external_id: 'bob@example.org',
+        message: 'On its way.',
+        subject: 'Re: your order',
+      },
+    });
     expect(r.status, r.text).toBe(201);
     const mail = await eventually(async () => fakes.smtp.received.find((m) => m.parsed.text?.trim() === 'On its way.'), 5000, 'reply');
     expect(mail.parsed.subject).toBe('Re: your order');

@@ -43,7 +43,8 @@ const folders = readdirSync(platformsDir, { withFileTypes: true })
   .filter((d) => d.isDirectory())
   .map((d) => d.name);
 
-const configFields = (adapter: PlatformAdapter) => Object.keys((z.toJSONSchema(adapter.configSchema, { io: 'input' }) as { properties?: object }).properties ?? {});
+const configFields = (adapter: PlatformAdapter) =>
+  Object.keys((z.toJSONSchema(adapter.configSchema, { io: 'input' }) as { properties?: object }).properties ?? {});
 
 describe('the platform registry', () => {
   it('lists every platform name once, each adapter under its own name', () => {
@@ -71,7 +72,8 @@ describe('the platform registry', () => {
     it('names only fields its config schema has (secrets, routing ids, addresses)', () => {
       const fields = configFields(adapter);
       expect(fields).toContain('api_base_url');
-      for (const f of [...adapter.secretFields, ...adapter.routingFields, ...Object.keys(adapter.addressFields)]) expect(fields).toContain(f);
+      for (const f of [...adapter.secretFields, ...adapter.routingFields, ...Object.keys(adapter.addressFields)])
+        expect(fields).toContain(f);
       expect(Object.keys(adapter.addressFields)).toContain('api_base_url');
     });
 
@@ -107,7 +109,16 @@ describe('the platform registry', () => {
 describe('what each platform folder knows', () => {
   it('gives the connected account its external id, falling back when the config lacks it', () => {
     const ids = Object.fromEntries(PLATFORM_NAMES.map((n) => [n, ADAPTERS[n].systemExternalId({})]));
-    expect(ids).toEqual({ TELEGRAM: 'bot', WHATSAPP: 'whatsapp', MESSENGER: 'page', INSTAGRAM: 'instagram', SLACK: 'slack-bot', DISCORD: 'discord', SMS: 'sms', EMAIL: 'email' });
+    expect(ids).toEqual({
+      TELEGRAM: 'bot',
+      WHATSAPP: 'whatsapp',
+      MESSENGER: 'page',
+      INSTAGRAM: 'instagram',
+      SLACK: 'slack-bot',
+      DISCORD: 'discord',
+      SMS: 'sms',
+      EMAIL: 'email',
+    });
     expect(ADAPTERS.TELEGRAM.systemExternalId({ bot_token: '123456:ABC-def' })).toBe('123456');
     expect(ADAPTERS.WHATSAPP.systemExternalId({ phone_number_id: '111' })).toBe('111');
     expect(ADAPTERS.MESSENGER.systemExternalId({ page_id: '222' })).toBe('222');
@@ -164,7 +175,13 @@ describe('what each platform folder knows', () => {
   });
 
   it('builds deep links only where the platform has them and the config gives the handle', () => {
-    const config = { bot_username: '@acme_bot', display_phone_number: '+1 555 010 0200', from: '+15550100200', page_id: '1', bot_user_id: 'U1' };
+    const config = {
+      bot_username: '@acme_bot',
+      display_phone_number: '+1 555 010 0200',
+      from: '+15550100200',
+      page_id: '1',
+      bot_user_id: 'U1',
+    };
     const conns = PLATFORM_NAMES.map((platform) => ({ id: platform, platform, config_public: config }));
     expect(deepLinksFor(conns, 'K7QM4XPD')).toEqual([
       { platform: 'telegram', platform_connection_id: 'TELEGRAM', url: 'https://t.me/acme_bot?start=K7QM4XPD' },
@@ -191,7 +208,9 @@ describe('the API enums', () => {
     registerConnectionRoutes(api);
     registerConversationRoutes(api);
     type Schema = { properties: Record<string, { enum?: string[] } & Schema>; items?: Schema };
-    const doc = api.openapi({ title: 't', version: '1' }) as { paths: Record<string, Record<string, { requestBody?: unknown; responses: Record<string, unknown> }>> };
+    const doc = api.openapi({ title: 't', version: '1' }) as {
+      paths: Record<string, Record<string, { requestBody?: unknown; responses: Record<string, unknown> }>>;
+    };
     const json = (x: unknown) => (x as { content: { 'application/json': { schema: Schema } } }).content['application/json'].schema;
     const create = doc.paths['/v1/platform-connections'].post;
     expect(json(create.requestBody).properties.platform_name.enum).toEqual(Object.keys(ADAPTERS));

@@ -25,12 +25,21 @@ describe('SMS (Twilio) send', () => {
   const config = () => ({ account_sid: sid, auth_token: 'tw-token', from: '+15005550006', api_base_url: twilio.url });
 
   it('creates a Message with basic auth and form fields, StatusCallback = the connection inbound URL, and answers the sid', async () => {
-    const out = await smsSend.send(config(), { to: '+14155550100', text: 'hello' }, { ...ctx, webhookUrl: 'https://gw.example/webhooks/abc/def' });
+    const out = await smsSend.send(
+      config(),
+      { to: '+14155550100', text: 'hello' },
+      { ...ctx, webhookUrl: 'https://gw.example/webhooks/abc/def' },
+    );
     expect(out).toMatchObject({ ok: true, externalMessageId: expect.stringMatching(/^SM[0-9a-f]{32}$/) });
     const [r] = twilio.server.requests;
     expect(r.path).toBe(`/2010-04-01/Accounts/${sid}/Messages.json`);
     expect(r.headers.authorization).toBe(`Basic ${Buffer.from(`${sid}:tw-token`).toString('base64')}`);
-    expect(r.form).toEqual({ To: '+14155550100', Body: 'hello', From: '+15005550006', StatusCallback: 'https://gw.example/webhooks/abc/def' });
+    expect(r.form).toEqual({
+      To: '+14155550100',
+      Body: 'hello',
+      From: '+15005550006',
+      StatusCallback: 'https://gw.example/webhooks/abc/def',
+    });
   });
 
   it('uses MessagingServiceSid instead of From when configured', async () => {
@@ -42,17 +51,39 @@ describe('SMS (Twilio) send', () => {
   it('maps 20003 to PLATFORM_AUTH_FAILED, 21211 to INVALID_RECIPIENT, 21610 to RECIPIENT_BLOCKED, 21617 to MESSAGE_TOO_LONG', async () => {
     twilio.invalidNumbers.add('+14155550101');
     twilio.optedOut.add('+14155550102');
-    expect(await smsSend.send({ ...config(), auth_token: 'bad' }, { to: '+14155550100', text: 'x' }, ctx)).toMatchObject({ ok: false, error: { code: 'PLATFORM_AUTH_FAILED', platformCode: 20003 } });
-    expect(await smsSend.send(config(), { to: '+14155550101', text: 'x' }, ctx)).toMatchObject({ ok: false, error: { code: 'INVALID_RECIPIENT', platformCode: 21211 } });
-    expect(await smsSend.send(config(), { to: '+14155550102', text: 'x' }, ctx)).toMatchObject({ ok: false, error: { code: 'RECIPIENT_BLOCKED', platformCode: 21610 } });
-    expect(await smsSend.send(config(), { to: '+14155550100', text: 'z'.repeat(1601) }, ctx)).toMatchObject({ ok: false, error: { code: 'MESSAGE_TOO_LONG', platformCode: 21617 } });
+    expect(await smsSend.send({ ...config(), auth_token: 'bad' }, { to: '+14155550100', text: 'x' }, ctx)).toMatchObject({
+      ok: false,
+      error: { code: 'PLATFORM_AUTH_FAILED', platformCode: 20003 },
+    });
+    expect(await smsSend.send(config(), { to: '+14155550101', text: 'x' }, ctx)).toMatchObject({
+      ok: false,
+      error: { code: 'INVALID_RECIPIENT', platformCode: 21211 },
+    });
+    expect(await smsSend.send(config(), { to: '+14155550102', text: 'x' }, ctx)).toMatchObject({
+      ok: false,
+      error: { code: 'RECIPIENT_BLOCKED', platformCode: 21610 },
+    });
+    expect(await smsSend.send(config(), { to: '+14155550100', text: 'z'.repeat(1601) }, ctx)).toMatchObject({
+      ok: false,
+      error: { code: 'MESSAGE_TOO_LONG', platformCode: 21617 },
+    });
   });
 
   it('maps 429/20429 to PLATFORM_RATE_LIMITED and 5xx to PLATFORM_UNAVAILABLE', async () => {
-    twilio.server.script(1, { status: 429, body: { code: 20429, message: 'Too Many Requests', status: 429 }, headers: { 'retry-after': '3' } });
-    expect(await smsSend.send(config(), { to: '+14155550100', text: 'x' }, ctx)).toMatchObject({ ok: false, error: { code: 'PLATFORM_RATE_LIMITED', retryAfterMs: 3000 } });
+    twilio.server.script(1, {
+      status: 429,
+      body: { code: 20429, message: 'Too Many Requests', status: 429 },
+      headers: { 'retry-after': '3' },
+    });
+    expect(await smsSend.send(config(), { to: '+14155550100', text: 'x' }, ctx)).toMatchObject({
+      ok: false,
+      error: { code: 'PLATFORM_RATE_LIMITED', retryAfterMs: 3000 },
+    });
     twilio.server.script(1, { status: 503, body: { code: 20503, message: 'Service unavailable', status: 503 } });
-    expect(await smsSend.send(config(), { to: '+14155550100', text: 'x' }, ctx)).toMatchObject({ ok: false, error: { code: 'PLATFORM_UNAVAILABLE', retryable: true } });
+    expect(await smsSend.send(config(), { to: '+14155550100', text: 'x' }, ctx)).toMatchObject({
+      ok: false,
+      error: { code: 'PLATFORM_UNAVAILABLE', retryable: true },
+    });
   });
 
   it('takes E.164 only, 1600 characters; config needs from or messaging_service_sid', () => {
@@ -82,33 +113,59 @@ describe('E-mail send', () => {
   it('uses a given subject, threads replies with In-Reply-To/References, and attaches files', async () => {
     await emailSend.send(
       config(),
-      { to: 'ann@example.org', text: 'see attached', subject: 'Re: invoice', inReplyTo: '<inbound-1@mail.example.org>', files: [{ filename: 'inv.pdf', mimeType: 'application/pdf', data: Buffer.from('%PDF-1.4') }] },
+      {
+        to: 'ann@example.org',
+        text: 'see attached',
+        subject: 'Re: invoice',
+        inReplyTo: '<inbound-1@mail.example.org>',
+        files: [{ filename: 'inv.pdf', mimeType: 'application/pdf', data: Buffer.from('%PDF-1.4') }],
+      },
       ctx,
     );
     const [mail] = await smtp.waitFor(1);
     expect(mail.parsed.subject).toBe('Re: invoice');
     expect(mail.parsed.inReplyTo).toBe('<inbound-1@mail.example.org>');
     expect(mail.parsed.references).toBe('<inbound-1@mail.example.org>');
-    expect(mail.parsed.attachments.map((a) => [a.filename, a.contentType, a.content.toString()])).toEqual([['inv.pdf', 'application/pdf', '%PDF-1.4']]);
+    expect(mail.parsed.attachments.map((a) => [a.filename, a.contentType, a.content.toString()])).toEqual([
+      ['inv.pdf', 'application/pdf', '%PDF-1.4'],
+    ]);
   });
 
   it('maps a bad login to PLATFORM_AUTH_FAILED, an unknown mailbox to INVALID_RECIPIENT, 4xx to retryable, 5xx DATA to PLATFORM_REJECTED, no server to PLATFORM_UNAVAILABLE', async () => {
-    expect(await emailSend.send({ ...config(), smtp_url: smtp.url('mailer', 'wrong') }, { to: 'a@example.org', text: 'x' }, ctx)).toMatchObject({ ok: false, error: { code: 'PLATFORM_AUTH_FAILED' } });
+    expect(
+      await emailSend.send({ ...config(), smtp_url: smtp.url('mailer', 'wrong') }, { to: 'a@example.org', text: 'x' }, ctx),
+    ).toMatchObject({ ok: false, error: { code: 'PLATFORM_AUTH_FAILED' } });
     smtp.unknownMailboxes.add('ghost@example.org');
-    expect(await emailSend.send(config(), { to: 'ghost@example.org', text: 'x' }, ctx)).toMatchObject({ ok: false, error: { code: 'INVALID_RECIPIENT', platformCode: 550 } });
+    expect(await emailSend.send(config(), { to: 'ghost@example.org', text: 'x' }, ctx)).toMatchObject({
+      ok: false,
+      error: { code: 'INVALID_RECIPIENT', platformCode: 550 },
+    });
     smtp.script(1, { stage: 'rcpt', code: 451, message: '4.3.0 Temporary local problem' });
-    expect(await emailSend.send(config(), { to: 'a@example.org', text: 'x' }, ctx)).toMatchObject({ ok: false, error: { code: 'PLATFORM_UNAVAILABLE', retryable: true, platformCode: 451 } });
+    expect(await emailSend.send(config(), { to: 'a@example.org', text: 'x' }, ctx)).toMatchObject({
+      ok: false,
+      error: { code: 'PLATFORM_UNAVAILABLE', retryable: true, platformCode: 451 },
+    });
     smtp.script(1, { stage: 'data', code: 450, message: '4.7.1 Too many messages, slow down' });
-    expect(await emailSend.send(config(), { to: 'a@example.org', text: 'x' }, ctx)).toMatchObject({ ok: false, error: { code: 'PLATFORM_RATE_LIMITED', retryable: true } });
+    expect(await emailSend.send(config(), { to: 'a@example.org', text: 'x' }, ctx)).toMatchObject({
+      ok: false,
+      error: { code: 'PLATFORM_RATE_LIMITED', retryable: true },
+    });
     smtp.script(1, { stage: 'data', code: 554, message: '5.7.1 Message rejected as spam' });
-    expect(await emailSend.send(config(), { to: 'a@example.org', text: 'x' }, ctx)).toMatchObject({ ok: false, error: { code: 'PLATFORM_REJECTED', platformCode: 554, retryable: false } });
+    expect(await emailSend.send(config(), { to: 'a@example.org', text: 'x' }, ctx)).toMatchObject({
+      ok: false,
+      error: { code: 'PLATFORM_REJECTED', platformCode: 554, retryable: false },
+    });
     const down = await emailSend.send({ ...config(), smtp_url: 'smtp://u:p@127.0.0.1:1' }, { to: 'a@example.org', text: 'x' }, ctx);
     expect(down).toMatchObject({ ok: false, error: { code: 'PLATFORM_UNAVAILABLE', retryable: true } });
     expect(JSON.stringify(down)).not.toContain('mail-pass');
   });
 
   it('api_base_url overrides the SMTP server and keeps the credentials of smtp_url', async () => {
-    const out = await emailSend.send({ smtp_url: 'smtp://mailer:mail-pass@mail.invalid:2525', from: 'help@example.com', api_base_url: `smtp://127.0.0.1:${smtp.port}` }, { to: 'b@example.org', text: 'hi' }, ctx);
+    const out = await emailSend.send(
+      { smtp_url: 'smtp://mailer:mail-pass@mail.invalid:2525', from: 'help@example.com', api_base_url: `smtp://127.0.0.1:${smtp.port}` },
+      { to: 'b@example.org', text: 'hi' },
+      ctx,
+    );
     expect(out.ok).toBe(true);
     expect((await smtp.waitFor(1))[0].user).toBe('mailer');
   });

@@ -27,17 +27,26 @@ describe('Telegram send', () => {
   it('maps 403 "bot was blocked by the user" to RECIPIENT_BLOCKED, not retried', async () => {
     fake.blockedChats.add('7');
     const out = await send('7', 'hi');
-    expect(out).toMatchObject({ ok: false, error: { code: 'RECIPIENT_BLOCKED', retryable: false, platformCode: 403, platformMessage: 'Forbidden: bot was blocked by the user' } });
+    expect(out).toMatchObject({
+      ok: false,
+      error: { code: 'RECIPIENT_BLOCKED', retryable: false, platformCode: 403, platformMessage: 'Forbidden: bot was blocked by the user' },
+    });
   });
 
-  it("maps 403 \"bot can't initiate conversation\" to RECIPIENT_NOT_STARTED", async () => {
+  it('maps 403 "bot can\'t initiate conversation" to RECIPIENT_NOT_STARTED', async () => {
     fake.notStartedChats.add('8');
     expect(await send('8', 'hi')).toMatchObject({ ok: false, error: { code: 'RECIPIENT_NOT_STARTED', retryable: false } });
   });
 
   it('maps 429 to PLATFORM_RATE_LIMITED with retry_after in ms', async () => {
-    fake.server.script(1, { status: 429, body: { ok: false, error_code: 429, description: 'Too Many Requests: retry after 8', parameters: { retry_after: 8 } } });
-    expect(await send('42', 'hi')).toMatchObject({ ok: false, error: { code: 'PLATFORM_RATE_LIMITED', retryable: true, retryAfterMs: 8000 } });
+    fake.server.script(1, {
+      status: 429,
+      body: { ok: false, error_code: 429, description: 'Too Many Requests: retry after 8', parameters: { retry_after: 8 } },
+    });
+    expect(await send('42', 'hi')).toMatchObject({
+      ok: false,
+      error: { code: 'PLATFORM_RATE_LIMITED', retryable: true, retryAfterMs: 8000 },
+    });
   });
 
   it('maps 401 (bad token) to PLATFORM_AUTH_FAILED', async () => {
@@ -52,7 +61,10 @@ describe('Telegram send', () => {
   it('maps 400 chat not found to INVALID_RECIPIENT and other 400s to PLATFORM_REJECTED', async () => {
     fake.unknownChats.add('9');
     expect(await send('9', 'hi')).toMatchObject({ ok: false, error: { code: 'INVALID_RECIPIENT' } });
-    expect(await send('42', 'bad', { parseMode: 'Bogus' })).toMatchObject({ ok: false, error: { code: 'PLATFORM_REJECTED', platformCode: 400 } });
+    expect(await send('42', 'bad', { parseMode: 'Bogus' })).toMatchObject({
+      ok: false,
+      error: { code: 'PLATFORM_REJECTED', platformCode: 400 },
+    });
   });
 
   it('maps 5xx to PLATFORM_UNAVAILABLE (retryable) and a connection dropped after the call was read to DELIVERY_UNCERTAIN (not retried), without the token in the message', async () => {
@@ -67,7 +79,10 @@ describe('Telegram send', () => {
   it('times out a platform that does not answer, as uncertain: it may have delivered', async () => {
     fake.server.script(1, { status: 200, body: { ok: true, result: { message_id: 1 } }, delayMs: 1500 });
     const out = await telegramSend.send(config(), { to: '42', text: 'hi' }, { timeoutMs: 300 });
-    expect(out).toMatchObject({ ok: false, error: { code: 'DELIVERY_UNCERTAIN', retryable: false, message: expect.stringContaining('timed out') } });
+    expect(out).toMatchObject({
+      ok: false,
+      error: { code: 'DELIVERY_UNCERTAIN', retryable: false, message: expect.stringContaining('timed out') },
+    });
   });
 
   it('retries a platform that refuses the connection: nothing was sent', async () => {

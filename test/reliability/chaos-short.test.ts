@@ -13,7 +13,9 @@ import { SCENARIOS } from '../../chaos/scenarios.js';
  */
 describe('chaos (short)', () => {
   // Thirteen scenarios of 10–40 s each, plus start-up and drains: 3–5 minutes alone.
-  it('loses, doubles and skips nothing through process kills, Redis and PostgreSQL crashes, connection faults, a silent platform and a poisonous neighbour', { timeout: 1_200_000 }, async () => {
+  it('loses, doubles and skips nothing through process kills, Redis and PostgreSQL crashes, connection faults, a silent platform and a poisonous neighbour', {
+    timeout: 1_200_000,
+  }, async () => {
     const proc = spawn(process.execPath, ['--import', 'tsx', join(projectRoot(), 'chaos/run.ts'), '--short'], {
       cwd: projectRoot(),
       env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' },

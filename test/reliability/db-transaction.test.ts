@@ -19,10 +19,14 @@ afterAll(async () => {
 
 /** Runs the child script in its own process: a driver crash must not take the test runner down. */
 function runChild(mode: 'begin' | 'transaction'): Promise<{ code: number | null; out: string }> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', join(projectRoot(), 'test/reliability/support/terminated-transaction.ts'), mode, t.env.DATABASE_URL], {
-    cwd: projectRoot(),
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const proc = spawn(
+    process.execPath,
+    ['--import', 'tsx', join(projectRoot(), 'test/reliability/support/terminated-transaction.ts'), mode, t.env.DATABASE_URL],
+    {
+      cwd: projectRoot(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let out = '';
   proc.stdout.on('data', (d: Buffer) => (out += d.toString()));
   proc.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -42,7 +46,9 @@ describe('transaction', () => {
     for (let i = 0; i < 4; i++) await transaction(sql, async (tx) => tx`SELECT 1`);
   });
 
-  it('survives its backend being terminated mid-transaction, where sql.begin crashes the process (postgres.js#1208)', { timeout: 20_000 }, async () => {
+  it('survives its backend being terminated mid-transaction, where sql.begin crashes the process (postgres.js#1208)', {
+    timeout: 20_000,
+  }, async () => {
     const ours = await runChild('transaction');
     expect(ours.out).toMatch(/rejected (CONNECTION_CLOSED|57P01)/);
     expect(ours.out).toMatch(/pool ok 1\ntransaction ok/);

@@ -35,7 +35,10 @@ beforeAll(async () => {
     auth: a,
     body: { platform_name: 'TELEGRAM', name: 'fuzz', config: { bot_token: '123:fuzz', api_base_url: 'http://127.0.0.1:9' } },
   });
-  const sub = await s.request('POST', '/v1/webhook-subscriptions', { auth: a, body: { name: 'fuzz', target_url: 'http://127.0.0.1:9/hook', event_patterns: ['fuzz.*'] } });
+  const sub = await s.request('POST', '/v1/webhook-subscriptions', {
+    auth: a,
+    body: { name: 'fuzz', target_url: 'http://127.0.0.1:9/hook', event_patterns: ['fuzz.*'] },
+  });
   ids = [conn.json?.id, sub.json?.id].filter((x): x is string => typeof x === 'string');
 });
 afterAll(() => s.close());
@@ -66,7 +69,10 @@ function valueFor(type: GraphQLInputType, depth = 0): fc.Arbitrary<unknown> {
       case 'String':
         return fc.oneof(nastyString, fc.uuid(), fc.constantFrom(...ids), fc.stringMatching(/^[a-z][a-z0-9_.]{0,20}$/));
       case 'DateTime':
-        return fc.oneof(fc.date({ noInvalidDate: true }).map((d) => d.toISOString()), nastyString);
+        return fc.oneof(
+          fc.date({ noInvalidDate: true }).map((d) => d.toISOString()),
+          nastyString,
+        );
       default:
         return nastyJson;
     }
@@ -111,19 +117,29 @@ describe('GraphQL bad-input sweep', () => {
     ['query', schema.getQueryType()],
     ['mutation', schema.getMutationType()],
   ] as const;
-  const fields = roots.flatMap(([kind, type]) => Object.values(type?.getFields() ?? {}).filter((f) => !f.name.startsWith('_')).map((f) => ({ kind, field: f })));
+  const fields = roots.flatMap(([kind, type]) =>
+    Object.values(type?.getFields() ?? {})
+      .filter((f) => !f.name.startsWith('_'))
+      .map((f) => ({ kind, field: f })),
+  );
 
   it('covers the queries and mutations of every module', () => {
     const names = fields.map((f) => f.field.name);
-    for (const n of ['events', 'createEvent', 'sendMessage', 'createWebhookSubscription', 'createPlatformConnection']) expect(names).toContain(n);
+    for (const n of ['events', 'createEvent', 'sendMessage', 'createWebhookSubscription', 'createPlatformConnection'])
+      expect(names).toContain(n);
   });
 
-  it('answers every operation with arbitrary variables cleanly: no 500, no INTERNAL, documented codes, no partial writes', { timeout: 600_000 }, async () => {
+  it('answers every operation with arbitrary variables cleanly: no 500, no INTERNAL, documented codes, no partial writes', {
+    timeout: 600_000,
+  }, async () => {
     for (const { kind, field } of fields) {
       const vars = fc.record(Object.fromEntries(field.args.map((arg) => [arg.name, variable(arg)])), {
         requiredKeys: field.args.filter((arg) => isNonNullType(arg.type) && Math.random() < 0.9).map((arg) => arg.name),
       });
-      await fc.assert(fc.asyncProperty(vars, async (v) => check(kind, field, v)), { numRuns: RUNS });
+      await fc.assert(
+        fc.asyncProperty(vars, async (v) => check(kind, field, v)),
+        { numRuns: RUNS },
+      );
     }
   });
 
@@ -147,7 +163,8 @@ describe('GraphQL bad-input sweep', () => {
       // GraphQL over HTTP answers some request errors 200 with `errors` (application/json); each still carries a code.
       if (r.status === 200) {
         expect(r.json.errors?.length, context).toBeGreaterThan(0);
-        for (const e of r.json.errors) expect(GRAPHQL_CODES.has(e.extensions?.code) || e.extensions?.code in ERROR_STATUS, context).toBe(true);
+        for (const e of r.json.errors)
+          expect(GRAPHQL_CODES.has(e.extensions?.code) || e.extensions?.code in ERROR_STATUS, context).toBe(true);
       }
     }
   });

@@ -17,24 +17,48 @@ import { nastyJson, nastyString, RUNS } from './support/fuzz.js';
 
 /** A documented delivery per platform, as the raw body the platform sends. */
 const SAMPLES: Record<PlatformName, { body: unknown; form?: boolean }[]> = {
-  TELEGRAM: [{ body: P.tgText(1, 2, 'hi') }, { body: P.tgPhoto(3, 4, 'cap') }, { body: P.tgReaction(5, 6, ['👍'], ['❤']) }, { body: P.tgEdited(7, 8, 'x') }],
+  TELEGRAM: [
+    { body: P.tgText(1, 2, 'hi') },
+    { body: P.tgPhoto(3, 4, 'cap') },
+    { body: P.tgReaction(5, 6, ['👍'], ['❤']) },
+    { body: P.tgEdited(7, 8, 'x') },
+  ],
   WHATSAPP: [
     { body: P.waText('waba', '100', '15550001', 'wamid.1', 'hi') },
     { body: P.waImage('waba', '100', '15550001', 'wamid.2', 'media1', 'cap') },
     { body: P.waStatus('waba', '100', 'wamid.3', 'delivered') },
     { body: P.waReaction('waba', '100', '15550001', 'wamid.4', 'wamid.1', '👍') },
   ],
-  MESSENGER: [{ body: P.fbText('page', '200', 'psid1', 'mid.1', 'hi') }, { body: P.fbDelivery('page', '200', 'psid1', 1700000000000, ['mid.1']) }, { body: P.fbReaction('page', '200', 'psid1', 'mid.1', 'react') }],
-  INSTAGRAM: [{ body: P.fbText('instagram', '300', 'igsid', 'mid.2', 'hi') }, { body: P.fbRead('instagram', '300', 'igsid', 1700000000000) }, { body: P.fbEdit('instagram', '300', 'igsid', 'mid.2', 'edited') }],
-  SLACK: [{ body: P.slackMessage('Ev1', 'C1', 'U1', '1700000000.000100', 'hi') }, { body: P.slackReaction('Ev2', 'C1', 'U1', '1700000000.000100', 'thumbsup') }],
-  DISCORD: [{ body: P.discordCommand('1', 'c1', 'u1', 'ask', [{ name: 'q', type: 3, value: 'hi' }]) }, { body: P.discordComponent('2', 'c1', 'u1', 'btn') }],
-  SMS: [{ body: P.twilioInbound('SM1', '+15550001', '+15550002', 'hi', [{ url: 'https://api.twilio.com/m', type: 'image/jpeg' }]), form: true }, { body: P.twilioStatus('SM2', '+15550002', 'delivered'), form: true }],
+  MESSENGER: [
+    { body: P.fbText('page', '200', 'psid1', 'mid.1', 'hi') },
+    { body: P.fbDelivery('page', '200', 'psid1', 1700000000000, ['mid.1']) },
+    { body: P.fbReaction('page', '200', 'psid1', 'mid.1', 'react') },
+  ],
+  INSTAGRAM: [
+    { body: P.fbText('instagram', '300', 'igsid', 'mid.2', 'hi') },
+    { body: P.fbRead('instagram', '300', 'igsid', 1700000000000) },
+    { body: P.fbEdit('instagram', '300', 'igsid', 'mid.2', 'edited') },
+  ],
+  SLACK: [
+    { body: P.slackMessage('Ev1', 'C1', 'U1', '1700000000.000100', 'hi') },
+    { body: P.slackReaction('Ev2', 'C1', 'U1', '1700000000.000100', 'thumbsup') },
+  ],
+  DISCORD: [
+    { body: P.discordCommand('1', 'c1', 'u1', 'ask', [{ name: 'q', type: 3, value: 'hi' }]) },
+    { body: P.discordComponent('2', 'c1', 'u1', 'btn') },
+  ],
+  SMS: [
+    { body: P.twilioInbound('SM1', '+15550001', '+15550002', 'hi', [{ url: 'https://api.twilio.com/m', type: 'image/jpeg' }]), form: true },
+    { body: P.twilioStatus('SM2', '+15550002', 'delivered'), form: true },
+  ],
   EMAIL: [{ body: P.email('<m1@example.com>', 'eve@example.com', 'hi') }],
 };
 
 const encode = (body: unknown, form?: boolean) =>
   form && body && typeof body === 'object' && !Array.isArray(body)
-    ? new URLSearchParams(Object.entries(body as Record<string, unknown>).map(([k, v]) => [k, typeof v === 'string' ? v : JSON.stringify(v)])).toString()
+    ? new URLSearchParams(
+        Object.entries(body as Record<string, unknown>).map(([k, v]) => [k, typeof v === 'string' ? v : JSON.stringify(v)]),
+      ).toString()
     : JSON.stringify(body);
 
 /** Every path to a value inside a JSON document. */
@@ -56,7 +80,9 @@ function replaceAt(v: unknown, path: (string | number)[], value: unknown): unkno
 const mutated = (platform: PlatformName) =>
   fc.constantFrom(...SAMPLES[platform]).chain((sample) => {
     const all = paths(sample.body);
-    return fc.tuple(fc.constantFrom(...all), fc.oneof(nastyJson, fc.constant(undefined))).map(([path, value]) => encode(replaceAt(sample.body, path, value), sample.form));
+    return fc
+      .tuple(fc.constantFrom(...all), fc.oneof(nastyJson, fc.constant(undefined)))
+      .map(([path, value]) => encode(replaceAt(sample.body, path, value), sample.form));
   });
 
 const rawBodies = (platform: PlatformName) =>
@@ -68,12 +94,31 @@ const rawBodies = (platform: PlatformName) =>
   );
 
 const headers = fc.dictionary(
-  fc.constantFrom('content-type', 'x-hub-signature-256', 'x-slack-signature', 'x-slack-request-timestamp', 'x-signature-ed25519', 'x-signature-timestamp', 'x-twilio-signature', 'x-telegram-bot-api-secret-token', 'x-gateway-signature', 'x-gateway-timestamp'),
+  fc.constantFrom(
+    'content-type',
+    'x-hub-signature-256',
+    'x-slack-signature',
+    'x-slack-request-timestamp',
+    'x-signature-ed25519',
+    'x-signature-timestamp',
+    'x-twilio-signature',
+    'x-telegram-bot-api-secret-token',
+    'x-gateway-signature',
+    'x-gateway-timestamp',
+  ),
   nastyString,
   { maxKeys: 4 },
 );
 
-const config = { secret_token: 'tg-secret', app_secret: 'meta-secret', verify_token: 'verify', signing_secret: 'slack-secret', public_key: 'ab'.repeat(32), auth_token: 'twilio-token', inbound_secret: 'email-secret' };
+const config = {
+  secret_token: 'tg-secret',
+  app_secret: 'meta-secret',
+  verify_token: 'verify',
+  signing_secret: 'slack-secret',
+  public_key: 'ab'.repeat(32),
+  auth_token: 'twilio-token',
+  inbound_secret: 'email-secret',
+};
 
 function req(raw: string, h: Record<string, string>, method: 'GET' | 'POST' = 'POST', query: Record<string, string> = {}): InboundRequest {
   return inboundReq(Buffer.from(raw, 'latin1'), h, { method, query });
@@ -117,7 +162,10 @@ describe.each(PLATFORM_NAMES)('%s inbound half', (platform) => {
 
   it('still normalises its documented deliveries (the sweep starts from real shapes)', () => {
     for (const sample of SAMPLES[platform]) {
-      const records = half.normalise({ rawBody: Buffer.from(encode(sample.body, sample.form)), headers: sample.form ? { 'content-type': 'application/x-www-form-urlencoded' } : { 'content-type': 'application/json' } });
+      const records = half.normalise({
+        rawBody: Buffer.from(encode(sample.body, sample.form)),
+        headers: sample.form ? { 'content-type': 'application/x-www-form-urlencoded' } : { 'content-type': 'application/json' },
+      });
       expect(records.length, `${platform} ${encode(sample.body, sample.form).slice(0, 120)}`).toBeGreaterThan(0);
     }
   });
@@ -125,8 +173,15 @@ describe.each(PLATFORM_NAMES)('%s inbound half', (platform) => {
 
 describe('regressions the sweep found', () => {
   it('SMS: a NumMedia of 1e300 is bounded (it used to loop forever in the worker)', () => {
-    const body = new URLSearchParams({ ...P.twilioInbound('SM9', '+15550001', '+15550002', 'hi'), NumMedia: '1e300', MediaUrl0: 'https://api.twilio.com/m0' }).toString();
-    const [r] = ADAPTERS.SMS.normalise({ rawBody: Buffer.from(body), headers: {} }) as { kind: string; message: { media?: { url: string } } }[];
+    const body = new URLSearchParams({
+      ...P.twilioInbound('SM9', '+15550001', '+15550002', 'hi'),
+      NumMedia: '1e300',
+      MediaUrl0: 'https://api.twilio.com/m0',
+    }).toString();
+    const [r] = ADAPTERS.SMS.normalise({ rawBody: Buffer.from(body), headers: {} }) as {
+      kind: string;
+      message: { media?: { url: string } };
+    }[];
     expect(r.message.media?.url).toBe('https://api.twilio.com/m0');
   });
 

@@ -32,7 +32,17 @@ beforeAll(async () => {
   a = await s.createApp();
   ids = await realIds();
   const doc = (await s.request('GET', '/v1/openapi.json')).json as {
-    paths: Record<string, Record<string, { parameters?: { name: string; in: string }[]; requestBody?: { content: Record<string, { schema: JsonSchema }> }; responses: Record<string, unknown> }>>;
+    paths: Record<
+      string,
+      Record<
+        string,
+        {
+          parameters?: { name: string; in: string }[];
+          requestBody?: { content: Record<string, { schema: JsonSchema }> };
+          responses: Record<string, unknown>;
+        }
+      >
+    >;
   };
   routes = Object.entries(doc.paths).flatMap(([path, ops]) =>
     Object.entries(ops).map(([method, op]) => ({
@@ -50,16 +60,27 @@ afterAll(() => s.close());
 /** A connection, an event, a webhook subscription, a user, a conversation and an event schema of the application. */
 async function realIds(): Promise<string[]> {
   const post = async (path: string, body: unknown) => (await s.request('POST', path, { auth: a, body })).json?.id as string | undefined;
-  const conn = await post('/v1/platform-connections', { platform_name: 'TELEGRAM', name: 'fuzz', config: { bot_token: '123:fuzz', api_base_url: 'http://127.0.0.1:9' } });
+  const conn = await post('/v1/platform-connections', {
+    platform_name: 'TELEGRAM',
+    name: 'fuzz',
+    config: { bot_token: '123:fuzz', api_base_url: 'http://127.0.0.1:9' },
+  });
   const event = await post('/v1/events', { event_type: 'fuzz.seed', payload: {} });
   const sub = await post('/v1/webhook-subscriptions', { name: 'fuzz', target_url: 'http://127.0.0.1:9/hook', event_patterns: ['fuzz.*'] });
-  const schema = await post('/v1/event-schemas', { name: 'fuzz.typed', json_schema: { type: 'object', required: ['n'], properties: { n: { type: 'integer' } } }, enforce_validation: true });
+  const schema = await post('/v1/event-schemas', {
+    name: 'fuzz.typed',
+    json_schema: { type: 'object', required: ['n'], properties: { n: { type: 'integer' } } },
+    enforce_validation: true,
+  });
   const [pu] = await s.deps.sql<{ id: string; user_id: string }[]>`
     INSERT INTO platform_users (app_id, platform_connection_id, platform, external_id, name) VALUES (${a.appId}, ${conn ?? null}, 'TELEGRAM', '42', 'Fuzz') RETURNING id, user_id`;
   return [conn, event, sub, schema, pu?.id, pu?.user_id].filter((x): x is string => typeof x === 'string');
 }
 
-const pathValue = fc.oneof(nastyString.filter((v) => v.length > 0), fc.uuid());
+const pathValue = fc.oneof(
+  nastyString.filter((v) => v.length > 0),
+  fc.uuid(),
+);
 /** Percent-encodes a path segment; a lone surrogate becomes the invalid UTF-8 it would be on the wire. */
 const segment = (value: string) => {
   try {
@@ -70,7 +91,9 @@ const segment = (value: string) => {
 };
 const fill = (path: string, value: string) => path.replace(/\{[^}]+\}/g, segment(value));
 const queryString = (params: Record<string, string>) => {
-  const q = Object.entries(params).map(([k, v]) => `${segment(k)}=${segment(v)}`).join('&');
+  const q = Object.entries(params)
+    .map(([k, v]) => `${segment(k)}=${segment(v)}`)
+    .join('&');
   return q ? `?${q}` : '';
 };
 
@@ -146,23 +169,39 @@ describe('REST bad-input sweep', () => {
   it('answers bodies that mostly fit the route’s schema, with real ids mixed in, the same way', { timeout: 600_000 }, async () => {
     for (const route of routes.filter((r) => r.bodySchema)) {
       await fc.assert(
-        fc.asyncProperty(fc.oneof(fc.constantFrom(...ids), pathValue), fromSchema(route.bodySchema, ids), async (id, b) => check(route, fill(route.path, id), JSON.stringify(b))),
+        fc.asyncProperty(fc.oneof(fc.constantFrom(...ids), pathValue), fromSchema(route.bodySchema, ids), async (id, b) =>
+          check(route, fill(route.path, id), JSON.stringify(b)),
+        ),
         { numRuns: RUNS * 3 },
       );
     }
   });
 
-  it('answers malformed JSON and odd content types with INVALID_JSON or UNSUPPORTED_MEDIA_TYPE-style 4xx', { timeout: 600_000 }, async () => {
-    const raw = fc.oneof(fc.string({ maxLength: 50 }), fc.constantFrom('{', '{"a":', '[1,2', 'nul', '{"a":1}}', '\u0000', '{"__proto__":{"x":1}}'));
+  it('answers malformed JSON and odd content types with INVALID_JSON or UNSUPPORTED_MEDIA_TYPE-style 4xx', {
+    timeout: 600_000,
+  }, async () => {
+    const raw = fc.oneof(
+      fc.string({ maxLength: 50 }),
+      fc.constantFrom('{', '{"a":', '[1,2', 'nul', '{"a":1}}', '\u0000', '{"__proto__":{"x":1}}'),
+    );
     for (const route of routes.filter((r) => r.method !== 'GET')) {
-      await fc.assert(fc.asyncProperty(raw, async (text) => check(route, fill(route.path, '00000000-0000-0000-0000-000000000000'), text)), { numRuns: 15 });
-      await check(route, fill(route.path, '00000000-0000-0000-0000-000000000000'), '{}', { 'Content-Type': 'application/json; charset=utf-16' });
+      await fc.assert(
+        fc.asyncProperty(raw, async (text) => check(route, fill(route.path, '00000000-0000-0000-0000-000000000000'), text)),
+        { numRuns: 15 },
+      );
+      await check(route, fill(route.path, '00000000-0000-0000-0000-000000000000'), '{}', {
+        'Content-Type': 'application/json; charset=utf-16',
+      });
     }
   });
 
   it('answers hostile path and query parameters of every read with a documented code', { timeout: 600_000 }, async () => {
     for (const route of routes.filter((r) => r.method === 'GET')) {
-      const query = fc.dictionary(fc.oneof(fc.constantFrom(...(route.queryParams.length ? route.queryParams : ['x'])), nastyString), nastyString, { maxKeys: 4 });
+      const query = fc.dictionary(
+        fc.oneof(fc.constantFrom(...(route.queryParams.length ? route.queryParams : ['x'])), nastyString),
+        nastyString,
+        { maxKeys: 4 },
+      );
       await fc.assert(
         fc.asyncProperty(pathValue, query, async (id, q) => check(route, fill(route.path, id) + queryString(q), undefined)),
         { numRuns: RUNS },

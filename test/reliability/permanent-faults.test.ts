@@ -27,7 +27,10 @@ beforeAll(async () => {
       },
     },
   ]);
-  events = new QueueEvents('transcription', { connection: createRedis(s.config.REDIS_URL, 'blocking'), prefix: queuePrefix(s.config.REDIS_PREFIX) });
+  events = new QueueEvents('transcription', {
+    connection: createRedis(s.config.REDIS_URL, 'blocking'),
+    prefix: queuePrefix(s.config.REDIS_PREFIX),
+  });
   await events.waitUntilReady();
 });
 afterAll(async () => {
@@ -38,7 +41,11 @@ afterAll(async () => {
 
 async function runToEnd(kind: string): Promise<{ attemptsMade: number; failedReason: string; runs: number }> {
   const appId = randomUUID();
-  const data = { app_id: appId, file_id: randomUUID(), event: { id: randomUUID(), app_id: appId, event_type: kind, payload: {}, edges: [], attachments: [] } };
+  const data = {
+    app_id: appId,
+    file_id: randomUUID(),
+    event: { id: randomUUID(), app_id: appId, event_type: kind, payload: {}, edges: [], attachments: [] },
+  };
   const job = await s.deps.queues.transcription.add('transcription', data, { jobId: `probe-${randomUUID()}`, attempts: 3, backoff: 0 });
   await expect(job.waitUntilFinished(events, 20_000)).rejects.toThrow();
   const done = (await s.deps.queues.transcription.getJob(job.id!))!;

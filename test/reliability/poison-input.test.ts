@@ -32,7 +32,10 @@ describe('U+0000 and unpaired surrogates, which PostgreSQL cannot store', () => 
     expect(r.json.error).toMatchObject({ code: 'VALIDATION_ERROR', details: [{ path: ['payload', 'note'] }] });
     const key = await s.request('POST', '/v1/events', { auth: a, body: { event_type: 'nul.probe', payload: { 'k\u0000': 1 } } });
     expect(key.json.error.details[0].path).toEqual(['payload', 'k\u0000']);
-    const surrogate = await s.request('POST', '/v1/events', { auth: a, body: { event_type: 'nul.probe', payload: { list: ['ok', 'x\ud800'] } } });
+    const surrogate = await s.request('POST', '/v1/events', {
+      auth: a,
+      body: { event_type: 'nul.probe', payload: { list: ['ok', 'x\ud800'] } },
+    });
     expect(surrogate.json.error).toMatchObject({ code: 'VALIDATION_ERROR', details: [{ path: ['payload', 'list', 1] }] });
     expect(await s.deps.queues.ledger.getJobCounts('waiting', 'active', 'completed', 'delayed', 'failed')).toEqual(before);
   });
@@ -40,14 +43,20 @@ describe('U+0000 and unpaired surrogates, which PostgreSQL cannot store', () => 
   it('is refused in GraphQL string literals and variables', async () => {
     const literal = await s.gql(a, 'mutation { createEvent(eventType: "nul.probe", payload: {note: "a\\u0000b"}) { id } }');
     expect(literal.json.errors[0].extensions.code).toBe('VALIDATION_ERROR');
-    const variable = await s.gql(a, 'mutation($p: JSON) { createEvent(eventType: "nul.probe", payload: $p) { id } }', { p: { note: 'a\u0000b' } });
+    const variable = await s.gql(a, 'mutation($p: JSON) { createEvent(eventType: "nul.probe", payload: $p) { id } }', {
+      p: { note: 'a\u0000b' },
+    });
     expect(variable.status).toBe(400);
     expect(variable.json.error.code).toBe('VALIDATION_ERROR');
   });
 
   it('is replaced, not refused, in text the service has already accepted (inbound records, ledger writes)', () => {
     expect(findUnstorable({ a: [1, { b: 'x\u0000' }] })).toEqual({ path: ['a', 1, 'b'], problem: 'text' });
-    expect(storableText({ text: 'a\u0000b', list: ['\u0000', 'x\udc00', '😀'], 'k\u0000': 1 })).toEqual({ text: 'a\uFFFDb', list: ['\uFFFD', 'x\uFFFD', '😀'], 'k\uFFFD': 1 });
+    expect(storableText({ text: 'a\u0000b', list: ['\u0000', 'x\udc00', '😀'], 'k\u0000': 1 })).toEqual({
+      text: 'a\uFFFDb',
+      list: ['\uFFFD', 'x\uFFFD', '😀'],
+      'k\uFFFD': 1,
+    });
     const clean = { text: 'fine' };
     expect(storableText(clean)).toBe(clean);
   });
@@ -72,13 +81,18 @@ describe('U+0000 and unpaired surrogates, which PostgreSQL cannot store', () => 
 
 describe('unpaired UTF-16 surrogates, which jsonb refuses as JSON escapes', () => {
   it('are refused in JSON bodies with VALIDATION_ERROR naming where (found by the fuzz sweep as a 500)', async () => {
-    const schema = await s.request('POST', '/v1/event-schemas', { auth: a, body: { name: 'lone', json_schema: { '': { '\ud800': null } } } });
+    const schema = await s.request('POST', '/v1/event-schemas', {
+      auth: a,
+      body: { name: 'lone', json_schema: { '': { '\ud800': null } } },
+    });
     expect(schema.status).toBe(400);
     expect(schema.json.error).toMatchObject({ code: 'VALIDATION_ERROR', details: [{ path: ['json_schema', '', '\ud800'] }] });
     const ev = await s.request('POST', '/v1/events', { auth: a, body: { event_type: 'lone.probe', payload: { note: 'x\udc00' } } });
     expect(ev.json.error).toMatchObject({ code: 'VALIDATION_ERROR', details: [{ path: ['payload', 'note'] }] });
     // A properly paired surrogate (an emoji) is ordinary text.
-    expect((await s.request('POST', '/v1/events', { auth: a, body: { event_type: 'lone.probe', payload: { note: '\ud83d\ude00' } } })).status).toBe(201);
+    expect(
+      (await s.request('POST', '/v1/events', { auth: a, body: { event_type: 'lone.probe', payload: { note: '\ud83d\ude00' } } })).status,
+    ).toBe(201);
   });
 
   it('are refused in query parameters too (found by the fuzz sweep as a 500 on a name filter)', async () => {
@@ -88,7 +102,11 @@ describe('unpaired UTF-16 surrogates, which jsonb refuses as JSON escapes', () =
   });
 
   it('are replaced in text the service has already accepted', () => {
-    expect(storableText({ text: 'a\ud800b', 'k\udfff': 1, ok: '\ud83d\ude00' })).toEqual({ text: 'a\uFFFDb', 'k\uFFFD': 1, ok: '\ud83d\ude00' });
+    expect(storableText({ text: 'a\ud800b', 'k\udfff': 1, ok: '\ud83d\ude00' })).toEqual({
+      text: 'a\uFFFDb',
+      'k\uFFFD': 1,
+      ok: '\ud83d\ude00',
+    });
   });
 });
 
@@ -128,7 +146,10 @@ describe('a poison event in a group-commit batch', () => {
       attachments: [],
     });
     // An edge target that is not a uuid passes the job schema but not the column type.
-    await Promise.all([...good.map((id) => enqueue(s.deps.queues, 'ledger', { event: event(id, randomUUID()) })), enqueue(s.deps.queues, 'ledger', { event: event(bad, 'not-a-uuid') })]);
+    await Promise.all([
+      ...good.map((id) => enqueue(s.deps.queues, 'ledger', { event: event(id, randomUUID()) })),
+      enqueue(s.deps.queues, 'ledger', { event: event(bad, 'not-a-uuid') }),
+    ]);
     const committed = await until(async () => {
       const rows = await s.deps.sql<{ id: string }[]>`SELECT id FROM events WHERE id = ANY(${[...good, bad]}::uuid[])`;
       return rows.length >= good.length ? rows : undefined;

@@ -68,7 +68,9 @@ describe('PostgreSQL unavailable', () => {
       await new Promise((res) => setTimeout(res, 1500));
       // The web process enqueues the events it receives at about the same moment as one job.
       const jobs = await s.deps.queues.ledger.getJobs(['wait', 'active', 'delayed', 'failed', 'prioritized']);
-      const theirs = jobs.filter((j) => ('events' in j.data ? j.data.events : [j.data.event]).some((e: { id: string }) => ids.includes(e.id)));
+      const theirs = jobs.filter((j) =>
+        ('events' in j.data ? j.data.events : [j.data.event]).some((e: { id: string }) => ids.includes(e.id)),
+      );
       expect(theirs.length).toBeGreaterThan(0);
       const failedAttempts = theirs.reduce((n, j) => n + j.attemptsMade, 0);
       expect(failedAttempts).toBeGreaterThan(0);

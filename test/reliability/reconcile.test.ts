@@ -23,9 +23,22 @@ describe('chaos reconciliation', () => {
       ['k2', 'id2'],
       ['k3', 'id3'],
     ]);
-    expect(reconcileWrites(acked, [{ id: 'id1', key: 'k1' }, { id: 'id3', key: 'k3' }, { id: 'idx', key: 'k3' }])).toEqual({ lost: 1, duplicated: 1, lostKeys: ['k2'] });
+    expect(
+      reconcileWrites(acked, [
+        { id: 'id1', key: 'k1' },
+        { id: 'id3', key: 'k3' },
+        { id: 'idx', key: 'k3' },
+      ]),
+    ).toEqual({ lost: 1, duplicated: 1, lostKeys: ['k2'] });
     // Committed although its acknowledgement never reached the client: neither lost nor doubled.
-    expect(reconcileWrites(acked, [{ id: 'id1', key: 'k1' }, { id: 'id2', key: 'k2' }, { id: 'id3', key: 'k3' }, { id: 'id4', key: 'k4' }])).toMatchObject({ lost: 0, duplicated: 0 });
+    expect(
+      reconcileWrites(acked, [
+        { id: 'id1', key: 'k1' },
+        { id: 'id2', key: 'k2' },
+        { id: 'id3', key: 'k3' },
+        { id: 'id4', key: 'k4' },
+      ]),
+    ).toMatchObject({ lost: 0, duplicated: 0 });
   });
 
   it('counts skipped, out-of-order and repeated events of a reader', () => {
@@ -41,15 +54,42 @@ describe('chaos reconciliation', () => {
 
   it('fails a row on any loss, duplicate, gap, missing webhook, doubled send or contract fault', () => {
     expect(failed(row())).toBe(false);
-    for (const bad of [{ lost: 1 }, { duplicated: 1 }, { streamGaps: 1 }, { streamDuplicates: 1 }, { webhooksDelivered: 2, webhooksExpected: 3 }, { sendsDoubled: 1 }, { faults: ['500'] }]) {
+    for (const bad of [
+      { lost: 1 },
+      { duplicated: 1 },
+      { streamGaps: 1 },
+      { streamDuplicates: 1 },
+      { webhooksDelivered: 2, webhooksExpected: 3 },
+      { sendsDoubled: 1 },
+      { faults: ['500'] },
+    ]) {
       expect(failed(row(bad))).toBe(true);
     }
   });
 
   it('prints the columns the issue names, with totals', () => {
-    const table = formatTable([row({ scenario: 'a' }), row({ scenario: 'b', lost: 2 }), total([row({ scenario: 'a' }), row({ scenario: 'b', lost: 2 })])]);
-    const header = table.split('\n')[0].split('|').map((c) => c.trim()).filter(Boolean);
-    expect(header).toEqual(['scenario', 'requests acknowledged', 'events committed', 'lost', 'duplicated', 'stream gaps', 'stream duplicates', 'webhooks delivered/expected', 'sends doubled', 'result']);
+    const table = formatTable([
+      row({ scenario: 'a' }),
+      row({ scenario: 'b', lost: 2 }),
+      total([row({ scenario: 'a' }), row({ scenario: 'b', lost: 2 })]),
+    ]);
+    const header = table
+      .split('\n')[0]
+      .split('|')
+      .map((c) => c.trim())
+      .filter(Boolean);
+    expect(header).toEqual([
+      'scenario',
+      'requests acknowledged',
+      'events committed',
+      'lost',
+      'duplicated',
+      'stream gaps',
+      'stream duplicates',
+      'webhooks delivered/expected',
+      'sends doubled',
+      'result',
+    ]);
     expect(table).toMatch(/\| total +\| 6 +\| 6 +\| 2 /);
     expect(table).toMatch(/\| b .*\| FAIL +\|/);
   });

@@ -70,7 +70,9 @@ describe('writes while Redis is down', () => {
     expect(after.json.payload).toEqual({ n: 8 });
     // Exactly the acknowledged writes are in the ledger: none of the refused ones slipped in later.
     await new Promise((r) => setTimeout(r, 500));
-    const rows = await s.deps.sql<{ n: number }[]>`SELECT (payload->>'n')::int AS n FROM events WHERE app_id = ${a.appId} AND event_type = 'outage.probe' ORDER BY seq`;
+    const rows = await s.deps.sql<
+      { n: number }[]
+    >`SELECT (payload->>'n')::int AS n FROM events WHERE app_id = ${a.appId} AND event_type = 'outage.probe' ORDER BY seq`;
     expect(rows.map((r) => r.n)).toEqual([1, 8]);
   });
 
@@ -106,7 +108,12 @@ describe('enqueue', () => {
     const deps = createDeps(t.config, { logger: createLogger('silent') });
     try {
       const event = { id: randomUUID(), app_id: randomUUID(), event_type: 'x', payload: {} };
-      const { value: err, ms } = await timed(() => enqueue(deps.queues, 'ledger', { event: { ...event, edges: [], attachments: [] } }).then(() => undefined, (e: unknown) => e));
+      const { value: err, ms } = await timed(() =>
+        enqueue(deps.queues, 'ledger', { event: { ...event, edges: [], attachments: [] } }).then(
+          () => undefined,
+          (e: unknown) => e,
+        ),
+      );
       expect(err).toMatchObject(unavailable('Redis'));
       expect(ms).toBeLessThan(2_000);
     } finally {

@@ -37,13 +37,18 @@ async function until<T>(f: () => Promise<T | undefined>, what: string, ms = 15_0
   }
 }
 const queue = async (to: string, text: string) => {
-  const r = await s.request('POST', '/v1/messages', { auth: a, body: { platform_connection_id: conn.id, to_external_id: to, message: text } });
+  const r = await s.request('POST', '/v1/messages', {
+    auth: a,
+    body: { platform_connection_id: conn.id, to_external_id: to, message: text },
+  });
   expect(r.status, r.text).toBe(202);
   return r.json.id as string;
 };
 const settled = (id: string) =>
   until(async () => {
-    const [m] = await s.deps.sql<{ status: string; error: { code: string } | null }[]>`SELECT status, error FROM outbound_messages WHERE id = ${id}`;
+    const [m] = await s.deps.sql<
+      { status: string; error: { code: string } | null }[]
+    >`SELECT status, error FROM outbound_messages WHERE id = ${id}`;
     return m && (m.status === 'sent' || m.status === 'failed') ? m : undefined;
   }, `message ${id} to settle`);
 

@@ -38,7 +38,10 @@ async function until<T>(f: () => Promise<T | undefined>, what: string, ms = 20_0
 describe('a platform that never answers', () => {
   it('gets one call: the send fails as DELIVERY_UNCERTAIN instead of being repeated', async () => {
     tg.silence(60_000);
-    const r = await s.request('POST', '/v1/messages', { auth: a, body: { platform_connection_id: conn.id, to_external_id: '6001', message: 'said into the void' } });
+    const r = await s.request('POST', '/v1/messages', {
+      auth: a,
+      body: { platform_connection_id: conn.id, to_external_id: '6001', message: 'said into the void' },
+    });
     expect(r.status, r.text).toBe(202);
     const id = r.json.id as string;
     const settled = await until(async () => {
@@ -64,12 +67,20 @@ describe('a platform that never answers', () => {
 describe('which network failures may have delivered', () => {
   it('retries a call that never reached the platform', () => {
     for (const code of ['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']) {
-      expect(networkFailure('Telegram', Object.assign(new Error(code), { code })), code).toMatchObject({ code: 'PLATFORM_UNAVAILABLE', retryable: true });
+      expect(networkFailure('Telegram', Object.assign(new Error(code), { code })), code).toMatchObject({
+        code: 'PLATFORM_UNAVAILABLE',
+        retryable: true,
+      });
     }
   });
   it('does not retry a call the platform may have read', () => {
     const timeout = Object.assign(new Error('The operation was aborted due to timeout'), { name: 'TimeoutError' });
-    for (const err of [timeout, Object.assign(new Error('h'), { code: 'UND_ERR_HEADERS_TIMEOUT' }), Object.assign(new Error('s'), { code: 'UND_ERR_SOCKET' }), Object.assign(new Error('r'), { code: 'ECONNRESET' })]) {
+    for (const err of [
+      timeout,
+      Object.assign(new Error('h'), { code: 'UND_ERR_HEADERS_TIMEOUT' }),
+      Object.assign(new Error('s'), { code: 'UND_ERR_SOCKET' }),
+      Object.assign(new Error('r'), { code: 'ECONNRESET' }),
+    ]) {
       expect(networkFailure('Telegram', err)).toMatchObject({ code: 'DELIVERY_UNCERTAIN', retryable: false });
     }
   });

@@ -47,8 +47,18 @@ describe('Redis start-up checks', () => {
         c.disconnect();
       }
     };
-    expect(await read(lru.url)).toMatchObject({ maxmemoryPolicy: 'allkeys-lru', evictionSafe: false, persistent: false, appendonly: false });
-    expect(await read(durable.url)).toMatchObject({ maxmemoryPolicy: 'noeviction', evictionSafe: true, persistent: true, appendonly: true });
+    expect(await read(lru.url)).toMatchObject({
+      maxmemoryPolicy: 'allkeys-lru',
+      evictionSafe: false,
+      persistent: false,
+      appendonly: false,
+    });
+    expect(await read(durable.url)).toMatchObject({
+      maxmemoryPolicy: 'noeviction',
+      evictionSafe: true,
+      persistent: true,
+      appendonly: true,
+    });
     expect(await read(snapshots.url)).toMatchObject({ evictionSafe: true, persistent: true, appendonly: false, savePoints: '60 1' });
   });
 
@@ -66,7 +76,10 @@ describe('Redis start-up checks', () => {
       // Redis comes back from a restart with an evicting policy: the re-check says so.
       await r.stop();
       await r.start(['--maxmemory-policy', 'volatile-lru']);
-      await until(() => lines.some((l) => l.level === 50 && /maxmemory-policy is "volatile-lru".*noeviction/.test(l.msg)), 'the re-check to log the policy');
+      await until(
+        () => lines.some((l) => l.level === 50 && /maxmemory-policy is "volatile-lru".*noeviction/.test(l.msg)),
+        'the re-check to log the policy',
+      );
     } finally {
       c.disconnect();
     }

@@ -9,7 +9,10 @@ import { freePort } from '../helpers/stack.js';
 
 /** Real failures of the real clients, produced against ports where nothing listens. */
 async function failureOf(run: () => Promise<unknown>): Promise<unknown> {
-  return run().then(() => expect.fail('expected a failure'), (e: unknown) => e);
+  return run().then(
+    () => expect.fail('expected a failure'),
+    (e: unknown) => e,
+  );
 }
 
 describe('unavailable backing services', () => {
@@ -22,7 +25,11 @@ describe('unavailable backing services', () => {
     offline.on('error', () => {});
     const sql = postgres(`postgres://postgres@127.0.0.1:${port}/x`, { max: 1, connect_timeout: 2 });
     try {
-      const errors = [await failureOf(() => parked.get('k')), await failureOf(() => offline.get('k')), await failureOf(() => sql`SELECT 1`)];
+      const errors = [
+        await failureOf(() => parked.get('k')),
+        await failureOf(() => offline.get('k')),
+        await failureOf(() => sql`SELECT 1`),
+      ];
       expect((errors[0] as Error).name).toBe('MaxRetriesPerRequestError');
       for (const err of errors) {
         expect(isUnavailable(err)).toBe(true);
@@ -42,7 +49,9 @@ describe('unavailable backing services', () => {
   });
 
   it('gives GraphQL the UNAVAILABLE code for a resolver that hit an unreachable service, INTERNAL otherwise', () => {
-    const down = new GraphQLError('connect ECONNREFUSED', { originalError: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }) });
+    const down = new GraphQLError('connect ECONNREFUSED', {
+      originalError: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }),
+    });
     expect(formatGraphqlError(down).extensions.code).toBe('UNAVAILABLE');
     const bug = new GraphQLError('boom', { originalError: new TypeError('boom') });
     expect(formatGraphqlError(bug).extensions.code).toBe('INTERNAL');

@@ -39,8 +39,18 @@ describe('the partitioning migration', () => {
   it('converts a ledger that already has events and edges, keeping every row where reads find it', async () => {
     const url = dbUrl(name);
     await ensureDatabase(url);
-    const before = readdirSync(join(projectRoot(), 'migrations')).filter((f) => f.endsWith('.sql')).sort().findIndex((f) => f.startsWith(PARTITIONING));
-    await runner({ databaseUrl: url, dir: join(projectRoot(), 'migrations'), direction: 'up', count: before, migrationsTable: 'pgmigrations', log: () => {} });
+    const before = readdirSync(join(projectRoot(), 'migrations'))
+      .filter((f) => f.endsWith('.sql'))
+      .sort()
+      .findIndex((f) => f.startsWith(PARTITIONING));
+    await runner({
+      databaseUrl: url,
+      dir: join(projectRoot(), 'migrations'),
+      direction: 'up',
+      count: before,
+      migrationsTable: 'pgmigrations',
+      log: () => {},
+    });
     const sql = createSql(url, { max: 2 });
     try {
       const { appId } = await createApplication(sql, 'before', ['admin']);
@@ -70,7 +80,9 @@ describe('the partitioning migration', () => {
 
       // Reads by cursor and id find the old rows; a retried write of an old id adds nothing.
       expect((await getEvent(sql, appId, old.id))?.edges).toHaveLength(1);
-      expect((await listEvents(sql, appId, { afterSeq: 990 }, 50)).map((e) => e.seq)).toEqual([991, 992, 993, 994, 995, 996, 997, 998, 999, 1000]);
+      expect((await listEvents(sql, appId, { afterSeq: 990 }, 50)).map((e) => e.seq)).toEqual([
+        991, 992, 993, 994, 995, 996, 997, 998, 999, 1000,
+      ]);
       const again = await writeEvents(sql, [event(appId, { id: old.id }), event(appId)]);
       expect(again.map((e) => e.seq)).toEqual([1, 1002]);
       const [{ n }] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM events WHERE id = ${old.id}`;
@@ -78,7 +90,9 @@ describe('the partitioning migration', () => {
 
       // Deleting the application still takes its events and edges with it.
       await sql`DELETE FROM applications WHERE id = ${appId}`;
-      const [left] = await sql<{ events: number; edges: number }[]>`SELECT (SELECT count(*)::int FROM events) AS events, (SELECT count(*)::int FROM event_edges) AS edges`;
+      const [left] = await sql<
+        { events: number; edges: number }[]
+      >`SELECT (SELECT count(*)::int FROM events) AS events, (SELECT count(*)::int FROM event_edges) AS edges`;
       expect(left).toEqual({ events: 0, edges: 0 });
     } finally {
       await sql.end();
@@ -118,13 +132,21 @@ describe('event partitions', () => {
     expect(last.upper.getTime()).toBe(monthStart(later, MONTHS_AHEAD + 1).getTime());
     expect(first.created.at(-1)).toBe(`events_${suffix(monthStart(later, MONTHS_AHEAD))}`);
     expect(await maintainEventPartitions(sql, 0, later)).toEqual({ created: [], dropped: [] });
-    const edges = await sql<{ name: string }[]>`SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'event_edges'::regclass`;
-    expect(edges.map((e) => e.name).sort()).toEqual((await eventPartitions(sql)).map((p) => p.name.replace(/^events_/, 'event_edges_')).sort());
+    const edges = await sql<
+      { name: string }[]
+    >`SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'event_edges'::regclass`;
+    expect(edges.map((e) => e.name).sort()).toEqual(
+      (await eventPartitions(sql)).map((p) => p.name.replace(/^events_/, 'event_edges_')).sort(),
+    );
   });
 
   it('drops whole months older than the retention with their edges, keeping younger months and nothing when it is 0', async () => {
     const ids = async (table: 'events' | 'event_edges') =>
-      (await sql<{ id: string }[]>`SELECT ${sql(table === 'events' ? 'id' : 'event_id')}::text AS id FROM ${sql(table)} WHERE app_id = ${appId}`).map((x) => x.id);
+      (
+        await sql<
+          { id: string }[]
+        >`SELECT ${sql(table === 'events' ? 'id' : 'event_id')}::text AS id FROM ${sql(table)} WHERE app_id = ${appId}`
+      ).map((x) => x.id);
     const parts = await eventPartitions(sql);
     const b = parts[0].upper; // where the legacy partition ends: the first month partition
     const at = async (createdAt: Date) => {
@@ -145,7 +167,9 @@ describe('event partitions', () => {
     expect(r.dropped).toEqual(['events_legacy', `events_${suffix(b)}`]);
     expect(await ids('events')).toEqual([inSecond]);
     expect(await ids('event_edges')).toEqual([inSecond]);
-    const tables = await sql<{ name: string }[]>`SELECT relname AS name FROM pg_class WHERE relname IN ('events_legacy', 'event_edges_legacy', ${`events_${suffix(b)}`}, ${`event_edges_${suffix(b)}`})`;
+    const tables = await sql<
+      { name: string }[]
+    >`SELECT relname AS name FROM pg_class WHERE relname IN ('events_legacy', 'event_edges_legacy', ${`events_${suffix(b)}`}, ${`event_edges_${suffix(b)}`})`;
     expect(tables).toEqual([]);
   });
 });

@@ -152,7 +152,14 @@ describe('files', () => {
   it('deletes the S3 object of a pruned file and leaves the objects of kept ones', async () => {
     const s3 = await S3Fake.start('gw-retention', 'AKIATESTKEY');
     try {
-      const store = createS3Store({ S3_BUCKET: 'gw-retention', S3_REGION: 'us-east-1', S3_ENDPOINT: s3.url, S3_ACCESS_KEY_ID: 'AKIATESTKEY', S3_SECRET_ACCESS_KEY: 'secret', S3_FORCE_PATH_STYLE: true });
+      const store = createS3Store({
+        S3_BUCKET: 'gw-retention',
+        S3_REGION: 'us-east-1',
+        S3_ENDPOINT: s3.url,
+        S3_ACCESS_KEY_ID: 'AKIATESTKEY',
+        S3_SECRET_ACCESS_KEY: 'secret',
+        S3_FORCE_PATH_STYLE: true,
+      });
       const old = await file(100, store);
       const young = await file(10, store);
       expect([...s3.objects.keys()].sort()).toEqual([`gw-retention/${appId}/${old}`, `gw-retention/${appId}/${young}`].sort());

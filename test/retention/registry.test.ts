@@ -33,7 +33,9 @@ describe('the retention registry', () => {
       if (r.kind === 'kept') continue;
       expect(defaults[r.variable], `${table}: ${r.variable}`).toBeTypeOf('number');
       expect(readme, `${r.variable} in README's configuration table`).toMatch(new RegExp(`^\\| \`${r.variable}\` \\|`, 'm'));
-      expect(operations, `${table} in docs/OPERATIONS.md's retention table`).toMatch(new RegExp(`^\\|[^|]*\`${table}\`[^|]*\\|.*\`${r.variable}\``, 'm'));
+      expect(operations, `${table} in docs/OPERATIONS.md's retention table`).toMatch(
+        new RegExp(`^\\|[^|]*\`${table}\`[^|]*\\|.*\`${r.variable}\``, 'm'),
+      );
     }
   });
 

@@ -47,7 +47,8 @@ describe('at the API', () => {
   });
   afterAll(() => s?.close());
 
-  const events = async (app: AppCredentials) => (await s.deps.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM events WHERE app_id = ${app.appId}`)[0].n;
+  const events = async (app: AppCredentials) =>
+    (await s.deps.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM events WHERE app_id = ${app.appId}`)[0].n;
 
   it('refuses bodies nested 4,150 and 100,000 deep with 400 VALIDATION_ERROR, queueing nothing, while a neighbour posting at the same moment gets 201', async () => {
     for (const depth of [4_150, 100_000]) {
@@ -75,9 +76,15 @@ describe('at the API', () => {
 
   it('refuses deep GraphQL variables on POST /graphql, GET /graphql and the graphql-sse endpoint', async () => {
     const query = 'mutation ($p: JSON!) { createEvent(eventType: "deep.g", payload: $p) { id } }';
-    const post = await s.request('POST', '/graphql', { auth: a, body: `{"query":${JSON.stringify(query)},"variables":{"p":${deepJson(5_000)}}}` });
+    const post = await s.request('POST', '/graphql', {
+      auth: a,
+      body: `{"query":${JSON.stringify(query)},"variables":{"p":${deepJson(5_000)}}}`,
+    });
     expect(post.text).toContain('VALIDATION_ERROR');
-    const get = await fetch(`${s.base}/graphql?query=${encodeURIComponent('query ($p: JSON) { __typename }')}&variables=${encodeURIComponent(`{"p":${deepJson(200)}}`)}`, { headers: a.headers });
+    const get = await fetch(
+      `${s.base}/graphql?query=${encodeURIComponent('query ($p: JSON) { __typename }')}&variables=${encodeURIComponent(`{"p":${deepJson(200)}}`)}`,
+      { headers: a.headers },
+    );
     expect(await get.text()).toContain('VALIDATION_ERROR');
     const sse = await fetch(`${s.base}/`, {
       method: 'POST',
@@ -105,7 +112,11 @@ describe('in platform deliveries (acknowledged, then recorded)', () => {
   it('records a Telegram contact whose vcard is nested 20,000 deep, the deep part as a marker', async () => {
     const tg = await connect(s, a, 'TELEGRAM', { bot_token: '424243:deep-bot-token' });
     const update = P.tgText(9001, 901, 'x');
-    const message = { ...(update.message as Record<string, unknown>), text: undefined, contact: { phone_number: '+15550001', first_name: 'Deep', vcard: '__DEEP__' } };
+    const message = {
+      ...(update.message as Record<string, unknown>),
+      text: undefined,
+      contact: { phone_number: '+15550001', first_name: 'Deep', vcard: '__DEEP__' },
+    };
     const r = await postWebhook(s, tg.path, withDeep({ update_id: 9001, message }), telegramHeaders());
     expect(r.status).toBe(200);
     const event = await waitForEvent(s, a.appId, 'message.inbound', (e) => e.payload.external_message_id === `${P.tgChat.id}:901`, 20_000);
@@ -115,12 +126,30 @@ describe('in platform deliveries (acknowledged, then recorded)', () => {
 
   it('records Slack, Messenger and e-mail messages carrying a part nested 20,000 deep', async () => {
     const slack = await connect(s, a, 'SLACK', { bot_token: 'xoxb-deep', signing_secret: 'deep-ss' });
-    const fb = await connect(s, a, 'MESSENGER', { page_access_token: 't', page_id: '5300000001', app_secret: 'fb-deep', verify_token: 'v' });
-    const mail = await connect(s, a, 'EMAIL', { smtp_url: 'smtp://127.0.0.1:1', from: 'deep@example.com', inbound_secret: 'mail-secret-deep-0123456789' });
+    const fb = await connect(s, a, 'MESSENGER', {
+      page_access_token: 't',
+      page_id: '5300000001',
+      app_secret: 'fb-deep',
+      verify_token: 'v',
+    });
+    const mail = await connect(s, a, 'EMAIL', {
+      smtp_url: 'smtp://127.0.0.1:1',
+      from: 'deep@example.com',
+      inbound_secret: 'mail-secret-deep-0123456789',
+    });
 
     const slackBody = withDeep(P.slackMessage('EvDeep', 'C7', 'U7', '1700000007.000100', 'deep', { blocks: ['__DEEP__'] }));
     expect((await postWebhook(s, slack.path, slackBody, slackHeaders('deep-ss', slackBody))).status).toBe(200);
-    const fbBody = withDeep(P.fbEnvelope('page', '5300000001', [{ sender: { id: 'PSID-D' }, recipient: { id: '5300000001' }, timestamp: Date.now(), message: { mid: 'm_deep', text: 'deep', quick_reply: { payload: '__DEEP__' } } }]));
+    const fbBody = withDeep(
+      P.fbEnvelope('page', '5300000001', [
+        {
+          sender: { id: 'PSID-D' },
+          recipient: { id: '5300000001' },
+          timestamp: Date.now(),
+          message: { mid: 'm_deep', text: 'deep', quick_reply: { payload: '__DEEP__' } },
+        },
+      ]),
+    );
     expect((await postWebhook(s, fb.path, fbBody, metaHeaders('fb-deep', fbBody))).status).toBe(200);
     const mailBody = withDeep(P.email('deep@mail', 'f@example.org', 'deep', { headers: { 'x-deep': '__DEEP__' } }));
     expect((await postWebhook(s, mail.path, mailBody, emailHeaders('mail-secret-deep-0123456789', mailBody))).status).toBe(200);

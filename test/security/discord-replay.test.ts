@@ -26,7 +26,11 @@ describe('Discord interactions are refused outside the replay window, as Slack e
     const before = await inboundJobCount(s);
     const replayed = await postWebhook(s, discord.path, body, discordHeaders(keys.privateKey, body, String(sixMinutesAgo())));
 
-    const slackBody = JSON.stringify({ type: 'event_callback', event_id: 'Ev-replay', event: { type: 'message', channel: 'C1', user: 'U1', text: 'hi', ts: '1700000000.000100' } });
+    const slackBody = JSON.stringify({
+      type: 'event_callback',
+      event_id: 'Ev-replay',
+      event: { type: 'message', channel: 'C1', user: 'U1', text: 'hi', ts: '1700000000.000100' },
+    });
     const slackReplayed = await postWebhook(s, slack.path, slackBody, slackHeaders(SIGNING, slackBody, sixMinutesAgo()));
 
     expect(slackReplayed.status).toBe(401);
@@ -37,7 +41,12 @@ describe('Discord interactions are refused outside the replay window, as Slack e
 
   it('refuses a timestamp from the future beyond the window and one that is not a number', async () => {
     const body = JSON.stringify(discordCommand('1175000000000000102', 'C1', 'U1', 'ask'));
-    const future = await postWebhook(s, discord.path, body, discordHeaders(keys.privateKey, body, String(Math.floor(Date.now() / 1000) + 360)));
+    const future = await postWebhook(
+      s,
+      discord.path,
+      body,
+      discordHeaders(keys.privateKey, body, String(Math.floor(Date.now() / 1000) + 360)),
+    );
     expect(future.status).toBe(401);
     const junk = await postWebhook(s, discord.path, body, discordHeaders(keys.privateKey, body, 'yesterday'));
     expect(junk.status).toBe(401);

@@ -26,7 +26,10 @@ describe('matching time', () => {
   it('matches catastrophic patterns against long types in well under 100 ms', () => {
     const type = 'a'.repeat(60);
     for (const pattern of ['*a*a*a*a*a*a*b', `${'*a'.repeat(40)}*b`, `${'*?'.repeat(60)}b`, `${'*[a-z]'.repeat(50)}*.`]) {
-      expect(medianMs(() => matchesPattern(pattern, type)), pattern).toBeLessThan(20);
+      expect(
+        medianMs(() => matchesPattern(pattern, type)),
+        pattern,
+      ).toBeLessThan(20);
       expect(matchesPattern(pattern, type)).toBe(false);
     }
     const long = `${'a.'.repeat(99)}b`;
@@ -68,20 +71,28 @@ describe('matching semantics', () => {
   it('agrees with the fnmatch RegExp on generated patterns and types', () => {
     const alphabet = fc.constantFrom('a', 'b', '.', '*', '?', '[ab]', '[!a]', '[a-b]');
     fc.assert(
-      fc.property(fc.array(alphabet, { maxLength: 8 }).map((p) => p.join('')), fc.stringMatching(/^[ab.]{0,10}$/), (pattern, type) => {
-        fc.pre(pattern.length > 0);
-        expect(matchesPattern(pattern, type)).toBe(reference(pattern).test(type));
-      }),
+      fc.property(
+        fc.array(alphabet, { maxLength: 8 }).map((p) => p.join('')),
+        fc.stringMatching(/^[ab.]{0,10}$/),
+        (pattern, type) => {
+          fc.pre(pattern.length > 0);
+          expect(matchesPattern(pattern, type)).toBe(reference(pattern).test(type));
+        },
+      ),
       { numRuns: 2000 },
     );
   });
 
   it('finishes in bounded time for generated patterns of growing size', () => {
     fc.assert(
-      fc.property(fc.array(fc.constantFrom('a', '*', '?', '[a-z]', '.'), { minLength: 1, maxLength: 150 }), fc.stringMatching(/^[a.]{0,200}$/), (parts, type) => {
-        const pattern = parts.join('').slice(0, 200);
-        expect(medianMs(() => matchesPattern(pattern, type), 3)).toBeLessThan(50);
-      }),
+      fc.property(
+        fc.array(fc.constantFrom('a', '*', '?', '[a-z]', '.'), { minLength: 1, maxLength: 150 }),
+        fc.stringMatching(/^[a.]{0,200}$/),
+        (parts, type) => {
+          const pattern = parts.join('').slice(0, 200);
+          expect(medianMs(() => matchesPattern(pattern, type), 3)).toBeLessThan(50);
+        },
+      ),
       { numRuns: 300 },
     );
   });
@@ -112,19 +123,31 @@ describe('patterns at every face', () => {
   });
 
   it('refuses a malformed pattern with 400 VALIDATION_ERROR on REST create and update', async () => {
-    const bad = await s.request('POST', '/v1/webhook-subscriptions', { auth: a, body: { name: 'bad', target_url: rx.url, event_patterns: ['ok.*', '[z-a]'] } });
+    const bad = await s.request('POST', '/v1/webhook-subscriptions', {
+      auth: a,
+      body: { name: 'bad', target_url: rx.url, event_patterns: ['ok.*', '[z-a]'] },
+    });
     expect(bad.status, bad.text).toBe(400);
     expect(bad.json.error.code).toBe('VALIDATION_ERROR');
-    const good = await s.request('POST', '/v1/webhook-subscriptions', { auth: a, body: { name: 'good', target_url: rx.url, event_patterns: ['ok.*'] } });
+    const good = await s.request('POST', '/v1/webhook-subscriptions', {
+      auth: a,
+      body: { name: 'good', target_url: rx.url, event_patterns: ['ok.*'] },
+    });
     expect(good.status, good.text).toBe(201);
-    const patch = await s.request('PATCH', `/v1/webhook-subscriptions/${good.json.id}`, { auth: a, body: { event_patterns: ['order.[abc'] } });
+    const patch = await s.request('PATCH', `/v1/webhook-subscriptions/${good.json.id}`, {
+      auth: a,
+      body: { event_patterns: ['order.[abc'] },
+    });
     expect(patch.status, patch.text).toBe(400);
     expect(patch.json.error.code).toBe('VALIDATION_ERROR');
     await s.request('DELETE', `/v1/webhook-subscriptions/${good.json.id}`, { auth: a });
   });
 
   it('refuses it on GraphQL createWebhookSubscription', async () => {
-    const r = await s.gql(a, `mutation { createWebhookSubscription(name: "bad", targetUrl: "${rx.url}", eventPatterns: ["[z-a]"]) { id } }`);
+    const r = await s.gql(
+      a,
+      `mutation { createWebhookSubscription(name: "bad", targetUrl: "${rx.url}", eventPatterns: ["[z-a]"]) { id } }`,
+    );
     expect(r.json.errors?.[0]?.extensions?.code).toBe('VALIDATION_ERROR');
   });
 
@@ -144,9 +167,15 @@ describe('patterns at every face', () => {
 
   it('a malformed pattern stored before the check matches nothing and fails no ledger batch', async () => {
     // As a row written by an older version would be: straight into the table.
-    const legacy = await s.request('POST', '/v1/webhook-subscriptions', { auth: a, body: { name: 'legacy', target_url: rx.url, event_patterns: ['legacy.x'] } });
+    const legacy = await s.request('POST', '/v1/webhook-subscriptions', {
+      auth: a,
+      body: { name: 'legacy', target_url: rx.url, event_patterns: ['legacy.x'] },
+    });
     await s.deps.sql`UPDATE webhook_subscriptions SET event_patterns = ${['[z-a]', 'legacy.[abc']} WHERE id = ${legacy.json.id}`;
-    const other = await s.request('POST', '/v1/webhook-subscriptions', { auth: b, body: { name: 'neighbour', target_url: rx.url, event_patterns: ['*'] } });
+    const other = await s.request('POST', '/v1/webhook-subscriptions', {
+      auth: b,
+      body: { name: 'neighbour', target_url: rx.url, event_patterns: ['*'] },
+    });
     expect(other.status).toBe(201);
     // Both applications' events, through the ledger worker's fan-out.
     const [mine, theirs] = await Promise.all([
@@ -164,10 +193,17 @@ describe('patterns at every face', () => {
   });
 
   it("a catastrophic pattern does not hold up another application's event", async () => {
-    const cat = await s.request('POST', '/v1/webhook-subscriptions', { auth: a, body: { name: 'cat', target_url: rx.url, event_patterns: [`${'*a'.repeat(60)}*b`] } });
+    const cat = await s.request('POST', '/v1/webhook-subscriptions', {
+      auth: a,
+      body: { name: 'cat', target_url: rx.url, event_patterns: [`${'*a'.repeat(60)}*b`] },
+    });
     expect(cat.status, cat.text).toBe(201);
     const type = 'a'.repeat(120);
-    await commit(s.deps, a.appId, Array.from({ length: 20 }, () => ({ event_type: type })));
+    await commit(
+      s.deps,
+      a.appId,
+      Array.from({ length: 20 }, () => ({ event_type: type })),
+    );
     const t = Date.now();
     const r = await s.request('POST', '/v1/events', { auth: b, body: { event_type: 'neighbour.b', payload: {} } });
     expect(r.status, r.text).toBe(201);

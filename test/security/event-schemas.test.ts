@@ -18,11 +18,14 @@ afterAll(() => s?.close());
 
 const schema = (auth: AppCredentials, name: string, json_schema: Record<string, unknown>, enforce_validation = true) =>
   s.request('POST', '/v1/event-schemas', { auth, body: { name, json_schema, enforce_validation } });
-const post = (auth: AppCredentials, event_type: string, payload: Record<string, unknown>) => s.request('POST', '/v1/events', { auth, body: { event_type, payload } });
+const post = (auth: AppCredentials, event_type: string, payload: Record<string, unknown>) =>
+  s.request('POST', '/v1/events', { auth, body: { event_type, payload } });
 
 describe('schema regexes', () => {
   it('checks a catastrophic `pattern` and `patternProperties` in bounded time', async () => {
-    expect((await schema(a, 'redos.pattern', { type: 'object', properties: { s: { type: 'string', pattern: '^(a+)+$' } } })).status).toBe(201);
+    expect((await schema(a, 'redos.pattern', { type: 'object', properties: { s: { type: 'string', pattern: '^(a+)+$' } } })).status).toBe(
+      201,
+    );
     expect((await schema(a, 'redos.props', { type: 'object', patternProperties: { '^(a|aa)+$': { type: 'number' } } })).status).toBe(201);
     for (const [type, payload] of [
       ['redos.pattern', { s: `${'a'.repeat(40)}!` }],
@@ -70,7 +73,12 @@ describe('schema regexes', () => {
 
 describe('schemas of different applications', () => {
   it("cannot reach another application's schema by $ref, nor read its fields", async () => {
-    const secret = { $id: 'https://tenant-a.example/secret.json', type: 'object', required: ['a_secret_field'], properties: { tier: { enum: ['a-gold', 'a-platinum'] } } };
+    const secret = {
+      $id: 'https://tenant-a.example/secret.json',
+      type: 'object',
+      required: ['a_secret_field'],
+      properties: { tier: { enum: ['a-gold', 'a-platinum'] } },
+    };
     expect((await schema(a, 'iso.secret', secret)).status).toBe(201);
     expect((await post(a, 'iso.secret', { a_secret_field: 1, tier: 'a-gold' })).status).toBe(201);
     const probe = await schema(b, 'iso.probe', { $ref: 'https://tenant-a.example/secret.json' });

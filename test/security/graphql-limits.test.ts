@@ -36,7 +36,14 @@ interface Answer {
 }
 
 /** One GraphQL request through either endpoint; an SSE answer is its first frame. Bounded by `timeoutMs`. */
-async function call(stack: TestStack, via: Via, auth: AppCredentials, query: string, variables?: Record<string, unknown>, timeoutMs = 10_000): Promise<Answer> {
+async function call(
+  stack: TestStack,
+  via: Via,
+  auth: AppCredentials,
+  query: string,
+  variables?: Record<string, unknown>,
+  timeoutMs = 10_000,
+): Promise<Answer> {
   const t0 = performance.now();
   const headers = { ...auth.headers, 'Content-Type': 'application/json' };
   const body = JSON.stringify({ query, variables });
@@ -56,11 +63,15 @@ async function call(stack: TestStack, via: Via, auth: AppCredentials, query: str
 }
 
 const codesOf = (a: Answer): string[] => (a.body?.errors ?? []).map((e: { extensions?: { code?: string } }) => e.extensions?.code);
-const schemaCount = async (stack: TestStack, appId: string) => (await stack.deps.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM event_schemas WHERE app_id = ${appId}`)[0].n;
+const schemaCount = async (stack: TestStack, appId: string) =>
+  (await stack.deps.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM event_schemas WHERE app_id = ${appId}`)[0].n;
 
 /** Each level spreads the next fragment under two fields: expanded, the document doubles per level. */
 function fragmentPairs(levels: number): string {
-  const frags = Array.from({ length: levels }, (_, i) => `fragment F${i} on Event { originEvent { ...F${i + 1} } o: originEvent { ...F${i + 1} } }`);
+  const frags = Array.from(
+    { length: levels },
+    (_, i) => `fragment F${i} on Event { originEvent { ...F${i + 1} } o: originEvent { ...F${i + 1} } }`,
+  );
   return `query { event(id: "00000000-0000-0000-0000-000000000000") { ...F0 } } ${frags.join(' ')} fragment F${levels} on Event { id }`;
 }
 
@@ -71,7 +82,8 @@ function flatPairs(levels: number): string {
 }
 
 /** `n` aliases of the largest page of events, each with a payload. */
-const aliasBomb = (n: number) => `{ ${Array.from({ length: n }, (_, i) => `a${i}: events(first: 500) { edges { node { id payload } } }`).join(' ')} }`;
+const aliasBomb = (n: number) =>
+  `{ ${Array.from({ length: n }, (_, i) => `a${i}: events(first: 500) { edges { node { id payload } } }`).join(' ')} }`;
 
 const schemaMutation = (n: number, tag: string) =>
   `mutation { ${Array.from({ length: n }, (_, i) => `m${i}: createEventSchema(name: "${tag}.${i}", jsonSchema: { type: "object" }) { id }`).join(' ')} }`;
@@ -108,7 +120,15 @@ describe('GraphQL admission (both endpoints call it)', () => {
   });
 
   it('admits the standard introspection query that GraphQL tools send', () => {
-    const a = admitOperation(schema, limits, { query: getIntrospectionQuery({ descriptions: true, specifiedByUrl: true, directiveIsRepeatable: true, schemaDescription: true, inputValueDeprecation: true }) });
+    const a = admitOperation(schema, limits, {
+      query: getIntrospectionQuery({
+        descriptions: true,
+        specifiedByUrl: true,
+        directiveIsRepeatable: true,
+        schemaDescription: true,
+        inputValueDeprecation: true,
+      }),
+    });
     expect(a.ok ? [] : a.errors.map((e) => e.message)).toEqual([]);
   });
 
@@ -133,7 +153,9 @@ describe('GraphQL admission (both endpoints call it)', () => {
     expect(points(schemaMutation(3, 'x'))).toBe(3);
     expect(points('mutation { __typename }')).toBe(1);
     expect(
-      points('mutation { ...M ...M ... on Mutation { c: createEventSchema(name: "c", jsonSchema: {}) { id } } } fragment M on Mutation { a: createEventSchema(name: "a", jsonSchema: {}) { id } b: createEventSchema(name: "b", jsonSchema: {}) { id } }'),
+      points(
+        'mutation { ...M ...M ... on Mutation { c: createEventSchema(name: "c", jsonSchema: {}) { id } } } fragment M on Mutation { a: createEventSchema(name: "a", jsonSchema: {}) { id } b: createEventSchema(name: "b", jsonSchema: {}) { id } }',
+      ),
     ).toBe(3);
   });
 });
@@ -189,7 +211,7 @@ describe.each(VIAS)('GraphQL document limits via %s', (via) => {
   it('refuses a document whose estimated cost is past the limit, with `first` given by a variable', async () => {
     const app = await s.createApp();
     const query = `query ($n: Int) { users(first: $n) { edges { node { events(first: $n) { edges { node { id payload } } } } } } }`;
-    expectRefused(await call(s, via, app, query, { n: 200 }), "QUERY_TOO_COMPLEX");
+    expectRefused(await call(s, via, app, query, { n: 200 }), 'QUERY_TOO_COMPLEX');
     // The same shape with small pages is fine.
     const small = await call(s, via, app, query, { n: 2 });
     expect(small.status).toBe(200);
@@ -226,7 +248,12 @@ describe.each(VIAS)('GraphQL document limits via %s', (via) => {
     expect(over.status).toBe(429);
     expect(over.body.error.code).toBe('RATE_LIMITED');
     expect(await schemaCount(limited, app.appId)).toBe(0);
-    const createEvents = await call(limited, via, await limited.createApp(), `mutation { ${Array.from({ length: LIMIT + 1 }, (_, i) => `e${i}: createEvent(eventType: "x.y") { id }`).join(' ')} }`);
+    const createEvents = await call(
+      limited,
+      via,
+      await limited.createApp(),
+      `mutation { ${Array.from({ length: LIMIT + 1 }, (_, i) => `e${i}: createEvent(eventType: "x.y") { id }`).join(' ')} }`,
+    );
     expect(createEvents.status).toBe(429);
 
     const fresh = await limited.createApp();

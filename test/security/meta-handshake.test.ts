@@ -13,7 +13,13 @@ beforeAll(async () => {
   s = await startTestStack({ workers: false });
   for (let a = 0; a < 3; a++) apps.push(await s.createApp());
   for (let i = 0; i < CONNECTIONS; i++) {
-    const config = { access_token: `at-${i}`, phone_number_id: String(5550000 + i), business_account_id: String(7770000 + i), app_secret: `as-${i}`, verify_token: tokenOf(i) };
+    const config = {
+      access_token: `at-${i}`,
+      phone_number_id: String(5550000 + i),
+      business_account_id: String(7770000 + i),
+      app_secret: `as-${i}`,
+      verify_token: tokenOf(i),
+    };
     await connect(s, apps[i % apps.length], 'WHATSAPP', config, `wa ${i}`);
   }
 });
@@ -41,7 +47,9 @@ async function countingStatements<T>(fn: () => Promise<T>): Promise<{ result: T;
 }
 
 const handshake = async (token: string, challenge = 'ch-123') => {
-  const r = await fetch(`${s.base}/webhooks/whatsapp?hub.mode=subscribe&hub.verify_token=${encodeURIComponent(token)}&hub.challenge=${challenge}`);
+  const r = await fetch(
+    `${s.base}/webhooks/whatsapp?hub.mode=subscribe&hub.verify_token=${encodeURIComponent(token)}&hub.challenge=${challenge}`,
+  );
   return { status: r.status, text: await r.text() };
 };
 
@@ -72,7 +80,9 @@ describe('the public Meta verification handshake is one indexed lookup', () => {
     await s.deps.sql`ANALYZE platform_connections`;
     const plan = await s.deps.sql.begin(async (tx) => {
       await tx`SET LOCAL enable_seqscan = off`;
-      return tx<{ 'QUERY PLAN': string }[]>`EXPLAIN SELECT id FROM platform_connections WHERE platform = 'WHATSAPP' AND status = 'ACTIVE' AND (verify_token_hash = ${'0'.repeat(64)} OR verify_token_hash IS NULL)`;
+      return tx<
+        { 'QUERY PLAN': string }[]
+      >`EXPLAIN SELECT id FROM platform_connections WHERE platform = 'WHATSAPP' AND status = 'ACTIVE' AND (verify_token_hash = ${'0'.repeat(64)} OR verify_token_hash IS NULL)`;
     });
     expect(plan.map((r) => r['QUERY PLAN']).join('\n')).toMatch(/platform_connections_verify_token_idx/);
   });
@@ -80,7 +90,9 @@ describe('the public Meta verification handshake is one indexed lookup', () => {
   it('fills the hash of a connection stored before it existed on its first handshake, then finds it by the index', async () => {
     await s.deps.sql`UPDATE platform_connections SET verify_token_hash = NULL WHERE name = 'wa 5'`;
     expect(await handshake(tokenOf(5), 'legacy')).toEqual({ status: 200, text: 'legacy' });
-    const [row] = await s.deps.sql<{ verify_token_hash: string | null }[]>`SELECT verify_token_hash FROM platform_connections WHERE name = 'wa 5'`;
+    const [row] = await s.deps.sql<
+      { verify_token_hash: string | null }[]
+    >`SELECT verify_token_hash FROM platform_connections WHERE name = 'wa 5'`;
     expect(row.verify_token_hash).toMatch(/^[0-9a-f]{64}$/);
     const { result, statements } = await countingStatements(() => handshake(tokenOf(5), 'again'));
     expect(result).toEqual({ status: 200, text: 'again' });
@@ -90,7 +102,10 @@ describe('the public Meta verification handshake is one indexed lookup', () => {
   it('keeps the hash in step when the verify token is changed, and ignores disabled connections', async () => {
     const [row] = await s.deps.sql<{ id: string; app_id: string }[]>`SELECT id, app_id FROM platform_connections WHERE name = 'wa 7'`;
     const auth = apps.find((a) => a.appId === row.app_id)!;
-    const patched = await s.request('PATCH', `/v1/platform-connections/${row.id}`, { auth, body: { config: { verify_token: 'rotated-verify-token' } } });
+    const patched = await s.request('PATCH', `/v1/platform-connections/${row.id}`, {
+      auth,
+      body: { config: { verify_token: 'rotated-verify-token' } },
+    });
     expect(patched.status, patched.text).toBe(200);
     expect((await handshake(tokenOf(7))).status).toBe(403);
     expect(await handshake('rotated-verify-token', 'rot')).toEqual({ status: 200, text: 'rot' });

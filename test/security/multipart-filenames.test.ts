@@ -22,7 +22,11 @@ function multipart(disposition: Buffer | string): Buffer {
 }
 
 async function upload(body: Buffer) {
-  const r = await fetch(`${s.base}/v1/files`, { method: 'POST', headers: { ...a.headers, 'Content-Type': `multipart/form-data; boundary=${BOUNDARY}` }, body: new Uint8Array(body) });
+  const r = await fetch(`${s.base}/v1/files`, {
+    method: 'POST',
+    headers: { ...a.headers, 'Content-Type': `multipart/form-data; boundary=${BOUNDARY}` },
+    body: new Uint8Array(body),
+  });
   return { status: r.status, json: (await r.json()) as any };
 }
 
@@ -30,7 +34,7 @@ const fileCount = async () => (await s.deps.sql<{ n: number }[]>`SELECT count(*)
 
 describe('multipart file names PostgreSQL cannot store are a 400, not a 500', () => {
   it.each([
-    ["NUL in an RFC 5987 filename*", "filename*=UTF-8''a%00b.txt"],
+    ['NUL in an RFC 5987 filename*', "filename*=UTF-8''a%00b.txt"],
     ['a raw NUL byte in filename', Buffer.from('filename="a\u0000b.txt"', 'latin1')],
     ['an unpaired surrogate in a UTF-16 filename*', "filename*=utf-16le''%00%D8.%00t%00x%00t%00"],
   ])('refuses %s with VALIDATION_ERROR and stores nothing', async (_name, disposition) => {

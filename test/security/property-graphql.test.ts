@@ -33,12 +33,14 @@ function selection(depth: number, from: number, to: number): fc.Arbitrary<string
   const leaf = fc.tuple(alias, field, directive).map(([a, f, d]) => named(a, f + d));
   const options: fc.Arbitrary<string>[] = [leaf];
   if (from < to) options.push(fc.integer({ min: from, max: to - 1 }).map((i) => `...F${i}`));
-  if (depth > 0) options.push(fc.tuple(alias, selection(depth - 1, from, to), directive).map(([a, sel, d]) => named(a, `originEvent${d} { ${sel} }`)));
+  if (depth > 0)
+    options.push(fc.tuple(alias, selection(depth - 1, from, to), directive).map(([a, sel, d]) => named(a, `originEvent${d} { ${sel} }`)));
   return fc.array(fc.oneof(...options), { minLength: 1, maxLength: 5 }).map((xs) => xs.join(' '));
 }
 
 /** Mostly small (documents that run), sometimes up to `max` (documents that must be refused). */
-const small = (usual: number, max: number, min = 0) => fc.oneof({ arbitrary: fc.integer({ min, max: usual }), weight: 3 }, { arbitrary: fc.integer({ min, max }), weight: 1 });
+const small = (usual: number, max: number, min = 0) =>
+  fc.oneof({ arbitrary: fc.integer({ min, max: usual }), weight: 3 }, { arbitrary: fc.integer({ min, max }), weight: 1 });
 
 const document = fc
   .record({
@@ -53,23 +55,33 @@ const document = fc
       .tuple(
         selection(depth, 0, fragments),
         // Fragment i spreads later ones (the pairs that double on expansion); one time in eight any one, cycles included.
-        fc.tuple(...Array.from({ length: fragments }, (_, i) => fc.oneof({ arbitrary: selection(depth, i + 1, fragments), weight: 7 }, { arbitrary: selection(depth, 0, fragments), weight: 1 }))),
+        fc.tuple(
+          ...Array.from({ length: fragments }, (_, i) =>
+            fc.oneof(
+              { arbitrary: selection(depth, i + 1, fragments), weight: 7 },
+              { arbitrary: selection(depth, 0, fragments), weight: 1 },
+            ),
+          ),
+        ),
       )
       .map(([root, frags]) => {
-      const defs = frags.map((sel, i) => `fragment F${i} on Event { ${sel} }`).join(' ');
-      const one = (i: number) =>
-        kind === 'event'
-          ? `r${i}: event(id: ${ZERO_ID}) { ${root} }`
-          : kind === 'events'
-            ? `r${i}: events(first: ${first}) { edges { node { ${root} } } }`
-            : // An invalid name: each field is refused by the domain, so the sweep writes nothing.
-              `r${i}: createEvent(eventType: "Not Valid") { ${root} }`;
-      const body = Array.from({ length: copies }, (_, i) => one(i)).join(' ');
-      return `${kind === 'mutation' ? 'mutation' : 'query'} { ${body} } ${defs}`;
-    }),
+        const defs = frags.map((sel, i) => `fragment F${i} on Event { ${sel} }`).join(' ');
+        const one = (i: number) =>
+          kind === 'event'
+            ? `r${i}: event(id: ${ZERO_ID}) { ${root} }`
+            : kind === 'events'
+              ? `r${i}: events(first: ${first}) { edges { node { ${root} } } }`
+              : // An invalid name: each field is refused by the domain, so the sweep writes nothing.
+                `r${i}: createEvent(eventType: "Not Valid") { ${root} }`;
+        const body = Array.from({ length: copies }, (_, i) => one(i)).join(' ');
+        return `${kind === 'mutation' ? 'mutation' : 'query'} { ${body} } ${defs}`;
+      }),
   );
 
-async function send(via: 'http' | 'sse', query: string): Promise<{ status: number; body: { errors?: { extensions?: { code?: string } }[]; error?: { code: string } } | null }> {
+async function send(
+  via: 'http' | 'sse',
+  query: string,
+): Promise<{ status: number; body: { errors?: { extensions?: { code?: string } }[]; error?: { code: string } } | null }> {
   const headers = { ...app.headers, 'Content-Type': 'application/json' };
   const body = JSON.stringify({ query });
   if (via === 'http') {
@@ -84,23 +96,27 @@ async function send(via: 'http' | 'sse', query: string): Promise<{ status: numbe
 }
 
 describe('GraphQL document sweep', () => {
-  it.each(['http', 'sse'] as const)('answers every generated document via %s in bounded time, never with a 500', { timeout: 300_000 }, async (via) => {
-    await fc.assert(
-      fc.asyncProperty(document, async (query) => {
-        const t0 = performance.now();
-        const r = await send(via, query);
-        const ms = performance.now() - t0;
-        const context = `${query.length} chars → ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`;
-        expect(r.status, context).toBeLessThan(500);
-        expect(ms, context).toBeLessThan(BOUND_MS);
-        const codes = r.body?.error ? [r.body.error.code] : (r.body?.errors ?? []).map((e) => e.extensions?.code);
-        for (const code of codes) {
-          expect(code, context).toBeTypeOf('string');
-          expect(code, context).not.toBe('INTERNAL');
-          expect(code! in ERROR_STATUS || code === 'GRAPHQL_VALIDATION_FAILED', context).toBe(true);
-        }
-      }),
-      { numRuns: RUNS },
-    );
-  });
+  it.each(['http', 'sse'] as const)(
+    'answers every generated document via %s in bounded time, never with a 500',
+    { timeout: 300_000 },
+    async (via) => {
+      await fc.assert(
+        fc.asyncProperty(document, async (query) => {
+          const t0 = performance.now();
+          const r = await send(via, query);
+          const ms = performance.now() - t0;
+          const context = `${query.length} chars → ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`;
+          expect(r.status, context).toBeLessThan(500);
+          expect(ms, context).toBeLessThan(BOUND_MS);
+          const codes = r.body?.error ? [r.body.error.code] : (r.body?.errors ?? []).map((e) => e.extensions?.code);
+          for (const code of codes) {
+            expect(code, context).toBeTypeOf('string');
+            expect(code, context).not.toBe('INTERNAL');
+            expect(code! in ERROR_STATUS || code === 'GRAPHQL_VALIDATION_FAILED', context).toBe(true);
+          }
+        }),
+        { numRuns: RUNS },
+      );
+    },
+  );
 });

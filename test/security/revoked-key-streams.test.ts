@@ -47,7 +47,11 @@ function cli(args: string[]): Promise<{ code: number; stderr: string }> {
 
 const SUB = 'subscription { eventStream { id eventType } }';
 const subscribe = (base: string, auth: AppCredentials) =>
-  openSse(`${base}/`, { method: 'POST', headers: { 'Content-Type': 'application/json', ...auth.headers }, body: JSON.stringify({ query: SUB }) });
+  openSse(`${base}/`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', ...auth.headers },
+    body: JSON.stringify({ query: SUB }),
+  });
 
 /** The event type a frame carries, for an SSE frame or a GraphQL `next`. */
 const typeOf = (f: SseFrame, graphql: boolean): string | undefined => {
@@ -124,7 +128,10 @@ describe('revoking a key ends its open streams in every web process', () => {
 
     // The application's other key keeps streaming.
     await commit(s.deps, owner.appId, [{ event_type: 'after.revoke' }]);
-    for (const [c, graphql] of [[keptSse, false], [keptGql, true]] as const) {
+    for (const [c, graphql] of [
+      [keptSse, false],
+      [keptGql, true],
+    ] as const) {
       let seen: string | undefined;
       for (let i = 0; i < 50 && seen !== 'after.revoke'; i++) {
         const f = await c.next(5_000);

@@ -22,7 +22,14 @@ describe('the routing-id migration on a database that already holds duplicates',
     // The schema as it was before the migration…
     const before = readdirSync(join(projectRoot(), 'migrations')).filter((f) => f.endsWith('.sql') && f < `${MIGRATION}.sql`).length;
     await ensureDatabase(url);
-    await runner({ databaseUrl: url, dir: join(projectRoot(), 'migrations'), direction: 'up', migrationsTable: 'pgmigrations', count: before, log: () => {} });
+    await runner({
+      databaseUrl: url,
+      dir: join(projectRoot(), 'migrations'),
+      direction: 'up',
+      migrationsTable: 'pgmigrations',
+      count: before,
+      log: () => {},
+    });
     const sql = postgres(url, { max: 1, onnotice: () => {} });
     try {
       const [a, b] = await sql<{ id: string }[]>`INSERT INTO applications (name) VALUES ('a'), ('b') RETURNING id`;
@@ -48,7 +55,9 @@ describe('the routing-id migration on a database that already holds duplicates',
         { platform: 'WHATSAPP', routing_id: '111', connection_id: waOwner },
         { platform: 'WHATSAPP', routing_id: '222', connection_id: waOther },
       ]);
-      const rows = await sql<{ id: string; status: string; last_error: string | null }[]>`SELECT id, status, last_error FROM platform_connections`;
+      const rows = await sql<
+        { id: string; status: string; last_error: string | null }[]
+      >`SELECT id, status, last_error FROM platform_connections`;
       const byId = new Map(rows.map((r) => [r.id, r]));
       for (const id of [waOwner, waOther, mailOwner]) expect(byId.get(id)).toMatchObject({ status: 'ACTIVE', last_error: null });
       for (const id of [waCopy, mailCopy]) {

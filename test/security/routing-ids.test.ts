@@ -23,7 +23,13 @@ function configOf(platform: string, n: number): Record<string, unknown> {
   const d = (len: number) => String(n).padStart(len, '9');
   switch (platform) {
     case 'WHATSAPP':
-      return { access_token: 't', phone_number_id: `10${d(8)}`, business_account_id: `20${d(8)}`, app_secret: 'app-secret', verify_token: 'v' };
+      return {
+        access_token: 't',
+        phone_number_id: `10${d(8)}`,
+        business_account_id: `20${d(8)}`,
+        app_secret: 'app-secret',
+        verify_token: 'v',
+      };
     case 'MESSENGER':
       return { page_access_token: 't', page_id: `30${d(8)}`, app_secret: 'app-secret', verify_token: 'v' };
     case 'INSTAGRAM':
@@ -62,7 +68,9 @@ describe.each(PLATFORMS)('%s routing id belongs to one connection across applica
     const second = await create(b, platform, config);
     expectOpaqueConflict(second, { appId: a.appId, connectionId: first.json.id });
     // Nothing was written for the refused one.
-    expect((await s.request('GET', '/v1/platform-connections', { auth: b })).json.data.map((c: { name: string }) => c.name)).not.toContain(`${platform} ${seq}`);
+    expect((await s.request('GET', '/v1/platform-connections', { auth: b })).json.data.map((c: { name: string }) => c.name)).not.toContain(
+      `${platform} ${seq}`,
+    );
   });
 
   it('refuses moving another connection onto a taken account with PATCH, leaving it unchanged', async () => {
@@ -81,16 +89,23 @@ describe.each(PLATFORMS)('%s routing id belongs to one connection across applica
     const config = configOf(platform, ++seq);
     const first = await create(a, platform, config);
     expect(first.status, first.text).toBe(201);
-    const r = await s.gql(b, 'mutation($c: JSON!, $p: PlatformName!) { createPlatformConnection(platformName: $p, name: "dup", config: $c) { id } }', {
-      c: config,
-      p: platform,
-    });
+    const r = await s.gql(
+      b,
+      'mutation($c: JSON!, $p: PlatformName!) { createPlatformConnection(platformName: $p, name: "dup", config: $c) { id } }',
+      {
+        c: config,
+        p: platform,
+      },
+    );
     expect(r.json.errors?.[0]?.extensions?.code, r.text).toBe('PLATFORM_CONNECTION_CONFLICT');
     expect(r.text).not.toContain(a.appId);
     expect(r.text).not.toContain(first.json.id);
     const mine = await create(b, platform, configOf(platform, ++seq));
     expect(mine.status, mine.text).toBe(201);
-    const u = await s.gql(b, 'mutation($id: ID!, $c: JSON!) { updatePlatformConnection(id: $id, config: $c) { id } }', { id: mine.json.id, c: config });
+    const u = await s.gql(b, 'mutation($id: ID!, $c: JSON!) { updatePlatformConnection(id: $id, config: $c) { id } }', {
+      id: mine.json.id,
+      c: config,
+    });
     expect(u.json.errors?.[0]?.extensions?.code, u.text).toBe('PLATFORM_CONNECTION_CONFLICT');
     expect(u.text).not.toContain(first.json.id);
   });
@@ -101,7 +116,9 @@ describe('routing id ownership', () => {
     const doc = (await s.request('GET', '/v1/openapi.json')).json;
     expect(doc.components.schemas.Error.properties.error.properties.code.enum).toContain('PLATFORM_CONNECTION_CONFLICT');
     expect(doc.paths['/v1/platform-connections'].post.responses['409'].description).toContain('PLATFORM_CONNECTION_CONFLICT');
-    const item = Object.entries(doc.paths).find(([p]) => /^\/v1\/platform-connections\/[{:]id}?$/.test(p))?.[1] as { patch: { responses: Record<string, { description: string }> } };
+    const item = Object.entries(doc.paths).find(([p]) => /^\/v1\/platform-connections\/[{:]id}?$/.test(p))?.[1] as {
+      patch: { responses: Record<string, { description: string }> };
+    };
     expect(item.patch.responses['409'].description).toContain('PLATFORM_CONNECTION_CONFLICT');
   });
 
@@ -132,7 +149,9 @@ describe('routing id ownership', () => {
     expect(disabled.status, disabled.text).toBe(200);
     expect((await create(b, 'MESSENGER', config)).status).toBe(409);
     // Re-enabling its own connection can never collide.
-    expect((await s.request('PATCH', `/v1/platform-connections/${first.json.id}`, { auth: a, body: { status: 'ACTIVE' } })).status).toBe(200);
+    expect((await s.request('PATCH', `/v1/platform-connections/${first.json.id}`, { auth: a, body: { status: 'ACTIVE' } })).status).toBe(
+      200,
+    );
     expect((await s.request('DELETE', `/v1/platform-connections/${first.json.id}`, { auth: a })).status).toBe(204);
     expect((await create(b, 'MESSENGER', config)).status).toBe(201);
   });
@@ -141,7 +160,10 @@ describe('routing id ownership', () => {
     const config = configOf('WHATSAPP', ++seq);
     const first = await create(a, 'WHATSAPP', config);
     expect(first.status, first.text).toBe(201);
-    const r = await s.request('PATCH', `/v1/platform-connections/${first.json.id}`, { auth: a, body: { config: { ...config, api_version: 'v22.0' } } });
+    const r = await s.request('PATCH', `/v1/platform-connections/${first.json.id}`, {
+      auth: a,
+      body: { config: { ...config, api_version: 'v22.0' } },
+    });
     expect(r.status, r.text).toBe(200);
   });
 });
@@ -152,7 +174,9 @@ describe('shared Meta URL routes inbound to the unique owner only', () => {
     const owner = await connect(s, a, 'WHATSAPP', config);
     const dup = await create(b, 'WHATSAPP', config);
     expect(dup.status, dup.text).toBe(409);
-    const body = JSON.stringify(waText(config.business_account_id as string, config.phone_number_id as string, '4915100000', 'wamid.owner-only', 'for A'));
+    const body = JSON.stringify(
+      waText(config.business_account_id as string, config.phone_number_id as string, '4915100000', 'wamid.owner-only', 'for A'),
+    );
     expect((await postWebhook(s, owner.path, body, metaHeaders('app-secret', body))).status).toBe(200);
     await waitForEvent(s, a.appId, 'message.inbound', (e) => e.payload.external_message_id === 'wamid.owner-only');
     await queuesIdle(s);
@@ -166,7 +190,9 @@ describe('shared Meta URL routes inbound to the unique owner only', () => {
     const theirs = { ...configOf('WHATSAPP', ++seq), business_account_id: mine.business_account_id };
     const owner = await connect(s, a, 'WHATSAPP', mine);
     await connect(s, b, 'WHATSAPP', theirs);
-    const body = JSON.stringify(waText(mine.business_account_id as string, mine.phone_number_id as string, '4915100001', 'wamid.same-waba', 'for A'));
+    const body = JSON.stringify(
+      waText(mine.business_account_id as string, mine.phone_number_id as string, '4915100001', 'wamid.same-waba', 'for A'),
+    );
     expect((await postWebhook(s, owner.path, body, metaHeaders('app-secret', body))).status).toBe(200);
     await waitForEvent(s, a.appId, 'message.inbound', (e) => e.payload.external_message_id === 'wamid.same-waba');
     await queuesIdle(s);

@@ -20,18 +20,28 @@ const logLines: { level: number; msg: string; req?: { url?: string } }[] = [];
 const logWaiters: { match: (l: (typeof logLines)[number]) => boolean; resolve: (l: (typeof logLines)[number]) => void }[] = [];
 
 beforeAll(async () => {
-  t = await createTestEnv({ HTTP_HEADERS_TIMEOUT_MS: String(HEADERS_TIMEOUT_MS), HTTP_REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS), HTTP_KEEP_ALIVE_TIMEOUT_MS: String(KEEP_ALIVE_TIMEOUT_MS), STREAM_KEEPALIVE_MS: '200', LOG_LEVEL: 'info' });
-  // The service's log lines, kept as objects so a test can wait for one.
-  const logger = pino({ level: 'info' }, {
-    write(line: string) {
-      const l = JSON.parse(line);
-      logLines.push(l);
-      for (const w of [...logWaiters]) if (w.match(l)) {
-        logWaiters.splice(logWaiters.indexOf(w), 1);
-        w.resolve(l);
-      }
-    },
+  t = await createTestEnv({
+    HTTP_HEADERS_TIMEOUT_MS: String(HEADERS_TIMEOUT_MS),
+    HTTP_REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
+    HTTP_KEEP_ALIVE_TIMEOUT_MS: String(KEEP_ALIVE_TIMEOUT_MS),
+    STREAM_KEEPALIVE_MS: '200',
+    LOG_LEVEL: 'info',
   });
+  // The service's log lines, kept as objects so a test can wait for one.
+  const logger = pino(
+    { level: 'info' },
+    {
+      write(line: string) {
+        const l = JSON.parse(line);
+        logLines.push(l);
+        for (const w of [...logWaiters])
+          if (w.match(l)) {
+            logWaiters.splice(logWaiters.indexOf(w), 1);
+            w.resolve(l);
+          }
+      },
+    },
+  );
   deps = createDeps(t.config, { logger });
   await redisReady(deps.redis, 5_000);
   web = await startWeb(deps, 0);
@@ -46,7 +56,12 @@ afterAll(async () => {
 /** Rejects after `ms`: a guard so a server that never acts fails the test instead of hanging it. */
 function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout;
-  return Promise.race([p, new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms))).finally(() => clearTimeout(timer))]);
+  return Promise.race([
+    p,
+    new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms))).finally(() =>
+      clearTimeout(timer),
+    ),
+  ]);
 }
 
 const waitForLog = (match: (l: (typeof logLines)[number]) => boolean) => {
@@ -87,7 +102,9 @@ describe('web server timeouts', () => {
   it('cuts a request whose body has not arrived within requestTimeout, with 408', async () => {
     const { sock, received, closed } = await rawSocket();
     const started = performance.now();
-    sock.write(`POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${apiKey}\r\nX-Service-App-ID: ${appId}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"type":`);
+    sock.write(
+      `POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${apiKey}\r\nX-Service-App-ID: ${appId}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"type":`,
+    );
     try {
       const at = await within(closed, 15_000, 'closing the slow-body connection');
       expect(received()).toMatch(/^HTTP\/1\.1 408/);
@@ -113,7 +130,11 @@ describe('web server timeouts', () => {
 
   const SUBSCRIPTION = JSON.stringify({ query: 'subscription { eventStream { id eventType } }' });
   it.each([
-    ['an SSE event stream', () => `GET /events/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\nAuthorization: Bearer ${apiKey}\r\nX-Service-App-ID: ${appId}\r\n\r\n`],
+    [
+      'an SSE event stream',
+      () =>
+        `GET /events/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\nAuthorization: Bearer ${apiKey}\r\nX-Service-App-ID: ${appId}\r\n\r\n`,
+    ],
     [
       'a GraphQL subscription over SSE',
       () =>
@@ -127,7 +148,10 @@ describe('web server timeouts', () => {
       await within(once(sock, 'data'), 5_000, 'the stream to open');
       const opened = performance.now();
       // The stream must still be open after three request timeouts: the close event must not come.
-      const outcome = await Promise.race([closed.then(() => 'closed'), new Promise((r) => setTimeout(() => r('open'), 3 * REQUEST_TIMEOUT_MS))]);
+      const outcome = await Promise.race([
+        closed.then(() => 'closed'),
+        new Promise((r) => setTimeout(() => r('open'), 3 * REQUEST_TIMEOUT_MS)),
+      ]);
       expect(outcome).toBe('open');
       expect(performance.now() - opened).toBeGreaterThanOrEqual(3 * REQUEST_TIMEOUT_MS - 50);
       expect(received()).toMatch(/^HTTP\/1\.1 200/);
@@ -139,11 +163,20 @@ describe('web server timeouts', () => {
 
   it('logs a client that disconnects from a stream at info, not error', async () => {
     const { sock } = await rawSocket();
-    sock.write(`GET /events/stream?mark=1 HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\nAuthorization: Bearer ${apiKey}\r\nX-Service-App-ID: ${appId}\r\n\r\n`);
+    sock.write(
+      `GET /events/stream?mark=1 HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\nAuthorization: Bearer ${apiKey}\r\nX-Service-App-ID: ${appId}\r\n\r\n`,
+    );
     await within(once(sock, 'data'), 5_000, 'the stream to open');
     sock.destroy();
-    const line = await within(waitForLog((l) => l.msg === 'request aborted' && l.req?.url === '/events/stream'), 10_000, 'the disconnect log line');
+    const line = await within(
+      waitForLog((l) => l.msg === 'request aborted' && l.req?.url === '/events/stream'),
+      10_000,
+      'the disconnect log line',
+    );
     expect(line.level).toBe(30);
-    expect(logLines.filter((l) => l.level >= 50), JSON.stringify(logLines.filter((l) => l.level >= 50))).toEqual([]);
+    expect(
+      logLines.filter((l) => l.level >= 50),
+      JSON.stringify(logLines.filter((l) => l.level >= 50)),
+    ).toEqual([]);
   });
 });

@@ -23,7 +23,12 @@ const SUB = /* GraphQL */ `
     }
   }`;
 
-function subscribe(stack: TestStack, auth: AppCredentials | undefined, variables: Record<string, unknown> = {}, headers: Record<string, string> = {}): Promise<SseClient> {
+function subscribe(
+  stack: TestStack,
+  auth: AppCredentials | undefined,
+  variables: Record<string, unknown> = {},
+  headers: Record<string, string> = {},
+): Promise<SseClient> {
   return openSse(`${stack.base}/`, {
     method: 'POST',
     headers: { 'Content-Type': 'application/json', ...(auth ? auth.headers : {}), ...headers },
@@ -72,7 +77,9 @@ describe('GraphQL eventStream subscription (graphql-sse, distinct connections)',
   it('with `after` sends every matching event strictly after the cursor in order, then live, honouring the filters', async () => {
     const app = await s.createApp();
     const conv = randomUUID();
-    const [pu] = await s.deps.sql<{ id: string }[]>`INSERT INTO platform_users (app_id, platform, external_id) VALUES (${app.appId}, 'TELEGRAM', '9') RETURNING id`;
+    const [pu] = await s.deps.sql<
+      { id: string }[]
+    >`INSERT INTO platform_users (app_id, platform, external_id) VALUES (${app.appId}, 'TELEGRAM', '9') RETURNING id`;
     const edges = [{ edge_type: 'sent_by', target_node_type: 'platform_user' as const, target_node_id: pu.id }];
     const [start] = await commit(s.deps, app.appId, [{ event_type: 'start' }]);
     const mk = (n: number) => [

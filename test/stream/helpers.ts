@@ -10,7 +10,15 @@ export type EventSpec = Partial<Omit<LedgerEvent, 'app_id'>>;
 
 /** Commits events the way the ledger worker does (one group commit, then the wake); returns their ids in order. */
 export async function commit(deps: Deps, appId: string, specs: EventSpec[], options: { wake?: boolean } = {}): Promise<string[]> {
-  const events: LedgerEvent[] = specs.map((s) => ({ id: randomUUID(), event_type: 'test.tick', payload: {}, edges: [], attachments: [], ...s, app_id: appId }));
+  const events: LedgerEvent[] = specs.map((s) => ({
+    id: randomUUID(),
+    event_type: 'test.tick',
+    payload: {},
+    edges: [],
+    attachments: [],
+    ...s,
+    app_id: appId,
+  }));
   const committed = await writeEvents(deps.sql, events);
   if (options.wake !== false) await publishWakes(deps.redis, deps.config.REDIS_PREFIX, committed);
   return events.map((e) => e.id);

@@ -51,11 +51,15 @@ describe('stream limits', () => {
 
     s1.close();
     let s4 = await stream(capped.base, app);
-    await until(async () => {
-      if (s4.status === 200) return true;
-      s4 = await stream(capped.base, app);
-      return s4.status === 200;
-    }, 5000, 'the released slot to be reusable');
+    await until(
+      async () => {
+        if (s4.status === 200) return true;
+        s4 = await stream(capped.base, app);
+        return s4.status === 200;
+      },
+      5000,
+      'the released slot to be reusable',
+    );
     s2.close();
     s4.close();
   });
@@ -76,7 +80,14 @@ describe('stream limits', () => {
 
     const big = 'x'.repeat(100_000);
     const ids: string[] = [];
-    for (let k = 0; k < 8; k++) ids.push(...(await commit(capped.deps, app.appId, Array.from({ length: 10 }, (_, i) => ({ payload: { k, i, big } })))));
+    for (let k = 0; k < 8; k++)
+      ids.push(
+        ...(await commit(
+          capped.deps,
+          app.appId,
+          Array.from({ length: 10 }, (_, i) => ({ payload: { k, i, big } })),
+        )),
+      );
     const got = await take(fast, ids.length, 20_000);
     expect(got.map((f) => parse(f).id)).toEqual(ids);
 
@@ -91,7 +102,11 @@ describe('stream limits', () => {
     slow.on('data', (d: string) => (raw += d));
     slow.resume();
     await new Promise<void>((r) => slow.once('close', () => r()));
-    const frames = raw.split('\n\n').slice(0, -1).map((b) => /^id: (.+)$/m.exec(b)?.[1]).filter((x): x is string => Boolean(x));
+    const frames = raw
+      .split('\n\n')
+      .slice(0, -1)
+      .map((b) => /^id: (.+)$/m.exec(b)?.[1])
+      .filter((x): x is string => Boolean(x));
     expect(frames.length).toBeLessThan(ids.length);
     const lastId = frames.at(-1) ?? startCursor;
     const resumed = await stream(capped.base, app, '', { headers: { 'Last-Event-ID': lastId } });

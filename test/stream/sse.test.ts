@@ -24,7 +24,11 @@ const cursorOf = async (appId: string, id: string) => {
 describe('GET /events/stream', () => {
   it('sends the last STREAM_BACKFILL events as id/data frames shaped like events nodes, then live events', async () => {
     const app = await s.createApp();
-    const old = await commit(s.deps, app.appId, [1, 2, 3, 4, 5].map((i) => ({ event_type: 'order.placed', payload: { i } })));
+    const old = await commit(
+      s.deps,
+      app.appId,
+      [1, 2, 3, 4, 5].map((i) => ({ event_type: 'order.placed', payload: { i } })),
+    );
     const c = await stream(s.base, app);
     expect(c.status).toBe(200);
     expect(c.headers.get('content-type')).toMatch(/^text\/event-stream/);
@@ -55,7 +59,11 @@ describe('GET /events/stream', () => {
   });
 
   it('resumes strictly after Last-Event-ID with every event in order, then continues live', async () => {
-    const ids = await commit(s.deps, a.appId, Array.from({ length: 8 }, (_, i) => ({ payload: { i } })));
+    const ids = await commit(
+      s.deps,
+      a.appId,
+      Array.from({ length: 8 }, (_, i) => ({ payload: { i } })),
+    );
     const after = await cursorOf(a.appId, ids[1]);
     const c = await stream(s.base, a, '', { headers: { 'Last-Event-ID': after } });
     expect((await take(c, 6)).map((f) => parse(f).id)).toEqual(ids.slice(2));
@@ -69,7 +77,9 @@ describe('GET /events/stream', () => {
     const q = await stream(s.base, a, `?lastEventId=${await cursorOf(a.appId, ids[0])}`);
     expect((await take(q, 2)).map((f) => parse(f).id)).toEqual(ids.slice(1));
     q.close();
-    const both = await stream(s.base, a, `?lastEventId=${await cursorOf(a.appId, ids[0])}`, { headers: { 'Last-Event-ID': await cursorOf(a.appId, ids[1]) } });
+    const both = await stream(s.base, a, `?lastEventId=${await cursorOf(a.appId, ids[0])}`, {
+      headers: { 'Last-Event-ID': await cursorOf(a.appId, ids[1]) },
+    });
     expect(parse((await take(both, 1))[0]).id).toBe(ids[2]);
     both.close();
   });
@@ -78,8 +88,17 @@ describe('GET /events/stream', () => {
     const app = await s.createApp();
     const [first] = await commit(s.deps, app.appId, [{ event_type: 'start' }]);
     const ids: string[] = [];
-    for (let k = 0; k < 3; k++) ids.push(...(await commit(s.deps, app.appId, Array.from({ length: 400 }, (_, i) => ({ payload: { k, i } })))));
-    const c = await stream(s.base, app, '', { headers: { 'Last-Event-ID': (await s.request('GET', `/v1/events/${first}`, { auth: app })).json.cursor } });
+    for (let k = 0; k < 3; k++)
+      ids.push(
+        ...(await commit(
+          s.deps,
+          app.appId,
+          Array.from({ length: 400 }, (_, i) => ({ payload: { k, i } })),
+        )),
+      );
+    const c = await stream(s.base, app, '', {
+      headers: { 'Last-Event-ID': (await s.request('GET', `/v1/events/${first}`, { auth: app })).json.cursor },
+    });
     const got = await take(c, ids.length, 20_000);
     expect(got.map((f) => parse(f).id)).toEqual(ids);
     c.close();
@@ -123,7 +142,10 @@ describe('GET /events/stream', () => {
       { q: `conversationId=${conv}`, want: (p) => p.c === conv },
       { q: `userId=${user.id}`, want: (p) => p.u === pu1 || p.u === pu2 },
       { q: `userId=${pu2}`, want: (p) => p.u === pu2 },
-      { q: `eventTypes=order.paid&conversationId=${conv}&userId=${user.id.toUpperCase()}`, want: (p) => p.type === 'order.paid' && p.c === conv && (p.u === pu1 || p.u === pu2) },
+      {
+        q: `eventTypes=order.paid&conversationId=${conv}&userId=${user.id.toUpperCase()}`,
+        want: (p) => p.type === 'order.paid' && p.c === conv && (p.u === pu1 || p.u === pu2),
+      },
     ];
     const all = [...historic];
     const payloads = new Map<string, { type: string; c: string | null; u: string | null }>();
@@ -134,23 +156,34 @@ describe('GET /events/stream', () => {
     for (const [i, spec] of batch('live').entries()) payloads.set(live[i], spec.payload as never);
     all.push(...live);
     // A sentinel every filter matches: once it arrives, nothing else can still be on its way.
-    const [sentinel] = await commit(s.deps, app.appId, [{ event_type: 'order.paid', conversation_id: conv, edges: [...edge(pu1), ...edge(pu2)] }]);
+    const [sentinel] = await commit(s.deps, app.appId, [
+      { event_type: 'order.paid', conversation_id: conv, edges: [...edge(pu1), ...edge(pu2)] },
+    ]);
 
     for (const [i, k] of cases.entries()) {
       const want = all.filter((id) => k.want(payloads.get(id)!));
       expect(want.length).toBeGreaterThan(0);
       const got = await take(clients[i], want.length + 1);
-      expect(got.map((f) => parse(f).id), k.q).toEqual([...want, sentinel]);
+      expect(
+        got.map((f) => parse(f).id),
+        k.q,
+      ).toEqual([...want, sentinel]);
       clients[i].close();
     }
   });
 
   it('follows identity: a merged-away userId resolves to its survivor, and a stream open across a merge keeps following the person', async () => {
     const app = await s.createApp();
-    const [ua, ub] = await s.deps.sql<{ id: string }[]>`INSERT INTO users (app_id, name) VALUES (${app.appId}, 'A'), (${app.appId}, 'B') RETURNING id`;
+    const [ua, ub] = await s.deps.sql<
+      { id: string }[]
+    >`INSERT INTO users (app_id, name) VALUES (${app.appId}, 'A'), (${app.appId}, 'B') RETURNING id`;
     const [[a1], [b1]] = await Promise.all([
-      s.deps.sql<{ id: string }[]>`INSERT INTO platform_users (app_id, user_id, platform, external_id) VALUES (${app.appId}, ${ua.id}, 'TELEGRAM', 'a1') RETURNING id`,
-      s.deps.sql<{ id: string }[]>`INSERT INTO platform_users (app_id, user_id, platform, external_id) VALUES (${app.appId}, ${ub.id}, 'TELEGRAM', 'b1') RETURNING id`,
+      s.deps.sql<
+        { id: string }[]
+      >`INSERT INTO platform_users (app_id, user_id, platform, external_id) VALUES (${app.appId}, ${ua.id}, 'TELEGRAM', 'a1') RETURNING id`,
+      s.deps.sql<
+        { id: string }[]
+      >`INSERT INTO platform_users (app_id, user_id, platform, external_id) VALUES (${app.appId}, ${ub.id}, 'TELEGRAM', 'b1') RETURNING id`,
     ]);
     const edge = (id: string) => [{ edge_type: 'sent_by', target_node_type: 'platform_user' as const, target_node_id: id }];
     const [marker] = await commit(s.deps, app.appId, [{ event_type: 'marker' }]);
@@ -159,13 +192,19 @@ describe('GET /events/stream', () => {
     const followsA = await open(`?userId=${ua.id}`);
     const followsAOrders = await open(`?userId=${ua.id}&eventTypes=order.*`);
 
-    const [e1, e2] = await commit(s.deps, app.appId, [{ event_type: 'order.a', edges: edge(a1.id) }, { event_type: 'order.b', edges: edge(b1.id) }]);
+    const [e1, e2] = await commit(s.deps, app.appId, [
+      { event_type: 'order.a', edges: edge(a1.id) },
+      { event_type: 'order.b', edges: edge(b1.id) },
+    ]);
     const merged = await mergeUsers(s.deps, app.appId, { targetUserId: ub.id, sourceUserId: ua.id });
     if (!merged.ok) throw new Error(merged.error.message);
     // This stack runs no ledger worker: commit the merge's event the way the worker would.
     const mergeEvent = mergedEvent(merged.value);
     await commit(s.deps, app.appId, [mergeEvent]);
-    const [e3, e4] = await commit(s.deps, app.appId, [{ event_type: 'order.b2', edges: edge(b1.id) }, { event_type: 'order.a2', edges: edge(a1.id) }]);
+    const [e3, e4] = await commit(s.deps, app.appId, [
+      { event_type: 'order.b2', edges: edge(b1.id) },
+      { event_type: 'order.a2', edges: edge(a1.id) },
+    ]);
 
     expect((await take(followsA, 4)).map((f) => parse(f).id)).toEqual([e1, mergeEvent.id, e3, e4]);
     expect((await take(followsAOrders, 3)).map((f) => parse(f).id)).toEqual([e1, e3, e4]);

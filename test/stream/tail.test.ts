@@ -36,10 +36,12 @@ const recorder = () => {
 };
 
 describe('the per-application tail', () => {
-  it('reads once per wake for all of an application\'s streams and hands every stream the same serialised event', async () => {
+  it("reads once per wake for all of an application's streams and hands every stream the same serialised event", async () => {
     const app = await createApplication(deps.sql, 'fanout', ['events:read']);
     const streams = Array.from({ length: 50 }, recorder);
-    const readers = await Promise.all(streams.map((r, i) => startReader(deps.sql, tails, app.appId, i % 2 ? { eventTypes: ['odd.*'] } : {}, { live: true }, r.sink)));
+    const readers = await Promise.all(
+      streams.map((r, i) => startReader(deps.sql, tails, app.appId, i % 2 ? { eventTypes: ['odd.*'] } : {}, { live: true }, r.sink)),
+    );
     expect(tails.size()).toBe(1);
 
     const before = { ...tails.stats };
@@ -64,7 +66,12 @@ describe('the per-application tail', () => {
     const r = recorder();
     const reader = await startReader(deps.sql, tails, app.appId, {}, { live: true }, r.sink);
     // Commit 20 events without waking, then deliver 20 wakes at once.
-    const ids = await commit(deps, app.appId, Array.from({ length: 20 }, (_, i) => ({ payload: { i } })), { wake: false });
+    const ids = await commit(
+      deps,
+      app.appId,
+      Array.from({ length: 20 }, (_, i) => ({ payload: { i } })),
+      { wake: false },
+    );
     const before = { ...tails.stats };
     const channel = `${t.config.REDIS_PREFIX}:wake:${app.appId}`;
     await Promise.all(Array.from({ length: 20 }, (_, i) => deps.redis.publish(channel, String(i + 1))));
@@ -83,13 +90,22 @@ describe('the per-application tail', () => {
 
   it('a user filter learns of a merge during catch-up even when a type filter excludes the user.merged event', async () => {
     const app = await createApplication(deps.sql, 'merge-in-catch-up', ['events:read']);
-    const [ua, ub] = await deps.sql<{ id: string }[]>`INSERT INTO users (app_id, name) VALUES (${app.appId}, 'A'), (${app.appId}, 'B') RETURNING id`;
-    const [a1] = await deps.sql<{ id: string }[]>`INSERT INTO platform_users (app_id, user_id, platform, external_id) VALUES (${app.appId}, ${ua.id}, 'TELEGRAM', 'a1') RETURNING id`;
-    const [b1] = await deps.sql<{ id: string }[]>`INSERT INTO platform_users (app_id, user_id, platform, external_id) VALUES (${app.appId}, ${ub.id}, 'TELEGRAM', 'b1') RETURNING id`;
+    const [ua, ub] = await deps.sql<
+      { id: string }[]
+    >`INSERT INTO users (app_id, name) VALUES (${app.appId}, 'A'), (${app.appId}, 'B') RETURNING id`;
+    const [a1] = await deps.sql<
+      { id: string }[]
+    >`INSERT INTO platform_users (app_id, user_id, platform, external_id) VALUES (${app.appId}, ${ua.id}, 'TELEGRAM', 'a1') RETURNING id`;
+    const [b1] = await deps.sql<
+      { id: string }[]
+    >`INSERT INTO platform_users (app_id, user_id, platform, external_id) VALUES (${app.appId}, ${ub.id}, 'TELEGRAM', 'b1') RETURNING id`;
     const edge = (id: string) => [{ edge_type: 'sent_by', target_node_type: 'platform_user' as const, target_node_id: id }];
     const [marker] = await commit(deps, app.appId, [{ event_type: 'marker' }]);
     const [{ seq }] = await deps.sql<{ seq: number }[]>`SELECT seq FROM events WHERE id = ${marker}`;
-    const [e1, e2] = await commit(deps, app.appId, [{ event_type: 'order.a', edges: edge(a1.id) }, { event_type: 'order.a', edges: edge(a1.id) }]);
+    const [e1, e2] = await commit(deps, app.appId, [
+      { event_type: 'order.a', edges: edge(a1.id) },
+      { event_type: 'order.a', edges: edge(a1.id) },
+    ]);
 
     // Catch-up is held at its first event while A is merged into B.
     const got: string[] = [];
@@ -116,7 +132,7 @@ describe('the per-application tail', () => {
     const [e3] = await commit(deps, app.appId, [{ event_type: 'order.b', edges: edge(b1.id) }]);
     release();
     const reader = await reading;
-    await until(() => got.length === 3, 5000, 'B\'s event after the merge');
+    await until(() => got.length === 3, 5000, "B's event after the merge");
     expect(got).toEqual([e1, e2, e3]);
     reader.close();
   });

@@ -36,21 +36,27 @@ afterAll(async () => {
   await t.dropDatabase();
 });
 
-const creds = (a: { appId: string; apiKey: string; keyId: string }): AppCredentials => ({ ...a, headers: { Authorization: `Bearer ${a.apiKey}`, 'X-Service-App-ID': a.appId } });
+const creds = (a: { appId: string; apiKey: string; keyId: string }): AppCredentials => ({
+  ...a,
+  headers: { Authorization: `Bearer ${a.apiKey}`, 'X-Service-App-ID': a.appId },
+});
 const pick = <T>(xs: T[]) => xs[Math.floor(Math.random() * xs.length)];
 
 describe('two web processes', () => {
   it('every client that drops and resumes on either process sees exactly its filter of the ledger, in order, while workers commit and wakes are duplicated and lost', async () => {
     const app = creds(await createApplication(deps.sql, 'load', ['events:read']));
     const [user] = await deps.sql<{ id: string }[]>`INSERT INTO users (app_id) VALUES (${app.appId}) RETURNING id`;
-    const pus = (await deps.sql<{ id: string }[]>`
+    const pus = (
+      await deps.sql<{ id: string }[]>`
       INSERT INTO platform_users (app_id, user_id, platform, external_id) VALUES
         (${app.appId}, ${user.id}, 'TELEGRAM', '1'), (${app.appId}, ${user.id}, 'SLACK', 'U1'), (${app.appId}, NULL, 'TELEGRAM', '2')
-      RETURNING id`).map((r) => r.id);
+      RETURNING id`
+    ).map((r) => r.id);
     const conv = randomUUID();
     const [marker] = await commit(deps, app.appId, [{ event_type: 'marker' }]);
     const [{ seq: markerSeq }] = await deps.sql<{ seq: number }[]>`SELECT seq FROM events WHERE id = ${marker}`;
-    const markerCursor = (await fetch(`${webs[0].base}/v1/events/${marker}`, { headers: app.headers }).then((r) => r.json())).cursor as string;
+    const markerCursor = (await fetch(`${webs[0].base}/v1/events/${marker}`, { headers: app.headers }).then((r) => r.json()))
+      .cursor as string;
 
     type Attrs = { type: string; c: string | null; u: string | null };
     const randomEvent = (): LedgerEvent => {
@@ -72,7 +78,10 @@ describe('two web processes', () => {
       { q: `conversationId=${conv}`, want: (a) => a.c === conv },
       { q: `userId=${user.id}`, want: (a) => a.u === pus[0] || a.u === pus[1] },
       { q: `userId=${pus[2]}`, want: (a) => a.u === pus[2] },
-      { q: `eventTypes=ping,order.paid&conversationId=${conv}&userId=${user.id}`, want: (a) => (a.type === 'ping' || a.type === 'order.paid') && a.c === conv && (a.u === pus[0] || a.u === pus[1]) },
+      {
+        q: `eventTypes=ping,order.paid&conversationId=${conv}&userId=${user.id}`,
+        want: (a) => (a.type === 'ping' || a.type === 'order.paid') && a.c === conv && (a.u === pus[0] || a.u === pus[1]),
+      },
     ];
 
     let producing = true;
@@ -83,7 +92,9 @@ describe('two web processes', () => {
       while (produced < 1500) {
         const batch = Array.from({ length: 4 }, randomEvent);
         produced += batch.length;
-        await deps.queues.ledger.addBulk(batch.map((e) => ({ name: 'ledger', data: { event: e }, opts: { jobId: JOBS.ledger.jobId({ event: e }) } })));
+        await deps.queues.ledger.addBulk(
+          batch.map((e) => ({ name: 'ledger', data: { event: e }, opts: { jobId: JOBS.ledger.jobId({ event: e }) } })),
+        );
         await new Promise((r) => setTimeout(r, 25));
       }
     });
@@ -131,27 +142,39 @@ describe('two web processes', () => {
     await Promise.all(producers);
     producing = false;
     await Promise.all([silent, noise]);
-    await until(async () => {
-      const [{ n }] = await deps.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM events WHERE app_id = ${app.appId} AND seq > ${markerSeq}`;
-      return n === produced;
-    }, 30_000, 'the workers to commit every event');
+    await until(
+      async () => {
+        const [{ n }] = await deps.sql<
+          { n: number }[]
+        >`SELECT count(*)::int AS n FROM events WHERE app_id = ${app.appId} AND seq > ${markerSeq}`;
+        return n === produced;
+      },
+      30_000,
+      'the workers to commit every event',
+    );
     const both = [pus[0], pus[2]].map((id) => ({ edge_type: 'sent_by', target_node_type: 'platform_user' as const, target_node_id: id }));
-    await commit(deps, app.appId, [{ id: sentinel, event_type: 'order.paid', conversation_id: conv, payload: { sentinel: true }, edges: both }]);
+    await commit(deps, app.appId, [
+      { id: sentinel, event_type: 'order.paid', conversation_id: conv, payload: { sentinel: true }, edges: both },
+    ]);
     await Promise.all(clients);
 
-    const ledger = await deps.sql<{ id: string; payload: Attrs }[]>`SELECT id, payload FROM events WHERE app_id = ${app.appId} AND seq > ${markerSeq} AND id <> ${sentinel} ORDER BY seq`;
+    const ledger = await deps.sql<
+      { id: string; payload: Attrs }[]
+    >`SELECT id, payload FROM events WHERE app_id = ${app.appId} AND seq > ${markerSeq} AND id <> ${sentinel} ORDER BY seq`;
     expect(ledger.length).toBe(produced);
     for (const [i, f] of filters.entries()) {
       const want = [...ledger.filter((e) => f.want(e.payload)).map((e) => e.id), sentinel];
       expect(received[i].length, f.q).toBe(want.length);
       expect(received[i], f.q).toEqual(want);
     }
-    console.log(`two web processes: ${produced} events, ${connections} connections, ${received.reduce((n, r) => n + r.length, 0)} deliveries checked`);
+    console.log(
+      `two web processes: ${produced} events, ${connections} connections, ${received.reduce((n, r) => n + r.length, 0)} deliveries checked`,
+    );
     expect(produced).toBeGreaterThanOrEqual(1500);
     expect(connections).toBeGreaterThan(50);
   }, 90_000);
 
-  it('shares the per-application cap across processes, frees slots on disconnect and reclaims a killed process\'s slots', async () => {
+  it("shares the per-application cap across processes, frees slots on disconnect and reclaims a killed process's slots", async () => {
     const app = creds(await createApplication(deps.sql, 'slots', ['events:read']));
     const [a, b, victim] = webs;
     const open: SseClient[] = [];
@@ -183,17 +206,20 @@ describe('two web processes', () => {
     expect((await stream(a.base, app)).status).toBe(429);
     const t0 = Date.now();
     let reclaimed = 0;
-    await until(async () => {
-      const r = await stream(pick([a, b]).base, app);
-      if (r.status === 200) {
-        reclaimed++;
-        open.push(r);
-      }
-      return reclaimed === 4;
-    }, 10_000, 'the killed process slots to come back');
+    await until(
+      async () => {
+        const r = await stream(pick([a, b]).base, app);
+        if (r.status === 200) {
+          reclaimed++;
+          open.push(r);
+        }
+        return reclaimed === 4;
+      },
+      10_000,
+      'the killed process slots to come back',
+    );
     expect(Date.now() - t0).toBeLessThan(t.config.STREAM_SLOT_LEASE_MS * 3);
     expect((await stream(a.base, app)).status).toBe(429);
     for (const x of open) x.close();
   }, 60_000);
 });
-

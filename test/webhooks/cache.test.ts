@@ -32,14 +32,20 @@ describe('subscription cache across processes', () => {
   it("sees another process's create, pause, pattern change and resume without a restart", async () => {
     // Warm the worker's cache for this application with no subscriptions.
     await emit('warm.up');
-    const c = await s.request('POST', '/v1/webhook-subscriptions', { auth: a, body: { name: 'x', target_url: rx.url, event_patterns: ['cache.*'] } });
+    const c = await s.request('POST', '/v1/webhook-subscriptions', {
+      auth: a,
+      body: { name: 'x', target_url: rx.url, event_patterns: ['cache.*'] },
+    });
     const first = await emit('cache.one');
     await rx.waitFor(1);
     expect(rx.received[0].json.event_id).toBe(first);
 
     await s.request('PATCH', `/v1/webhook-subscriptions/${c.json.id}`, { auth: a, body: { status: 'PAUSED' } });
     await emit('cache.two');
-    await s.request('PATCH', `/v1/webhook-subscriptions/${c.json.id}`, { auth: a, body: { status: 'ACTIVE', event_patterns: ['other.*'] } });
+    await s.request('PATCH', `/v1/webhook-subscriptions/${c.json.id}`, {
+      auth: a,
+      body: { status: 'ACTIVE', event_patterns: ['other.*'] },
+    });
     await emit('cache.three');
     const last = await emit('other.one');
     await rx.waitFor(2);

@@ -31,7 +31,10 @@ async function receiver(): Promise<Receiver> {
 }
 
 async function subscribe(auth: AppCredentials, url: string, patterns: string[], extra: Record<string, unknown> = {}) {
-  const r = await s.request('POST', '/v1/webhook-subscriptions', { auth, body: { name: 'hook', target_url: url, event_patterns: patterns, ...extra } });
+  const r = await s.request('POST', '/v1/webhook-subscriptions', {
+    auth,
+    body: { name: 'hook', target_url: url, event_patterns: patterns, ...extra },
+  });
   expect(r.status).toBe(201);
   return r.json as { id: string; secret?: string };
 }
@@ -55,7 +58,8 @@ function verifyService(secret: string, r: Received): boolean {
     });
 }
 
-const logsOf = async (subId: string) => (await s.request('GET', `/v1/webhook-subscriptions/${subId}/deliveries?limit=200`, { auth: a })).json.data as any[];
+const logsOf = async (subId: string) =>
+  (await s.request('GET', `/v1/webhook-subscriptions/${subId}/deliveries?limit=200`, { auth: a })).json.data as any[];
 
 describe('signed deliveries', () => {
   it('delivers the SPEC 6.3 body, signed so both an independent verifier and standardwebhooks accept it', async () => {
@@ -76,7 +80,17 @@ describe('signed deliveries', () => {
       created_at: ev.created_at,
       timestamp: expect.stringMatching(/Z$/),
     });
-    expect(Object.keys(got.json)).toEqual(['id', 'subscription_id', 'event_id', 'event_type', 'app_id', 'payload', 'edges', 'created_at', 'timestamp']);
+    expect(Object.keys(got.json)).toEqual([
+      'id',
+      'subscription_id',
+      'event_id',
+      'event_type',
+      'app_id',
+      'payload',
+      'edges',
+      'created_at',
+      'timestamp',
+    ]);
     expect(verifyService(sub.secret!, got)).toBe(true);
     expect(verifyService('whsec_someoneelse', got)).toBe(false);
     expect(new Webhook(sub.secret!).verify(got.body, got.headers as Record<string, string>)).toEqual(got.json);
@@ -101,10 +115,16 @@ describe('signed deliveries', () => {
   it('carries edges keyed by relation and platform_connection_id when the event has them', async () => {
     const rx = await receiver();
     await subscribe(a, rx.url, ['edge.test']);
-    const [pu] = await s.deps.sql<{ id: string }[]>`INSERT INTO platform_users (app_id, platform, external_id, name) VALUES (${a.appId}, 'TELEGRAM', '99', 'Bo') RETURNING id`;
+    const [pu] = await s.deps.sql<
+      { id: string }[]
+    >`INSERT INTO platform_users (app_id, platform, external_id, name) VALUES (${a.appId}, 'TELEGRAM', '99', 'Bo') RETURNING id`;
     const r = await s.request('POST', '/v1/events', {
       auth: a,
-      body: { event_type: 'edge.test', payload: {}, edges: [{ edge_type: 'placed_by', target_node_type: 'platform_user', target_node_id: pu.id }] },
+      body: {
+        event_type: 'edge.test',
+        payload: {},
+        edges: [{ edge_type: 'placed_by', target_node_type: 'platform_user', target_node_id: pu.id }],
+      },
     });
     expect(r.status).toBe(201);
     const [got] = await rx.waitFor(1);
@@ -157,7 +177,11 @@ describe('retries', () => {
       const l = await logsOf(sub.id);
       return l.length === 3 && l;
     });
-    expect(logs.map((l) => [l.attempt_count, l.status])).toEqual([[3, 'failed'], [2, 'retrying'], [1, 'retrying']]);
+    expect(logs.map((l) => [l.attempt_count, l.status])).toEqual([
+      [3, 'failed'],
+      [2, 'retrying'],
+      [1, 'retrying'],
+    ]);
     expect(logs[0].error_message).toMatch(/no complete answer/);
     const [d] = await s.deps.sql`SELECT status FROM webhook_deliveries WHERE subscription_id = ${sub.id}`;
     expect(d.status).toBe('failed');
@@ -203,10 +227,16 @@ describe('at-least-once without duplicates', () => {
     const sub = await subscribe(a, rx.url, ['once.only']);
     const ev = await emit(a, 'once.only');
     await rx.waitFor(1);
-    await eventually(async () => (await s.deps.sql`SELECT 1 FROM webhook_deliveries WHERE event_id = ${ev.id} AND status = 'delivered'`).length === 1);
+    await eventually(
+      async () => (await s.deps.sql`SELECT 1 FROM webhook_deliveries WHERE event_id = ${ev.id} AND status = 'delivered'`).length === 1,
+    );
     const [row] = await s.deps.sql`SELECT payload FROM events WHERE id = ${ev.id}`;
     const replayLedgerJob = (n: number) =>
-      s.deps.queues.ledger.add('ledger', { event: { id: ev.id, app_id: a.appId, event_type: 'once.only', payload: row.payload, edges: [], attachments: [] } }, { jobId: `replay-${n}-${ev.id}` });
+      s.deps.queues.ledger.add(
+        'ledger',
+        { event: { id: ev.id, app_id: a.appId, event_type: 'once.only', payload: row.payload, edges: [], attachments: [] } },
+        { jobId: `replay-${n}-${ev.id}` },
+      );
     // The in-process first attempts' safety net: one delayed job per commit batch (here, of this event alone).
     const safetyNet = JOBS.webhook.jobId({ kind: 'first-attempts-safety-net', events: [{ event_id: ev.id, app_id: a.appId }] });
     // 1: the safety-net job is still known to BullMQ (same job id, dropped).
@@ -259,21 +289,51 @@ describe('first attempts safety net', () => {
     await enqueueFirstAttemptsSafetyNet(s.deps, [{ event_id: sent.id, app_id: a.appId }], 1);
     const [first] = await rx.waitFor(1);
     expect(first.json.event_id).toBe(sent.id);
-    await eventually(async () => (await s.deps.sql`SELECT 1 FROM webhook_deliveries WHERE event_id = ${sent.id} AND status = 'delivered'`).length === 1);
+    await eventually(
+      async () => (await s.deps.sql`SELECT 1 FROM webhook_deliveries WHERE event_id = ${sent.id} AND status = 'delivered'`).length === 1,
+    );
 
-    await enqueueFirstAttemptsSafetyNet(s.deps, [{ event_id: lost.id, app_id: a.appId }, { event_id: sent.id, app_id: a.appId }], 1);
+    await enqueueFirstAttemptsSafetyNet(
+      s.deps,
+      [
+        { event_id: lost.id, app_id: a.appId },
+        { event_id: sent.id, app_id: a.appId },
+      ],
+      1,
+    );
     const got = await rx.waitFor(2);
     expect(got[1].json).toMatchObject({ event_id: lost.id, subscription_id: sub.id, event_type: 'net.lost', payload: { n: 1 } });
     // The same batch again (a replayed commit) and another batch holding both: nothing is sent twice.
-    const both = JOBS.webhook.jobId({ kind: 'first-attempts-safety-net', events: [{ event_id: lost.id, app_id: a.appId }, { event_id: sent.id, app_id: a.appId }] });
+    const both = JOBS.webhook.jobId({
+      kind: 'first-attempts-safety-net',
+      events: [
+        { event_id: lost.id, app_id: a.appId },
+        { event_id: sent.id, app_id: a.appId },
+      ],
+    });
     await eventually(async () => (await s.deps.queues.webhook.getJobState(both)) === 'completed');
-    await enqueueFirstAttemptsSafetyNet(s.deps, [{ event_id: sent.id, app_id: a.appId }, { event_id: lost.id, app_id: a.appId }], 1);
+    await enqueueFirstAttemptsSafetyNet(
+      s.deps,
+      [
+        { event_id: sent.id, app_id: a.appId },
+        { event_id: lost.id, app_id: a.appId },
+      ],
+      1,
+    );
     await s.deps.queues.webhook.remove(both);
-    await enqueueFirstAttemptsSafetyNet(s.deps, [{ event_id: lost.id, app_id: a.appId }, { event_id: sent.id, app_id: a.appId }], 1);
+    await enqueueFirstAttemptsSafetyNet(
+      s.deps,
+      [
+        { event_id: lost.id, app_id: a.appId },
+        { event_id: sent.id, app_id: a.appId },
+      ],
+      1,
+    );
     await eventually(async () => (await s.deps.queues.webhook.getJobState(both)) === 'completed');
     // A job completes only after its sends were answered, so any repeat would have arrived by now.
     expect(rx.received.map((r) => r.json.event_id)).toEqual([sent.id, lost.id]);
-    const [{ n }] = await s.deps.sql`SELECT count(*)::int AS n FROM webhook_deliveries WHERE subscription_id = ${sub.id} AND status = 'delivered'`;
+    const [{ n }] = await s.deps
+      .sql`SELECT count(*)::int AS n FROM webhook_deliveries WHERE subscription_id = ${sub.id} AND status = 'delivered'`;
     expect(n).toBe(2);
   });
 });
@@ -288,7 +348,10 @@ describe('replay and retry', () => {
     await emit(a, 'other.type');
     const e2 = await emit(a, 'replay.two');
     const first = await rx.waitFor(3);
-    await eventually(async () => (await s.deps.sql`SELECT 1 FROM webhook_deliveries WHERE subscription_id = ${sub.id} AND status = 'delivered'`).length === 3);
+    await eventually(
+      async () =>
+        (await s.deps.sql`SELECT 1 FROM webhook_deliveries WHERE subscription_id = ${sub.id} AND status = 'delivered'`).length === 3,
+    );
     const r = await s.request('POST', `/v1/webhook-subscriptions/${sub.id}/replay`, { auth: a, body: { since: before.cursor } });
     expect(r.status).toBe(202);
     expect(r.json).toMatchObject({ queued: 2, truncated: false });
@@ -297,7 +360,10 @@ describe('replay and retry', () => {
     expect(again.map((g) => g.json.event_id).sort()).toEqual([e1.id, e2.id].sort());
     for (const g of again) expect(g.body).toBe(first.find((f) => f.json.event_id === g.json.event_id)!.body);
     // By time, covering everything: e.g. from before the first event.
-    const byTime = await s.request('POST', `/v1/webhook-subscriptions/${sub.id}/replay`, { auth: a, body: { since: '2000-01-01T00:00:00Z' } });
+    const byTime = await s.request('POST', `/v1/webhook-subscriptions/${sub.id}/replay`, {
+      auth: a,
+      body: { since: '2000-01-01T00:00:00Z' },
+    });
     expect(byTime.json.queued + byTime.json.already_queued).toBe(3);
     const bad = await s.request('POST', `/v1/webhook-subscriptions/${sub.id}/replay`, { auth: a, body: { since: 'yesterday' } });
     expect(bad.status).toBe(400);
@@ -310,7 +376,9 @@ describe('replay and retry', () => {
     await emit(a, 'manual.retry');
     await rx.waitFor(3);
     const [d] = await eventually(async () => {
-      const rows = await s.deps.sql<{ id: string; status: string }[]>`SELECT id, status FROM webhook_deliveries WHERE subscription_id = ${sub.id} AND status = 'failed'`;
+      const rows = await s.deps.sql<
+        { id: string; status: string }[]
+      >`SELECT id, status FROM webhook_deliveries WHERE subscription_id = ${sub.id} AND status = 'failed'`;
       return rows.length > 0 && rows;
     });
     rx.answer({ status: 200 });
@@ -318,7 +386,9 @@ describe('replay and retry', () => {
     expect(r.status).toBe(202);
     const got = await rx.waitFor(4);
     expect(got[3].headers['x-service-retry-count']).toBe('3');
-    await eventually(async () => (await s.deps.sql`SELECT 1 FROM webhook_deliveries WHERE id = ${d.id} AND status = 'delivered'`).length > 0);
+    await eventually(
+      async () => (await s.deps.sql`SELECT 1 FROM webhook_deliveries WHERE id = ${d.id} AND status = 'delivered'`).length > 0,
+    );
     const again = await s.request('POST', `/v1/webhook-deliveries/${d.id}/retry`, { auth: a });
     expect(again.status).toBe(409);
     expect(again.json.error.code).toBe('CONFLICT');
@@ -373,7 +443,8 @@ describe('endpoint health', () => {
     // Counted per second of sending (the attempt's signed timestamp), which is what the limit is
     // about: arrival times add the trip, so one sent at x.999 can land in the next second.
     const perSecond = new Map<string, number>();
-    for (const g of got) perSecond.set(String(g.headers['x-service-timestamp']), (perSecond.get(String(g.headers['x-service-timestamp'])) ?? 0) + 1);
+    for (const g of got)
+      perSecond.set(String(g.headers['x-service-timestamp']), (perSecond.get(String(g.headers['x-service-timestamp'])) ?? 0) + 1);
     expect(Math.max(...perSecond.values())).toBeLessThanOrEqual(2);
     expect(got.every((g) => g.headers['x-service-retry-count'] === undefined)).toBe(true);
     const logs = await eventually(async () => {
@@ -433,8 +504,12 @@ describe('tenant isolation', () => {
     expect((await s.request('GET', `/v1/webhook-subscriptions/${subA.id}/deliveries`, { auth: b })).status).toBe(404);
     expect((await s.request('GET', `/v1/webhook-subscriptions/${subA.id}`, { auth: b })).status).toBe(404);
     expect((await s.request('PATCH', `/v1/webhook-subscriptions/${subA.id}`, { auth: b, body: { status: 'PAUSED' } })).status).toBe(404);
-    expect((await s.request('POST', `/v1/webhook-subscriptions/${subA.id}/replay`, { auth: b, body: { since: evA.cursor } })).status).toBe(404);
-    const g = await s.gql(b, `query($id: ID!) { webhookDeliveryLogs(webhookSubscriptionId: $id, first: 5) { edges { node { id } } } }`, { id: subA.id });
+    expect((await s.request('POST', `/v1/webhook-subscriptions/${subA.id}/replay`, { auth: b, body: { since: evA.cursor } })).status).toBe(
+      404,
+    );
+    const g = await s.gql(b, `query($id: ID!) { webhookDeliveryLogs(webhookSubscriptionId: $id, first: 5) { edges { node { id } } } }`, {
+      id: subA.id,
+    });
     expect(g.json.errors[0].extensions.code).toBe('NOT_FOUND');
     const list = await s.request('GET', '/v1/webhook-subscriptions', { auth: b });
     expect(list.json.data.map((x: { id: string }) => x.id)).not.toContain(subA.id);
@@ -444,5 +519,7 @@ describe('tenant isolation', () => {
 /** Puts an event straight on the ledger queue (no wait for commit), for bursts. */
 async function enqueueEvent(appId: string, eventType: string) {
   const { randomUUID } = await import('node:crypto');
-  await enqueue(s.deps.queues, 'ledger', { event: { id: randomUUID(), app_id: appId, event_type: eventType, payload: {}, edges: [], attachments: [] } });
+  await enqueue(s.deps.queues, 'ledger', {
+    event: { id: randomUUID(), app_id: appId, event_type: eventType, payload: {}, edges: [], attachments: [] },
+  });
 }

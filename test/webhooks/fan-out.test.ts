@@ -17,7 +17,10 @@ beforeAll(async () => {
   s = await startTestStack({ workers: false });
   a = await s.createApp();
   rx = await startReceiver();
-  const sub = await s.request('POST', '/v1/webhook-subscriptions', { auth: a, body: { name: 'fan', target_url: rx.url, event_patterns: ['fan.*'] } });
+  const sub = await s.request('POST', '/v1/webhook-subscriptions', {
+    auth: a,
+    body: { name: 'fan', target_url: rx.url, event_patterns: ['fan.*'] },
+  });
   expect(sub.status).toBe(201);
 });
 afterAll(async () => {

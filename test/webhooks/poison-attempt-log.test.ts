@@ -20,13 +20,18 @@ afterAll(async () => {
 });
 
 async function subscribe(auth: AppCredentials, url: string) {
-  const r = await s.request('POST', '/v1/webhook-subscriptions', { auth, body: { name: 'hook', target_url: url, event_patterns: ['order.*'] } });
+  const r = await s.request('POST', '/v1/webhook-subscriptions', {
+    auth,
+    body: { name: 'hook', target_url: url, event_patterns: ['order.*'] },
+  });
   expect(r.status).toBe(201);
   return r.json.id as string;
 }
 
 const logsOf = (subId: string) =>
-  s.deps.sql<{ status: string; response_body: string | null }[]>`SELECT status, response_body FROM webhook_delivery_logs WHERE subscription_id = ${subId}`;
+  s.deps.sql<
+    { status: string; response_body: string | null }[]
+  >`SELECT status, response_body FROM webhook_delivery_logs WHERE subscription_id = ${subId}`;
 
 describe('the webhook attempt log', () => {
   it('logs a delivery whose receiver answered with U+0000 (which PostgreSQL cannot store), and the deliveries logged beside it', async () => {
@@ -81,7 +86,14 @@ describe('the webhook attempt log', () => {
     const results = await Promise.allSettled(records.map((r) => log.record(r)));
     expect(results.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled', 'fulfilled', 'fulfilled']);
     expect(((results[2] as PromiseRejectedResult).reason as { code: string }).code).toBe('22P05');
-    const stored = await s.deps.sql<{ event_id: string }[]>`SELECT event_id FROM webhook_delivery_logs WHERE event_id = ANY(${records.map((r) => r.eventId)}::uuid[])`;
-    expect(stored.map((r) => r.event_id).sort()).toEqual(records.filter((_, i) => i !== 2).map((r) => r.eventId).sort());
+    const stored = await s.deps.sql<
+      { event_id: string }[]
+    >`SELECT event_id FROM webhook_delivery_logs WHERE event_id = ANY(${records.map((r) => r.eventId)}::uuid[])`;
+    expect(stored.map((r) => r.event_id).sort()).toEqual(
+      records
+        .filter((_, i) => i !== 2)
+        .map((r) => r.eventId)
+        .sort(),
+    );
   });
 });

@@ -31,7 +31,8 @@ describe('first attempts through the queue', () => {
     expect(got.map((g) => g.json.event_id)).toEqual([ev.json.id, ev.json.id]);
     expect(new Set(got.map((g) => g.json.subscription_id)).size).toBe(2);
     await eventually(async () => (await s.deps.queues.webhook.getJobState(`we-${ev.json.id}`)) === 'completed');
-    const [{ n }] = await s.deps.sql`SELECT count(*)::int AS n FROM webhook_deliveries WHERE event_id = ${ev.json.id} AND status = 'delivered'`;
+    const [{ n }] = await s.deps
+      .sql`SELECT count(*)::int AS n FROM webhook_deliveries WHERE event_id = ${ev.json.id} AND status = 'delivered'`;
     expect(n).toBe(2);
   });
 });

@@ -9,9 +9,13 @@ import { projectRoot } from '../../src/project-root.js';
 
 /** The helper exactly as docs/webhook-receiver.md shows it, loaded as a module. */
 const helperBlock = (file: string) =>
-  /<!-- verify-helper:start[^>]*-->\s*```js\n([\s\S]*?)```\s*<!-- verify-helper:end -->/.exec(readFileSync(join(projectRoot(), file), 'utf8'))?.[1];
+  /<!-- verify-helper:start[^>]*-->\s*```js\n([\s\S]*?)```\s*<!-- verify-helper:end -->/.exec(
+    readFileSync(join(projectRoot(), file), 'utf8'),
+  )?.[1];
 
-async function documentedHelper(): Promise<(body: string | Buffer, headers: Record<string, string>, secrets: string | string[], o?: { now?: number }) => boolean> {
+async function documentedHelper(): Promise<
+  (body: string | Buffer, headers: Record<string, string>, secrets: string | string[], o?: { now?: number }) => boolean
+> {
   const block = helperBlock('docs/webhook-receiver.md');
   expect(block).toBeDefined();
   // The README shows the same helper.
@@ -27,7 +31,12 @@ describe('the documented receiver helper', () => {
     const body = '{"id":"d1","event_id":"e1","payload":{"b":1,"a":"é"}}';
     const now = Date.now();
     const ts = Math.floor(now / 1000);
-    const headers = signatureHeaders({ deliveryId: 'd1', timestamp: ts, body, secrets: ['whsec_new_secret_aaaaaaaaaaaaaaaaaaaaaaaa', 'old-secret-0123456789'] });
+    const headers = signatureHeaders({
+      deliveryId: 'd1',
+      timestamp: ts,
+      body,
+      secrets: ['whsec_new_secret_aaaaaaaaaaaaaaaaaaaaaaaa', 'old-secret-0123456789'],
+    });
     expect(verify(body, headers, ['whsec_new_secret_aaaaaaaaaaaaaaaaaaaaaaaa'])).toBe(true);
     expect(verify(Buffer.from(body), headers, 'old-secret-0123456789')).toBe(true);
     expect(verify(body, headers, ['someone-else-secret'])).toBe(false);

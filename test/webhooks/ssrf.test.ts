@@ -11,7 +11,10 @@ let port: number;
 let connections = 0;
 
 beforeAll(async () => {
-  s = await startTestStack({ workers: ['ledger', 'webhook'], env: { WEBHOOK_TARGET_POLICY: 'public-https', WEBHOOK_RETRY_DELAYS_MS: '0' } });
+  s = await startTestStack({
+    workers: ['ledger', 'webhook'],
+    env: { WEBHOOK_TARGET_POLICY: 'public-https', WEBHOOK_RETRY_DELAYS_MS: '0' },
+  });
   a = await s.createApp();
   // Counts every connection attempt that gets through: a refused target must never reach it.
   tcp = createServer((sock) => {
@@ -26,11 +29,20 @@ afterAll(async () => {
   await s.close();
 });
 
-const create = (target_url: string) => s.request('POST', '/v1/webhook-subscriptions', { auth: a, body: { name: 's', target_url, event_patterns: ['*'] } });
+const create = (target_url: string) =>
+  s.request('POST', '/v1/webhook-subscriptions', { auth: a, body: { name: 's', target_url, event_patterns: ['*'] } });
 
 describe('SSRF protection under public-https', () => {
   it('refuses plain http and non-public address literals at creation', async () => {
-    for (const url of ['http://example.com/hook', `https://127.0.0.1:${port}/`, 'https://10.0.0.5/x', 'https://169.254.169.254/latest', 'https://[::1]/x', 'https://[::ffff:127.0.0.1]/', 'https://192.168.1.1/']) {
+    for (const url of [
+      'http://example.com/hook',
+      `https://127.0.0.1:${port}/`,
+      'https://10.0.0.5/x',
+      'https://169.254.169.254/latest',
+      'https://[::1]/x',
+      'https://[::ffff:127.0.0.1]/',
+      'https://192.168.1.1/',
+    ]) {
       const r = await create(url);
       expect(r.status, url).toBe(400);
       expect(r.json.error.code, url).toBe('INVALID_WEBHOOK_TARGET');
@@ -60,7 +72,21 @@ describe('SSRF protection under public-https', () => {
   });
 
   it('classifies addresses', () => {
-    for (const ip of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.0.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '::1', '::', 'fe80::1', 'fd00::1', '::ffff:10.0.0.1', '224.0.0.1']) {
+    for (const ip of [
+      '127.0.0.1',
+      '10.1.2.3',
+      '172.16.0.1',
+      '192.168.0.1',
+      '169.254.169.254',
+      '100.64.0.1',
+      '0.0.0.0',
+      '::1',
+      '::',
+      'fe80::1',
+      'fd00::1',
+      '::ffff:10.0.0.1',
+      '224.0.0.1',
+    ]) {
       expect(isPublicAddress(ip), ip).toBe(false);
     }
     for (const ip of ['8.8.8.8', '1.1.1.1', '2606:4700:4700::1111', '::ffff:8.8.8.8']) expect(isPublicAddress(ip), ip).toBe(true);

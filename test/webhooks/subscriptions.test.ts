@@ -23,7 +23,13 @@ describe('REST subscriptions', () => {
   it('creates with 201, the subscription at the top level, and a generated secret shown once', async () => {
     const r = await create({ name: 'orders', target_url: rx.url, event_patterns: ['order.*'] });
     expect(r.status).toBe(201);
-    expect(r.json).toMatchObject({ name: 'orders', target_url: rx.url, event_patterns: ['order.*'], status: 'ACTIVE', max_per_second: null });
+    expect(r.json).toMatchObject({
+      name: 'orders',
+      target_url: rx.url,
+      event_patterns: ['order.*'],
+      status: 'ACTIVE',
+      max_per_second: null,
+    });
     expect(r.json.id).toMatch(/^[0-9a-f-]{36}$/);
     expect(r.json.created_at).toMatch(/Z$/);
     expect(r.json.secret).toMatch(/^whsec_/);
@@ -55,14 +61,20 @@ describe('REST subscriptions', () => {
     }
     const bad = await s.request('PATCH', `/v1/webhook-subscriptions/not-a-uuid`, { auth: a, body: { status: 'PAUSED' } });
     expect(bad.status).toBe(404);
-    const disabled = await s.request('POST', '/v1/webhook-subscriptions', { auth: a, body: { name: 'x', target_url: rx.url, event_patterns: ['a'] } });
+    const disabled = await s.request('POST', '/v1/webhook-subscriptions', {
+      auth: a,
+      body: { name: 'x', target_url: rx.url, event_patterns: ['a'] },
+    });
     const toDisabled = await s.request('PATCH', `/v1/webhook-subscriptions/${disabled.json.id}`, { auth: a, body: { status: 'DISABLED' } });
     expect(toDisabled.status).toBe(400);
   });
 
   it('updates, pauses and deletes; needs the admin scope', async () => {
     const c = await create({ name: 'n', target_url: rx.url, event_patterns: ['a.b'], max_per_second: 5 });
-    const u = await s.request('PATCH', `/v1/webhook-subscriptions/${c.json.id}`, { auth: a, body: { name: 'renamed', event_patterns: ['x.*', 'y'], status: 'PAUSED', max_per_second: null } });
+    const u = await s.request('PATCH', `/v1/webhook-subscriptions/${c.json.id}`, {
+      auth: a,
+      body: { name: 'renamed', event_patterns: ['x.*', 'y'], status: 'PAUSED', max_per_second: null },
+    });
     expect(u.status).toBe(200);
     expect(u.json).toMatchObject({ name: 'renamed', event_patterns: ['x.*', 'y'], status: 'PAUSED', max_per_second: null });
     const reader = await s.createKey(a.appId, ['events:read', 'events:write']);
@@ -76,16 +88,26 @@ describe('REST subscriptions', () => {
 
 describe('GraphQL subscriptions', () => {
   it('runs the SPEC 4.6 operations', async () => {
-    const c = await s.gql(a, `mutation($u: String!) { createWebhookSubscription(name: "g", targetUrl: $u, eventPatterns: ["message.*"]) { id name targetUrl eventPatterns status secret createdAt } }`, { u: rx.url });
+    const c = await s.gql(
+      a,
+      `mutation($u: String!) { createWebhookSubscription(name: "g", targetUrl: $u, eventPatterns: ["message.*"]) { id name targetUrl eventPatterns status secret createdAt } }`,
+      { u: rx.url },
+    );
     const sub = c.json.data.createWebhookSubscription;
     expect(sub).toMatchObject({ name: 'g', targetUrl: rx.url, eventPatterns: ['message.*'], status: 'ACTIVE' });
     expect(sub.secret).toMatch(/^whsec_/);
     const q = await s.gql(a, `{ webhookSubscriptions { id name targetUrl eventPatterns status createdAt secret } }`);
     const listed = q.json.data.webhookSubscriptions.find((x: { id: string }) => x.id === sub.id);
     expect(listed).toMatchObject({ name: 'g', secret: null });
-    const u = await s.gql(a, `mutation($id: ID!) { updateWebhookSubscription(id: $id, name: "g2", status: PAUSED) { id name eventPatterns status } }`, { id: sub.id });
+    const u = await s.gql(
+      a,
+      `mutation($id: ID!) { updateWebhookSubscription(id: $id, name: "g2", status: PAUSED) { id name eventPatterns status } }`,
+      { id: sub.id },
+    );
     expect(u.json.data.updateWebhookSubscription).toEqual({ id: sub.id, name: 'g2', eventPatterns: ['message.*'], status: 'PAUSED' });
-    const t = await s.gql(a, `mutation($id: ID!) { testWebhookSubscription(id: $id) { success statusCode responseBody duration } }`, { id: sub.id });
+    const t = await s.gql(a, `mutation($id: ID!) { testWebhookSubscription(id: $id) { success statusCode responseBody duration } }`, {
+      id: sub.id,
+    });
     expect(t.json.data.testWebhookSubscription).toMatchObject({ success: true, statusCode: 200, responseBody: 'ok' });
     const rot = await s.gql(a, `mutation($id: ID!) { rotateWebhookSecret(id: $id) { secret previousSecretExpiresAt } }`, { id: sub.id });
     expect(rot.json.data.rotateWebhookSecret.secret).toMatch(/^whsec_/);
@@ -118,16 +140,28 @@ describe('test endpoint and delivery logs', () => {
     expect(p1.json.data[1]).toMatchObject({ event_type: 'webhook.test', status: 'failed', status_code: 500, attempt_count: 1 });
     expect(p1.json.data[1].request_body).toBe(rx.received.at(-2)!.body);
     expect(p1.json.has_more).toBe(true);
-    const p2 = await s.request('GET', `/v1/webhook-subscriptions/${c.json.id}/deliveries?limit=2&after=${p1.json.next_cursor}`, { auth: a });
+    const p2 = await s.request('GET', `/v1/webhook-subscriptions/${c.json.id}/deliveries?limit=2&after=${p1.json.next_cursor}`, {
+      auth: a,
+    });
     expect(p2.json.data.map((l: { response_body: string }) => l.response_body)).toEqual(['created-1']);
     expect(p2.json.has_more).toBe(false);
 
-    const g1 = await s.gql(a, `query($id: ID!) { webhookDeliveryLogs(webhookSubscriptionId: $id, first: 2) { edges { cursor node { eventType status statusCode attemptCount duration responseBody requestBody createdAt } } pageInfo { hasNextPage endCursor } } }`, { id: c.json.id });
+    const g1 = await s.gql(
+      a,
+      `query($id: ID!) { webhookDeliveryLogs(webhookSubscriptionId: $id, first: 2) { edges { cursor node { eventType status statusCode attemptCount duration responseBody requestBody createdAt } } pageInfo { hasNextPage endCursor } } }`,
+      { id: c.json.id },
+    );
     const conn = g1.json.data.webhookDeliveryLogs;
     expect(conn.edges.map((e: { node: { responseBody: string } }) => e.node.responseBody)).toEqual(['third', 'boom']);
     expect(conn.pageInfo.hasNextPage).toBe(true);
-    const g2 = await s.gql(a, `query($id: ID!, $after: String) { webhookDeliveryLogs(webhookSubscriptionId: $id, first: 2, after: $after) { edges { node { responseBody } } pageInfo { hasNextPage } } }`, { id: c.json.id, after: conn.pageInfo.endCursor });
-    expect(g2.json.data.webhookDeliveryLogs.edges.map((e: { node: { responseBody: string } }) => e.node.responseBody)).toEqual(['created-1']);
+    const g2 = await s.gql(
+      a,
+      `query($id: ID!, $after: String) { webhookDeliveryLogs(webhookSubscriptionId: $id, first: 2, after: $after) { edges { node { responseBody } } pageInfo { hasNextPage } } }`,
+      { id: c.json.id, after: conn.pageInfo.endCursor },
+    );
+    expect(g2.json.data.webhookDeliveryLogs.edges.map((e: { node: { responseBody: string } }) => e.node.responseBody)).toEqual([
+      'created-1',
+    ]);
     const badCursor = await s.request('GET', `/v1/webhook-subscriptions/${c.json.id}/deliveries?after=zzz`, { auth: a });
     expect(badCursor.status).toBe(400);
     expect(badCursor.json.error.code).toBe('INVALID_CURSOR');
@@ -150,7 +184,9 @@ describe('test endpoint and delivery logs', () => {
     const c = await create({ name: 'old', target_url: rx.url, event_patterns: ['*'] });
     await s.request('POST', `/v1/webhook-subscriptions/${c.json.id}/test`, { auth: a });
     await s.request('POST', `/v1/webhook-subscriptions/${c.json.id}/test`, { auth: a });
-    const [oldest] = await s.deps.sql<{ n: string }[]>`SELECT min(n)::text AS n FROM webhook_delivery_logs WHERE subscription_id = ${c.json.id}`;
+    const [oldest] = await s.deps.sql<
+      { n: string }[]
+    >`SELECT min(n)::text AS n FROM webhook_delivery_logs WHERE subscription_id = ${c.json.id}`;
     await s.deps.sql`UPDATE webhook_delivery_logs SET created_at = now() - interval '31 days' WHERE n = ${oldest.n}`;
     const schedulers = await s.deps.queues.webhook.getJobSchedulers();
     const retention = schedulers.find((j) => j.key === 'webhook-log-retention');

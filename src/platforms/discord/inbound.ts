@@ -1,5 +1,17 @@
 import { createPublicKey, verify as verifySignature, type KeyObject } from 'node:crypto';
-import { configString, dedupeOf, header, isObject, jsonObject, ok, parseJson, refuse, replayWindow, str, typeOfMime } from '../inbound-common.js';
+import {
+  configString,
+  dedupeOf,
+  header,
+  isObject,
+  jsonObject,
+  ok,
+  parseJson,
+  refuse,
+  replayWindow,
+  str,
+  typeOfMime,
+} from '../inbound-common.js';
 import type { DirectAnswer, InboundHalf, InboundMedia, NormalisedRecord, PlatformParty } from '../types.js';
 
 type Obj = Record<string, unknown>;
@@ -23,7 +35,9 @@ function publicKey(hex: string): KeyObject | null {
   let key = keys.get(hex);
   if (key === undefined) {
     try {
-      key = /^[0-9a-f]{64}$/i.test(hex) ? createPublicKey({ key: Buffer.concat([SPKI_PREFIX, Buffer.from(hex, 'hex')]), format: 'der', type: 'spki' }) : null;
+      key = /^[0-9a-f]{64}$/i.test(hex)
+        ? createPublicKey({ key: Buffer.concat([SPKI_PREFIX, Buffer.from(hex, 'hex')]), format: 'der', type: 'spki' })
+        : null;
     } catch {
       key = null;
     }
@@ -108,8 +122,16 @@ function interactionRecord(i: Obj): NormalisedRecord | undefined {
       extra: { interaction: 'message_component', custom_id: str(data.custom_id), values, message_id: str(obj(i.message)?.id) },
     };
   } else if (i.type === MODAL) {
-    const fields = Object.fromEntries(arr(data.components).flatMap((row) => arr(row.components)).map((c) => [String(c.custom_id), c.value]));
-    message = { text: Object.values(fields).map(String).join('\n'), type: 'text', extra: { interaction: 'modal_submit', custom_id: str(data.custom_id), fields } };
+    const fields = Object.fromEntries(
+      arr(data.components)
+        .flatMap((row) => arr(row.components))
+        .map((c) => [String(c.custom_id), c.value]),
+    );
+    message = {
+      text: Object.values(fields).map(String).join('\n'),
+      type: 'text',
+      extra: { interaction: 'modal_submit', custom_id: str(data.custom_id), fields },
+    };
   } else {
     return undefined;
   }

@@ -3,7 +3,9 @@ import { secret } from '../config-fields.js';
 
 /** A plain addr-spec, without display name; strict enough that SMTP will not reject its syntax. */
 export function emailAddress(to: string): string | undefined {
-  return /^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$/.test(to) && to.length <= 254
+  return /^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$/.test(
+    to,
+  ) && to.length <= 254
     ? undefined
     : `"${to}" is not an e-mail address`;
 }

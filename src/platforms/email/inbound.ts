@@ -54,8 +54,14 @@ export const emailSignature = (secret: string, timestamp: string, rawBody: Buffe
 
 /** Message ids in the bracketed form headers use, so replies can quote them in In-Reply-To. */
 const bracketed = (id: string) => (id.trim().startsWith('<') ? id.trim() : `<${id.trim()}>`);
-const addr = (a: z.infer<typeof address>) => (typeof a === 'string' ? { address: a.trim().toLowerCase() } : { address: a.address.trim().toLowerCase(), name: a.name });
-const stripHtml = (html: string) => html.replace(/<(script|style)[^>]*>[\s\S]*?<\/\1>/gi, '').replace(/<[^>]+>/g, ' ').replace(/\s+/g, ' ').trim();
+const addr = (a: z.infer<typeof address>) =>
+  typeof a === 'string' ? { address: a.trim().toLowerCase() } : { address: a.address.trim().toLowerCase(), name: a.name };
+const stripHtml = (html: string) =>
+  html
+    .replace(/<(script|style)[^>]*>[\s\S]*?<\/\1>/gi, '')
+    .replace(/<[^>]+>/g, ' ')
+    .replace(/\s+/g, ' ')
+    .trim();
 
 function parse(raw: Buffer): InboundEmail | undefined {
   const r = inboundEmailSchema.safeParse(parseJson(raw));
@@ -79,7 +85,8 @@ export const emailInbound: InboundHalf = {
   },
   normalise({ rawBody, receivedAt }) {
     const r = inboundEmailSchema.safeParse(parseJson(rawBody));
-    if (!r.success) throw new MalformedPayloadError('EMAIL', `EMAIL delivery does not match the inbound e-mail format: ${r.error.issues[0]?.message}`);
+    if (!r.success)
+      throw new MalformedPayloadError('EMAIL', `EMAIL delivery does not match the inbound e-mail format: ${r.error.issues[0]?.message}`);
     const mail = r.data;
     const from = addr(mail.from);
     const to = (mail.to ?? []).map(addr);

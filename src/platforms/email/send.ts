@@ -10,7 +10,11 @@ const SUBJECT_MAX = 200;
 /** The subject given, else the text's first non-empty line (cut to a sensible length). */
 export function subjectOf(m: Pick<OutboundMessage, 'subject' | 'text'>): string {
   if (m.subject !== undefined && m.subject.trim() !== '') return m.subject.trim();
-  const line = m.text.split(/\r?\n/).find((l) => l.trim() !== '')?.trim() ?? '';
+  const line =
+    m.text
+      .split(/\r?\n/)
+      .find((l) => l.trim() !== '')
+      ?.trim() ?? '';
   return line.length > SUBJECT_MAX ? `${line.slice(0, SUBJECT_MAX - 1)}…` : line;
 }
 
@@ -34,13 +38,16 @@ function smtpError(err: unknown): PlatformError {
   const reply = e.response?.slice(0, 300);
   const extra = { platformCode: e.responseCode ?? e.code, platformMessage: reply };
   const rc = e.responseCode;
-  if (e.code === 'EAUTH' || rc === 535 || rc === 534 || rc === 530) return platformError('PLATFORM_AUTH_FAILED', 'The SMTP server refused the login in smtp_url', extra);
+  if (e.code === 'EAUTH' || rc === 535 || rc === 534 || rc === 530)
+    return platformError('PLATFORM_AUTH_FAILED', 'The SMTP server refused the login in smtp_url', extra);
   if (rc !== undefined && rc >= 400 && rc < 500) {
-    if (/rate|too many|try again later/i.test(reply ?? '')) return platformError('PLATFORM_RATE_LIMITED', 'The SMTP server asks to slow down', { ...extra, retryAfterMs: 60_000 });
+    if (/rate|too many|try again later/i.test(reply ?? ''))
+      return platformError('PLATFORM_RATE_LIMITED', 'The SMTP server asks to slow down', { ...extra, retryAfterMs: 60_000 });
     return platformError('PLATFORM_UNAVAILABLE', `The SMTP server deferred the message (${rc})`, extra);
   }
   if (rc !== undefined && rc >= 500) {
-    if (/RCPT/i.test(e.command ?? '') && [550, 551, 553, 501].includes(rc)) return platformError('INVALID_RECIPIENT', `The SMTP server refused the recipient (${rc})`, extra);
+    if (/RCPT/i.test(e.command ?? '') && [550, 551, 553, 501].includes(rc))
+      return platformError('INVALID_RECIPIENT', `The SMTP server refused the recipient (${rc})`, extra);
     return platformError('PLATFORM_REJECTED', `The SMTP server refused the message (${rc})`, extra);
   }
   if (e.code && ['ECONNECTION', 'ETIMEDOUT', 'ESOCKET', 'EDNS', 'ECONNREFUSED', 'ECONNRESET', 'ETLS', 'EPROTOCOL'].includes(e.code)) {
@@ -57,7 +64,11 @@ async function send(config: EmailConfig, m: OutboundMessage, ctx: SendContext): 
   const server = smtpServerUrl(config);
   if (ctx.guarded) {
     const refused = await checkResolvedHost(new URL(server).hostname, 'public-https');
-    if (refused) return { ok: false, error: platformError('PLATFORM_REJECTED', `The SMTP server was refused by the outbound address policy: ${refused}`) };
+    if (refused)
+      return {
+        ok: false,
+        error: platformError('PLATFORM_REJECTED', `The SMTP server was refused by the outbound address policy: ${refused}`),
+      };
   }
   const transport = nodemailer.createTransport(server, {
     connectionTimeout: ctx.timeoutMs,
@@ -73,7 +84,13 @@ async function send(config: EmailConfig, m: OutboundMessage, ctx: SendContext): 
       ...(m.inReplyTo ? { inReplyTo: m.inReplyTo, references: m.inReplyTo } : {}),
       attachments: (m.files ?? []).map((f) => ({ filename: f.filename, content: f.data, contentType: f.mimeType })),
     });
-    if (info.rejected?.length) return { ok: false, error: platformError('INVALID_RECIPIENT', 'The SMTP server refused the recipient', { platformMessage: String(info.response ?? '') }) };
+    if (info.rejected?.length)
+      return {
+        ok: false,
+        error: platformError('INVALID_RECIPIENT', 'The SMTP server refused the recipient', {
+          platformMessage: String(info.response ?? ''),
+        }),
+      };
     return { ok: true, externalMessageId: info.messageId };
   } catch (err) {
     return { ok: false, error: smtpError(err) };

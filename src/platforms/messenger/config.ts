@@ -7,7 +7,10 @@ export const messengerConfig = z.strictObject({
   app_secret: secret('app_secret'),
   verify_token: secret('verify_token'),
   /** Graph API version in the path. @default "v21.0" */
-  api_version: z.string().regex(/^v\d+\.\d+$/, 'api_version must look like v21.0').optional(),
+  api_version: z
+    .string()
+    .regex(/^v\d+\.\d+$/, 'api_version must look like v21.0')
+    .optional(),
   api_base_url: apiBaseUrl,
 });
 export type MessengerConfig = z.infer<typeof messengerConfig>;

@@ -1,4 +1,20 @@
-import { configString, dedupeOf, msToIsoOr, header, hmacHex, isObject, jsonObject, ok, parseJson, refuse, replayWindow, safeEqual, str, typeOfMime, type MessageType } from '../inbound-common.js';
+import {
+  configString,
+  dedupeOf,
+  msToIsoOr,
+  header,
+  hmacHex,
+  isObject,
+  jsonObject,
+  ok,
+  parseJson,
+  refuse,
+  replayWindow,
+  safeEqual,
+  str,
+  typeOfMime,
+  type MessageType,
+} from '../inbound-common.js';
 import type { InboundHalf, InboundMedia, NormalisedRecord } from '../types.js';
 
 type Obj = Record<string, unknown>;
@@ -19,7 +35,10 @@ function fileMedia(files: unknown): { type: MessageType; media: InboundMedia } |
   if (!f || !url) return undefined;
   const mime = str(f.mimetype);
   const type = typeOfMime(mime);
-  return { type, media: { url, platformFileId: str(f.id), mimeType: mime, filename: str(f.name), ...(type === 'audio' ? { isAudio: true } : {}) } };
+  return {
+    type,
+    media: { url, platformFileId: str(f.id), mimeType: mime, filename: str(f.name), ...(type === 'audio' ? { isAudio: true } : {}) },
+  };
 }
 
 function messageRecord(e: Obj): NormalisedRecord | undefined {
@@ -103,7 +122,12 @@ export const slackInbound: InboundHalf = {
     const body = jsonObject(rawBody, 'SLACK');
     const e = obj(body.event);
     if (body.type !== 'event_callback' || !e) return [];
-    const r = e.type === 'message' || e.type === 'app_mention' ? messageRecord(e) : e.type === 'reaction_added' || e.type === 'reaction_removed' ? reactionRecord(e) : undefined;
+    const r =
+      e.type === 'message' || e.type === 'app_mention'
+        ? messageRecord(e)
+        : e.type === 'reaction_added' || e.type === 'reaction_removed'
+          ? reactionRecord(e)
+          : undefined;
     return r ? [r] : [];
   },
 };

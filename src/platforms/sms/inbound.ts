@@ -19,7 +19,13 @@ const MAX_MEDIA = 10;
 const formOf = (raw: Buffer) => new URLSearchParams(raw.toString('utf8'));
 
 /** Twilio's MessageStatus values that are delivery statuses of ours; queued/sending/accepted… are not reported. */
-const STATUS: Record<string, 'sent' | 'delivered' | 'read' | 'failed'> = { sent: 'sent', delivered: 'delivered', read: 'read', failed: 'failed', undelivered: 'failed' };
+const STATUS: Record<string, 'sent' | 'delivered' | 'read' | 'failed'> = {
+  sent: 'sent',
+  delivered: 'delivered',
+  read: 'read',
+  failed: 'failed',
+  undelivered: 'failed',
+};
 /** Statuses of a message someone sent us rather than of one we sent. */
 const INBOUND_STATUS = new Set(['received', 'receiving']);
 
@@ -40,7 +46,8 @@ function messageRecord(f: URLSearchParams, sid: string, occurredAt: string): Nor
   for (let i = 0; i < count; i++) {
     const url = f.get(`MediaUrl${i}`);
     const mime = f.get(`MediaContentType${i}`) ?? undefined;
-    if (url) media.push({ url, platformFileId: url.split('/').pop(), mimeType: mime, ...(typeOfMime(mime) === 'audio' ? { isAudio: true } : {}) });
+    if (url)
+      media.push({ url, platformFileId: url.split('/').pop(), mimeType: mime, ...(typeOfMime(mime) === 'audio' ? { isAudio: true } : {}) });
   }
   const first = media[0];
   return {

@@ -42,10 +42,15 @@ function twilioError(status: number, body: TwilioErrorBody | undefined, retryAft
     case 20503:
       return platformError('PLATFORM_UNAVAILABLE', `Twilio had a temporary problem (${body.code})`, extra);
   }
-  if (status === 429) return platformError('PLATFORM_RATE_LIMITED', 'Twilio rate limit reached', { ...extra, retryAfterMs: retryAfterMs ?? 1000 });
+  if (status === 429)
+    return platformError('PLATFORM_RATE_LIMITED', 'Twilio rate limit reached', { ...extra, retryAfterMs: retryAfterMs ?? 1000 });
   if (status === 401) return platformError('PLATFORM_AUTH_FAILED', 'Twilio refused the account SID / auth token', extra);
   if (status >= 500) return fromHttpStatus(status, 'Twilio', extra);
-  return platformError('PLATFORM_REJECTED', `Twilio refused the message${body?.message ? `: ${body.message}` : ` (HTTP ${status})`}`, extra);
+  return platformError(
+    'PLATFORM_REJECTED',
+    `Twilio refused the message${body?.message ? `: ${body.message}` : ` (HTTP ${status})`}`,
+    extra,
+  );
 }
 
 /**
@@ -73,7 +78,9 @@ async function send(config: SmsConfig, m: OutboundMessage, ctx: SendContext): Pr
   }
   const body = answer.json as ({ sid?: string } & TwilioErrorBody) | undefined;
   if (answer.status >= 200 && answer.status < 300) {
-    return typeof body?.sid === 'string' ? { ok: true, externalMessageId: body.sid } : { ok: false, error: unexpectedAnswer('Twilio', answer.status) };
+    return typeof body?.sid === 'string'
+      ? { ok: true, externalMessageId: body.sid }
+      : { ok: false, error: unexpectedAnswer('Twilio', answer.status) };
   }
   return { ok: false, error: twilioError(answer.status, body, retryAfterHeaderMs(answer.headers['retry-after'])) };
 }

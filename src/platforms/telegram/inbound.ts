@@ -1,4 +1,17 @@
-import { configString, dedupeOf, header, isObject, jsonObject, ok, parseJson, refuse, safeEqual, str, unixToIso, type MessageType } from '../inbound-common.js';
+import {
+  configString,
+  dedupeOf,
+  header,
+  isObject,
+  jsonObject,
+  ok,
+  parseJson,
+  refuse,
+  safeEqual,
+  str,
+  unixToIso,
+  type MessageType,
+} from '../inbound-common.js';
 import type { InboundHalf, InboundMedia, NormalisedRecord, PlatformParty } from '../types.js';
 
 type Obj = Record<string, unknown>;
@@ -58,10 +71,16 @@ function messageRecord(m: Obj, edited: boolean): NormalisedRecord | undefined {
   } else if (obj(m.venue)) {
     const v = obj(m.venue)!;
     const loc = obj(v.location) ?? {};
-    message = { text: '', type: 'location', location: { latitude: Number(loc.latitude), longitude: Number(loc.longitude), name: str(v.title), address: str(v.address) } };
+    message = {
+      text: '',
+      type: 'location',
+      location: { latitude: Number(loc.latitude), longitude: Number(loc.longitude), name: str(v.title), address: str(v.address) },
+    };
   } else if (obj(m.contact)) {
     const c = obj(m.contact)!;
-    const contact = Object.fromEntries(['phone_number', 'first_name', 'last_name', 'user_id', 'vcard'].filter((k) => c[k] !== undefined).map((k) => [k, c[k]]));
+    const contact = Object.fromEntries(
+      ['phone_number', 'first_name', 'last_name', 'user_id', 'vcard'].filter((k) => c[k] !== undefined).map((k) => [k, c[k]]),
+    );
     message = { text: '', type: 'contact', contact };
   } else {
     const { type, media } = mediaOf(m);
@@ -72,7 +91,11 @@ function messageRecord(m: Obj, edited: boolean): NormalisedRecord | undefined {
   return {
     kind: 'message',
     externalMessageId: telegramMessageId(chatId, messageId),
-    conversation: { externalId: chatId, ...(isGroup && str(chat.title) ? { name: str(chat.title) } : {}), ...(threadId ? { threadId } : {}) },
+    conversation: {
+      externalId: chatId,
+      ...(isGroup && str(chat.title) ? { name: str(chat.title) } : {}),
+      ...(threadId ? { threadId } : {}),
+    },
     sender,
     message,
     ...(edited ? { edited: true } : {}),

@@ -43,14 +43,20 @@ function telegramError(status: number, body: TelegramAnswer | undefined, retryAf
   }
   if (code === 403) {
     if (/can't initiate conversation|have no rights to send a message|bot can't send messages to bots/i.test(description)) {
-      return platformError('RECIPIENT_NOT_STARTED', 'The user has not started a conversation with the bot; they must send it a message (or /start) first', extra);
+      return platformError(
+        'RECIPIENT_NOT_STARTED',
+        'The user has not started a conversation with the bot; they must send it a message (or /start) first',
+        extra,
+      );
     }
     return platformError('RECIPIENT_BLOCKED', `Telegram refuses to deliver to this chat: ${description || 'forbidden'}`, extra);
   }
   if (code === 401 || code === 404) return platformError('PLATFORM_AUTH_FAILED', 'Telegram does not accept the bot token', extra);
   if (code === 400) {
-    if (/chat not found|user not found|peer_id_invalid|chat_id is empty/i.test(description)) return platformError('INVALID_RECIPIENT', `Telegram has no such chat: ${description}`, extra);
-    if (/message is too long|caption is too long|text is too long/i.test(description)) return platformError('MESSAGE_TOO_LONG', `Telegram: ${description}`, extra);
+    if (/chat not found|user not found|peer_id_invalid|chat_id is empty/i.test(description))
+      return platformError('INVALID_RECIPIENT', `Telegram has no such chat: ${description}`, extra);
+    if (/message is too long|caption is too long|text is too long/i.test(description))
+      return platformError('MESSAGE_TOO_LONG', `Telegram: ${description}`, extra);
     return platformError('PLATFORM_REJECTED', `Telegram refused the message: ${description || 'bad request'}`, extra);
   }
   return fromHttpStatus(status, 'Telegram', extra);
@@ -59,14 +65,20 @@ function telegramError(status: number, body: TelegramAnswer | undefined, retryAf
 /** The Bot API method that sends a file of this type (SPEC 8: photos, videos MP4, audio MP3/M4A, voice OGG, else documents). */
 function methodFor(file: OutboundFile): { method: string; field: string } {
   const mime = file.mimeType.toLowerCase();
-  if (['image/jpeg', 'image/png', 'image/webp'].includes(mime) && file.data.length <= PHOTO_MAX_BYTES) return { method: 'sendPhoto', field: 'photo' };
+  if (['image/jpeg', 'image/png', 'image/webp'].includes(mime) && file.data.length <= PHOTO_MAX_BYTES)
+    return { method: 'sendPhoto', field: 'photo' };
   if (mime === 'audio/ogg' || mime === 'audio/opus') return { method: 'sendVoice', field: 'voice' };
   if (['audio/mpeg', 'audio/mp3', 'audio/mp4', 'audio/x-m4a', 'audio/m4a'].includes(mime)) return { method: 'sendAudio', field: 'audio' };
   if (mime === 'video/mp4') return { method: 'sendVideo', field: 'video' };
   return { method: 'sendDocument', field: 'document' };
 }
 
-async function call(config: TelegramConfig, ctx: SendContext, method: string, body: { json?: unknown; multipart?: FormData }): Promise<SendOutcome> {
+async function call(
+  config: TelegramConfig,
+  ctx: SendContext,
+  method: string,
+  body: { json?: unknown; multipart?: FormData },
+): Promise<SendOutcome> {
   // The token is part of the path: it must never reach an error message or a log line.
   const url = `${baseUrl(config, ctx, REAL_BASE)}/bot${config.bot_token}/${method}`;
   let answer: Awaited<ReturnType<typeof callPlatform>>;
@@ -80,7 +92,8 @@ async function call(config: TelegramConfig, ctx: SendContext, method: string, bo
     return { ok: true, externalMessageId: String(parsed.result.message_id) };
   }
   if (!parsed || typeof parsed !== 'object' || (answer.status < 300 && parsed.ok !== false)) {
-    if (answer.status >= 400 && answer.status < 500 && answer.status !== 429) return { ok: false, error: telegramError(answer.status, undefined) };
+    if (answer.status >= 400 && answer.status < 500 && answer.status !== 429)
+      return { ok: false, error: telegramError(answer.status, undefined) };
     return { ok: false, error: unexpectedAnswer('Telegram', answer.status) };
   }
   const header = Number(answer.headers['retry-after']);
@@ -97,12 +110,15 @@ async function send(config: TelegramConfig, m: OutboundMessage, ctx: SendContext
   const textAsCaption = files.length > 0 && m.text.length <= CAPTION_LIMIT;
   let first: SendOutcome | undefined;
   if (m.text.length > 0 && !textAsCaption) {
-    first = await call(config, ctx, 'sendMessage', { json: { chat_id: m.to, text: m.text, ...(m.parseMode ? { parse_mode: m.parseMode } : {}) } });
+    first = await call(config, ctx, 'sendMessage', {
+      json: { chat_id: m.to, text: m.text, ...(m.parseMode ? { parse_mode: m.parseMode } : {}) },
+    });
     if (!first.ok) return first;
   }
   for (const [i, file] of files.entries()) {
     const { method, field } = methodFor(file);
-    const caption = i === 0 && textAsCaption && m.text.length > 0 ? { caption: m.text, ...(m.parseMode ? { parse_mode: m.parseMode } : {}) } : {};
+    const caption =
+      i === 0 && textAsCaption && m.text.length > 0 ? { caption: m.text, ...(m.parseMode ? { parse_mode: m.parseMode } : {}) } : {};
     const outcome = await call(config, ctx, method, { multipart: multipartOf({ chat_id: m.to, ...caption }, [[field, file]]) });
     if (!outcome.ok) return outcome;
     first ??= outcome;

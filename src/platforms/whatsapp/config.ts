@@ -10,9 +10,15 @@ export const whatsappConfig = z.strictObject({
   /** Answers the hub.verify_token handshake. */
   verify_token: secret('verify_token'),
   /** Graph API version in the path. @default "v21.0" */
-  api_version: z.string().regex(/^v\d+\.\d+$/, 'api_version must look like v21.0').optional(),
+  api_version: z
+    .string()
+    .regex(/^v\d+\.\d+$/, 'api_version must look like v21.0')
+    .optional(),
   /** The number's public phone number (public): lets link codes come with a wa.me/<number> deep link. */
-  display_phone_number: z.string().regex(/^\+?[\d ()-]{6,20}$/, 'display_phone_number must be a phone number').optional(),
+  display_phone_number: z
+    .string()
+    .regex(/^\+?[\d ()-]{6,20}$/, 'display_phone_number must be a phone number')
+    .optional(),
   api_base_url: apiBaseUrl,
 });
 export type WhatsappConfig = z.infer<typeof whatsappConfig>;

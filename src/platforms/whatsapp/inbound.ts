@@ -8,11 +8,21 @@ const arr = (v: unknown): Obj[] => (Array.isArray(v) ? v.filter(isObject) : []);
 
 /** `value` objects of every `messages` change of every entry. */
 function changeValues(body: Obj): Obj[] {
-  return arr(body.entry).flatMap((e) => arr(e.changes).filter((c) => c.field === undefined || c.field === 'messages').flatMap((c) => (obj(c.value) ? [obj(c.value)!] : [])));
+  return arr(body.entry).flatMap((e) =>
+    arr(e.changes)
+      .filter((c) => c.field === undefined || c.field === 'messages')
+      .flatMap((c) => (obj(c.value) ? [obj(c.value)!] : [])),
+  );
 }
 
 const STATUS = new Set(['sent', 'delivered', 'read', 'failed']);
-const MEDIA_TYPES: Record<string, MessageType> = { image: 'image', video: 'video', document: 'document', sticker: 'sticker', audio: 'audio' };
+const MEDIA_TYPES: Record<string, MessageType> = {
+  image: 'image',
+  video: 'video',
+  document: 'document',
+  sticker: 'sticker',
+  audio: 'audio',
+};
 
 function mediaMessage(type: string, m: Obj): Extract<NormalisedRecord, { kind: 'message' }>['message'] {
   const part = obj(m[type]) ?? {};
@@ -33,11 +43,16 @@ function messageBody(m: Obj): Extract<NormalisedRecord, { kind: 'message' }>['me
   if (MEDIA_TYPES[type]) return mediaMessage(type, m);
   if (type === 'location') {
     const l = obj(m.location) ?? {};
-    return { text: '', type: 'location', location: { latitude: Number(l.latitude), longitude: Number(l.longitude), name: str(l.name), address: str(l.address) } };
+    return {
+      text: '',
+      type: 'location',
+      location: { latitude: Number(l.latitude), longitude: Number(l.longitude), name: str(l.name), address: str(l.address) },
+    };
   }
   if (type === 'contacts') return { text: '', type: 'contact', contact: { contacts: m.contacts } };
   // Quick-reply buttons and interactive list/button replies: the chosen title is what the user "said".
-  if (type === 'button') return { text: str(obj(m.button)?.text) ?? '', type: 'text', extra: { button_payload: str(obj(m.button)?.payload) } };
+  if (type === 'button')
+    return { text: str(obj(m.button)?.text) ?? '', type: 'text', extra: { button_payload: str(obj(m.button)?.payload) } };
   if (type === 'interactive') {
     const i = obj(m.interactive) ?? {};
     const reply = obj(i.button_reply) ?? obj(i.list_reply) ?? {};
@@ -48,7 +63,9 @@ function messageBody(m: Obj): Extract<NormalisedRecord, { kind: 'message' }>['me
 
 function messageRecords(value: Obj): NormalisedRecord[] {
   const meta = obj(value.metadata) ?? {};
-  const business: PlatformParty | undefined = str(meta.phone_number_id) ? { externalId: str(meta.phone_number_id)!, name: str(meta.display_phone_number) } : undefined;
+  const business: PlatformParty | undefined = str(meta.phone_number_id)
+    ? { externalId: str(meta.phone_number_id)!, name: str(meta.display_phone_number) }
+    : undefined;
   // contacts[] names the senders; some users have no phone (user_id instead of wa_id).
   const names = new Map<string, string>();
   for (const c of arr(value.contacts)) {
@@ -69,7 +86,15 @@ function messageRecords(value: Obj): NormalisedRecord[] {
       if (!target) continue;
       const emoji = str(r.emoji);
       // An absent (or empty) emoji means the user took the reaction back.
-      out.push({ kind: 'reaction', targetExternalMessageId: target, emoji: emoji ?? '', action: emoji ? 'added' : 'removed', sender, conversation: { externalId: from }, occurredAt });
+      out.push({
+        kind: 'reaction',
+        targetExternalMessageId: target,
+        emoji: emoji ?? '',
+        action: emoji ? 'added' : 'removed',
+        sender,
+        conversation: { externalId: from },
+        occurredAt,
+      });
       continue;
     }
     out.push({
@@ -109,10 +134,11 @@ export const whatsappInbound: InboundHalf = {
   handshake: hubChallenge,
   routingIds(body) {
     const ids = new Set(entryIds(body));
-    if (isObject(body)) for (const v of changeValues(body)) {
-      const pid = str(obj(v.metadata)?.phone_number_id);
-      if (pid) ids.add(pid);
-    }
+    if (isObject(body))
+      for (const v of changeValues(body)) {
+        const pid = str(obj(v.metadata)?.phone_number_id);
+        if (pid) ids.add(pid);
+      }
     return [...ids];
   },
   dedupeKey(req) {

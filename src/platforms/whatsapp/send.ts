@@ -10,7 +10,9 @@ import { WHATSAPP_SECRETS, whatsappConfig, type WhatsappConfig } from './config.
  * by `wa_id`, the digits alone, and a reply to that id must work.
  */
 function whatsappNumber(to: string): string | undefined {
-  return /^\+?[1-9]\d{6,14}$/.test(to) ? undefined : `"${to}" is not a phone number in international form (e.g. +14155550123 or 14155550123)`;
+  return /^\+?[1-9]\d{6,14}$/.test(to)
+    ? undefined
+    : `"${to}" is not a phone number in international form (e.g. +14155550123 or 14155550123)`;
 }
 
 const WHATSAPP_TEXT_LIMIT = 4096;

@@ -12,7 +12,10 @@ const sql = createSql(proxy.url(upstream), { max: 1 });
 const cut = proxy.cutOnQuery('b.typarray');
 const call = mode === 'reserve' ? transaction(sql, async (tx) => tx`SELECT 1 AS x`) : sql`SELECT 1 AS x`;
 const settled = await Promise.race([
-  call.then(() => 'resolved', (e: { code?: string }) => `rejected ${e.code}`),
+  call.then(
+    () => 'resolved',
+    (e: { code?: string }) => `rejected ${e.code}`,
+  ),
   new Promise((r) => setTimeout(() => r('pending'), 5_000)),
 ]);
 await cut;

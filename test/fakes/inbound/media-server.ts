@@ -39,7 +39,8 @@ export async function startFakeMediaServer(opts: { telegramToken?: string; whats
   const json = (res: ServerResponse, status: number, body: unknown) => {
     res.writeHead(status, { 'Content-Type': 'application/json' }).end(JSON.stringify(body));
   };
-  const bytes = (res: ServerResponse, f: StoredFile) => res.writeHead(200, { 'Content-Type': f.mime, 'Content-Length': f.data.length }).end(f.data);
+  const bytes = (res: ServerResponse, f: StoredFile) =>
+    res.writeHead(200, { 'Content-Type': f.mime, 'Content-Length': f.data.length }).end(f.data);
 
   const handle = (req: IncomingMessage, res: ServerResponse) => {
     const url = new URL(req.url ?? '/', 'http://x');
@@ -47,23 +48,36 @@ export async function startFakeMediaServer(opts: { telegramToken?: string; whats
     if (state.failWith) return json(res, state.failWith, { error: 'unavailable' });
     let m: RegExpMatchArray | null;
     if ((m = url.pathname.match(TG_TOKEN_PATH))) {
-      if (opts.telegramToken && m[1] !== opts.telegramToken) return json(res, 401, { ok: false, error_code: 401, description: 'Unauthorized' });
+      if (opts.telegramToken && m[1] !== opts.telegramToken)
+        return json(res, 401, { ok: false, error_code: 401, description: 'Unauthorized' });
       const id = url.searchParams.get('file_id') ?? '';
       const f = files.get(id);
       if (!f) return json(res, 400, { ok: false, error_code: 400, description: 'Bad Request: invalid file_id' });
-      return json(res, 200, { ok: true, result: { file_id: id, file_unique_id: `u-${id}`, file_size: f.data.length, file_path: `media/${id}.bin` } });
+      return json(res, 200, {
+        ok: true,
+        result: { file_id: id, file_unique_id: `u-${id}`, file_size: f.data.length, file_path: `media/${id}.bin` },
+      });
     }
     if ((m = url.pathname.match(TG_FILE_PATH))) {
       const f = files.get(m[2].replace(/^media\//, '').replace(/\.bin$/, ''));
-      if (!f || (opts.telegramToken && m[1] !== opts.telegramToken)) return json(res, 404, { ok: false, error_code: 404, description: 'Not Found' });
+      if (!f || (opts.telegramToken && m[1] !== opts.telegramToken))
+        return json(res, 404, { ok: false, error_code: 404, description: 'Not Found' });
       return bytes(res, f);
     }
     if ((m = url.pathname.match(WA_MEDIA_PATH))) {
-      if (opts.whatsappToken && req.headers.authorization !== `Bearer ${opts.whatsappToken}`) return json(res, 401, { error: { message: 'Invalid OAuth access token', type: 'OAuthException', code: 190 } });
+      if (opts.whatsappToken && req.headers.authorization !== `Bearer ${opts.whatsappToken}`)
+        return json(res, 401, { error: { message: 'Invalid OAuth access token', type: 'OAuthException', code: 190 } });
       const f = files.get(m[1]);
       if (!f) return json(res, 404, { error: { message: 'Unsupported get request', type: 'GraphMethodException', code: 100 } });
       const host = `http://${req.headers.host}`;
-      return json(res, 200, { messaging_product: 'whatsapp', url: `${host}/wa-download/${m[1]}`, mime_type: f.mime, sha256: 'x', file_size: f.data.length, id: m[1] });
+      return json(res, 200, {
+        messaging_product: 'whatsapp',
+        url: `${host}/wa-download/${m[1]}`,
+        mime_type: f.mime,
+        sha256: 'x',
+        file_size: f.data.length,
+        id: m[1],
+      });
     }
     if ((m = url.pathname.match(WA_DOWNLOAD))) {
       if (opts.whatsappToken && req.headers.authorization !== `Bearer ${opts.whatsappToken}`) return json(res, 401, { error: 'no token' });

@@ -15,7 +15,13 @@ export function tgText(updateId: number, messageId: number, text: string, o: { f
 export function tgVoice(updateId: number, messageId: number, fileId: string) {
   return {
     update_id: updateId,
-    message: { message_id: messageId, from: tgUser, chat: tgChat, date: NOW_S(), voice: { file_id: fileId, file_unique_id: `u${fileId}`, duration: 3, mime_type: 'audio/ogg', file_size: 1200 } },
+    message: {
+      message_id: messageId,
+      from: tgUser,
+      chat: tgChat,
+      date: NOW_S(),
+      voice: { file_id: fileId, file_unique_id: `u${fileId}`, duration: 3, mime_type: 'audio/ogg', file_size: 1200 },
+    },
   };
 }
 export function tgPhoto(updateId: number, messageId: number, caption?: string) {
@@ -35,7 +41,10 @@ export function tgPhoto(updateId: number, messageId: number, caption?: string) {
   };
 }
 export function tgEdited(updateId: number, messageId: number, text: string) {
-  return { update_id: updateId, edited_message: { message_id: messageId, from: tgUser, chat: tgChat, date: NOW_S() - 60, edit_date: NOW_S(), text } };
+  return {
+    update_id: updateId,
+    edited_message: { message_id: messageId, from: tgUser, chat: tgChat, date: NOW_S() - 60, edit_date: NOW_S(), text },
+  };
 }
 export function tgReaction(updateId: number, messageId: number, oldEmoji: string[], newEmoji: string[]) {
   return {
@@ -61,7 +70,11 @@ export function waEnvelope(wabaId: string, phoneNumberId: string, value: object)
         changes: [
           {
             field: 'messages',
-            value: { messaging_product: 'whatsapp', metadata: { display_phone_number: '15550001111', phone_number_id: phoneNumberId }, ...value },
+            value: {
+              messaging_product: 'whatsapp',
+              metadata: { display_phone_number: '15550001111', phone_number_id: phoneNumberId },
+              ...value,
+            },
           },
         ],
       },
@@ -71,28 +84,64 @@ export function waEnvelope(wabaId: string, phoneNumberId: string, value: object)
 const waContact = (waId: string, name = 'Bea') => ({ contacts: [{ profile: { name }, wa_id: waId }] });
 
 export function waText(wabaId: string, phoneNumberId: string, from: string, wamid: string, body: string) {
-  return waEnvelope(wabaId, phoneNumberId, { ...waContact(from), messages: [{ from, id: wamid, timestamp: String(NOW_S()), type: 'text', text: { body } }] });
+  return waEnvelope(wabaId, phoneNumberId, {
+    ...waContact(from),
+    messages: [{ from, id: wamid, timestamp: String(NOW_S()), type: 'text', text: { body } }],
+  });
 }
 export function waImage(wabaId: string, phoneNumberId: string, from: string, wamid: string, mediaId: string, caption?: string) {
   return waEnvelope(wabaId, phoneNumberId, {
     ...waContact(from),
-    messages: [{ from, id: wamid, timestamp: String(NOW_S()), type: 'image', image: { ...(caption ? { caption } : {}), mime_type: 'image/jpeg', sha256: 'abc', id: mediaId } }],
+    messages: [
+      {
+        from,
+        id: wamid,
+        timestamp: String(NOW_S()),
+        type: 'image',
+        image: { ...(caption ? { caption } : {}), mime_type: 'image/jpeg', sha256: 'abc', id: mediaId },
+      },
+    ],
   });
 }
 export function waAudio(wabaId: string, phoneNumberId: string, from: string, wamid: string, mediaId: string, voice = true) {
   return waEnvelope(wabaId, phoneNumberId, {
     ...waContact(from),
-    messages: [{ from, id: wamid, timestamp: String(NOW_S()), type: 'audio', audio: { mime_type: 'audio/ogg; codecs=opus', sha256: 'def', id: mediaId, voice } }],
+    messages: [
+      {
+        from,
+        id: wamid,
+        timestamp: String(NOW_S()),
+        type: 'audio',
+        audio: { mime_type: 'audio/ogg; codecs=opus', sha256: 'def', id: mediaId, voice },
+      },
+    ],
   });
 }
 export function waReaction(wabaId: string, phoneNumberId: string, from: string, wamid: string, target: string, emoji?: string) {
   return waEnvelope(wabaId, phoneNumberId, {
     ...waContact(from),
-    messages: [{ from, id: wamid, timestamp: String(NOW_S()), type: 'reaction', reaction: { message_id: target, ...(emoji !== undefined ? { emoji } : {}) } }],
+    messages: [
+      {
+        from,
+        id: wamid,
+        timestamp: String(NOW_S()),
+        type: 'reaction',
+        reaction: { message_id: target, ...(emoji !== undefined ? { emoji } : {}) },
+      },
+    ],
   });
 }
-export function waStatus(wabaId: string, phoneNumberId: string, wamid: string, status: string, recipient = '16505551234', errors?: object[]) {
-  return waEnvelope(wabaId, phoneNumberId, { statuses: [{ id: wamid, status, timestamp: String(NOW_S()), recipient_id: recipient, ...(errors ? { errors } : {}) }] });
+export function waStatus(
+  wabaId: string,
+  phoneNumberId: string,
+  wamid: string,
+  status: string,
+  recipient = '16505551234',
+  errors?: object[],
+) {
+  return waEnvelope(wabaId, phoneNumberId, {
+    statuses: [{ id: wamid, status, timestamp: String(NOW_S()), recipient_id: recipient, ...(errors ? { errors } : {}) }],
+  });
 }
 
 // ---------- Messenger / Instagram ----------
@@ -100,25 +149,51 @@ export function fbEnvelope(object: 'page' | 'instagram', accountId: string, mess
   return { object, entry: [{ id: accountId, time: Date.now(), messaging }] };
 }
 export function fbText(object: 'page' | 'instagram', accountId: string, psid: string, mid: string, text: string) {
-  return fbEnvelope(object, accountId, [{ sender: { id: psid }, recipient: { id: accountId }, timestamp: Date.now(), message: { mid, text } }]);
+  return fbEnvelope(object, accountId, [
+    { sender: { id: psid }, recipient: { id: accountId }, timestamp: Date.now(), message: { mid, text } },
+  ]);
 }
 export function fbAttachment(object: 'page' | 'instagram', accountId: string, psid: string, mid: string, type: string, url: string) {
-  return fbEnvelope(object, accountId, [{ sender: { id: psid }, recipient: { id: accountId }, timestamp: Date.now(), message: { mid, attachments: [{ type, payload: { url } }] } }]);
+  return fbEnvelope(object, accountId, [
+    {
+      sender: { id: psid },
+      recipient: { id: accountId },
+      timestamp: Date.now(),
+      message: { mid, attachments: [{ type, payload: { url } }] },
+    },
+  ]);
 }
 export function fbEcho(object: 'page' | 'instagram', accountId: string, psid: string, mid: string) {
-  return fbEnvelope(object, accountId, [{ sender: { id: accountId }, recipient: { id: psid }, timestamp: Date.now(), message: { mid, text: 'ours', is_echo: true } }]);
+  return fbEnvelope(object, accountId, [
+    { sender: { id: accountId }, recipient: { id: psid }, timestamp: Date.now(), message: { mid, text: 'ours', is_echo: true } },
+  ]);
 }
 export function fbDelivery(object: 'page' | 'instagram', accountId: string, psid: string, watermark: number, mids?: string[]) {
-  return fbEnvelope(object, accountId, [{ sender: { id: psid }, recipient: { id: accountId }, timestamp: Date.now(), delivery: { ...(mids ? { mids } : {}), watermark } }]);
+  return fbEnvelope(object, accountId, [
+    { sender: { id: psid }, recipient: { id: accountId }, timestamp: Date.now(), delivery: { ...(mids ? { mids } : {}), watermark } },
+  ]);
 }
 export function fbRead(object: 'page' | 'instagram', accountId: string, psid: string, watermark: number) {
-  return fbEnvelope(object, accountId, [{ sender: { id: psid }, recipient: { id: accountId }, timestamp: Date.now(), read: { watermark } }]);
+  return fbEnvelope(object, accountId, [
+    { sender: { id: psid }, recipient: { id: accountId }, timestamp: Date.now(), read: { watermark } },
+  ]);
 }
-export function fbReaction(object: 'page' | 'instagram', accountId: string, psid: string, mid: string, action: 'react' | 'unreact', emoji = '❤') {
-  return fbEnvelope(object, accountId, [{ sender: { id: psid }, recipient: { id: accountId }, timestamp: Date.now(), reaction: { reaction: 'love', emoji, action, mid } }]);
+export function fbReaction(
+  object: 'page' | 'instagram',
+  accountId: string,
+  psid: string,
+  mid: string,
+  action: 'react' | 'unreact',
+  emoji = '❤',
+) {
+  return fbEnvelope(object, accountId, [
+    { sender: { id: psid }, recipient: { id: accountId }, timestamp: Date.now(), reaction: { reaction: 'love', emoji, action, mid } },
+  ]);
 }
 export function fbEdit(object: 'page' | 'instagram', accountId: string, psid: string, mid: string, text: string, numEdit = 1) {
-  return fbEnvelope(object, accountId, [{ sender: { id: psid }, recipient: { id: accountId }, timestamp: Date.now(), message_edit: { mid, text, num_edit: numEdit } }]);
+  return fbEnvelope(object, accountId, [
+    { sender: { id: psid }, recipient: { id: accountId }, timestamp: Date.now(), message_edit: { mid, text, num_edit: numEdit } },
+  ]);
 }
 
 // ---------- Slack ----------
@@ -128,7 +203,13 @@ export function slackEvent(eventId: string, event: object, team = 'T0001') {
 export const slackMessage = (eventId: string, channel: string, user: string, ts: string, text: string, extra: object = {}) =>
   slackEvent(eventId, { type: 'message', channel, user, text, ts, event_ts: ts, channel_type: 'channel', ...extra });
 export const slackReaction = (eventId: string, channel: string, user: string, ts: string, reaction: string, added = true) =>
-  slackEvent(eventId, { type: added ? 'reaction_added' : 'reaction_removed', user, reaction, item: { type: 'message', channel, ts }, event_ts: `${NOW_S()}.000200` });
+  slackEvent(eventId, {
+    type: added ? 'reaction_added' : 'reaction_removed',
+    user,
+    reaction,
+    item: { type: 'message', channel, ts },
+    event_ts: `${NOW_S()}.000200`,
+  });
 export const slackEdit = (eventId: string, channel: string, user: string, ts: string, text: string) =>
   slackEvent(eventId, {
     type: 'message',
@@ -182,7 +263,12 @@ export const twilioInbound = (sid: string, from: string, to: string, body: strin
   AccountSid: 'AC00000000000000000000000000000000',
   From: from,
   ApiVersion: '2010-04-01',
-  ...Object.fromEntries(media.flatMap((m, i) => [[`MediaUrl${i}`, m.url], [`MediaContentType${i}`, m.type]])),
+  ...Object.fromEntries(
+    media.flatMap((m, i) => [
+      [`MediaUrl${i}`, m.url],
+      [`MediaContentType${i}`, m.type],
+    ]),
+  ),
 });
 export const twilioStatus = (sid: string, to: string, status: string, errorCode?: string) => ({
   MessageSid: sid,

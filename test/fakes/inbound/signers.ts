@@ -7,7 +7,10 @@ import { createHmac, generateKeyPairSync, sign as edSign, type KeyObject } from 
 
 /** Meta family: X-Hub-Signature-256. */
 export function metaHeaders(appSecret: string, body: string): Record<string, string> {
-  return { 'Content-Type': 'application/json', 'X-Hub-Signature-256': `sha256=${createHmac('sha256', appSecret).update(body).digest('hex')}` };
+  return {
+    'Content-Type': 'application/json',
+    'X-Hub-Signature-256': `sha256=${createHmac('sha256', appSecret).update(body).digest('hex')}`,
+  };
 }
 
 /** Slack v0 signature over `v0:{ts}:{body}`. */
@@ -30,8 +33,16 @@ export function discordHeaders(privateKey: KeyObject, body: string, ts = String(
 
 /** Twilio: base64 HMAC-SHA1 of URL + params sorted by name as name+value. */
 export function twilioHeaders(authToken: string, url: string, params: Record<string, string>): Record<string, string> {
-  const data = url + Object.keys(params).sort().map((k) => k + params[k]).join('');
-  return { 'Content-Type': 'application/x-www-form-urlencoded', 'X-Twilio-Signature': createHmac('sha1', authToken).update(data).digest('base64') };
+  const data =
+    url +
+    Object.keys(params)
+      .sort()
+      .map((k) => k + params[k])
+      .join('');
+  return {
+    'Content-Type': 'application/x-www-form-urlencoded',
+    'X-Twilio-Signature': createHmac('sha1', authToken).update(data).digest('base64'),
+  };
 }
 
 export const form = (params: Record<string, string>) => new URLSearchParams(params).toString();

@@ -32,12 +32,19 @@ async function readBody(req: IncomingMessage): Promise<Buffer> {
  * `file` + `model`, verbose_json answer), as hosted and self-hosted Whisper servers offer it.
  */
 export async function startFakeTranscription(): Promise<FakeTranscriptionServer> {
-  const state: Omit<FakeTranscriptionServer, 'base' | 'close'> = { calls: [], answer: { text: 'hello from the voice note', language: 'english', duration: 3.2 } };
+  const state: Omit<FakeTranscriptionServer, 'base' | 'close'> = {
+    calls: [],
+    answer: { text: 'hello from the voice note', language: 'english', duration: 3.2 },
+  };
   const server = createServer(async (req, res) => {
     if (req.method !== 'POST' || req.url !== '/v1/audio/transcriptions') return void res.writeHead(404).end();
     const body = await readBody(req);
     // Parse the multipart body the way any server would, with the platform's own parser.
-    const form = await new Request('http://x', { method: 'POST', headers: { 'content-type': String(req.headers['content-type']) }, body: new Uint8Array(body) }).formData();
+    const form = await new Request('http://x', {
+      method: 'POST',
+      headers: { 'content-type': String(req.headers['content-type']) },
+      body: new Uint8Array(body),
+    }).formData();
     const file = form.get('file');
     state.calls.push({
       model: form.get('model') as string | null,
@@ -49,16 +56,20 @@ export async function startFakeTranscription(): Promise<FakeTranscriptionServer>
     });
     if (state.gate) await state.gate;
     const a = state.answer;
-    if ('status' in a) return void res.writeHead(a.status, { 'Content-Type': 'application/json' }).end(JSON.stringify({ error: { message: 'overloaded' } }));
-    res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify({ task: 'transcribe', language: a.language, duration: a.duration, text: a.text, segments: [] }));
+    if ('status' in a)
+      return void res.writeHead(a.status, { 'Content-Type': 'application/json' }).end(JSON.stringify({ error: { message: 'overloaded' } }));
+    res
+      .writeHead(200, { 'Content-Type': 'application/json' })
+      .end(JSON.stringify({ task: 'transcribe', language: a.language, duration: a.duration, text: a.text, segments: [] }));
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return Object.assign(state, {
     base,
-    close: () => new Promise<void>((r) => {
-      server.closeAllConnections();
-      server.close(() => r());
-    }),
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   });
 }

@@ -21,16 +21,26 @@ describe('discord verification (Ed25519 over timestamp + body)', () => {
     // Inside the replay window, so only the signature can refuse the changed timestamp.
     const now = Math.floor(Date.now() / 1000);
     const h = discordHeaders(keys.privateKey, body, String(now));
-    expect(discord.verify(config, inboundReq(body, { ...h, 'X-Signature-Timestamp': String(now + 1) }))).toEqual({ ok: false, reason: 'invalid signature' });
+    expect(discord.verify(config, inboundReq(body, { ...h, 'X-Signature-Timestamp': String(now + 1) }))).toEqual({
+      ok: false,
+      reason: 'invalid signature',
+    });
     expect(discord.verify(config, inboundReq('{"type":2}', discordHeaders(keys.privateKey, body))).ok).toBe(false);
     expect(discord.verify(config, inboundReq(body, { 'X-Signature-Ed25519': 'zz' })).ok).toBe(false);
-    expect(discord.verify({ ...config, public_key: 'not-hex' }, inboundReq(body, discordHeaders(keys.privateKey, body)))).toEqual({ ok: false, reason: 'connection public_key is not a 32-byte hex key' });
+    expect(discord.verify({ ...config, public_key: 'not-hex' }, inboundReq(body, discordHeaders(keys.privateKey, body)))).toEqual({
+      ok: false,
+      reason: 'connection public_key is not a 32-byte hex key',
+    });
   });
 });
 
 describe('discord handshake, dedupe and acknowledgement', () => {
   it('answers PING with PONG', () => {
-    expect(discord.handshake!(config, inboundReq({ id: '1', type: 1 }))).toEqual({ status: 200, contentType: 'application/json', body: '{"type":1}' });
+    expect(discord.handshake!(config, inboundReq({ id: '1', type: 1 }))).toEqual({
+      status: 200,
+      contentType: 'application/json',
+      body: '{"type":1}',
+    });
     expect(discord.handshake!(config, inboundReq(discordCommand('2', 'C', 'U', 'ask')))).toBeUndefined();
   });
 
@@ -60,13 +70,32 @@ describe('discord normaliser', () => {
   });
 
   it('reads an attachment option as media', () => {
-    const resolved = { attachments: { '55': { id: '55', filename: 'note.ogg', content_type: 'audio/ogg', size: 100, url: 'https://cdn.discordapp.com/a/55/note.ogg', proxy_url: 'x' } } };
+    const resolved = {
+      attachments: {
+        '55': {
+          id: '55',
+          filename: 'note.ogg',
+          content_type: 'audio/ogg',
+          size: 100,
+          url: 'https://cdn.discordapp.com/a/55/note.ogg',
+          proxy_url: 'x',
+        },
+      },
+    };
     const [r] = norm(discordCommand('2', 'CH1', 'U1', 'voice', [{ name: 'file', type: 11, value: '55' }], resolved));
-    expect(r).toMatchObject({ message: { type: 'audio', text: '/voice', media: { url: 'https://cdn.discordapp.com/a/55/note.ogg', mimeType: 'audio/ogg', isAudio: true } } });
+    expect(r).toMatchObject({
+      message: {
+        type: 'audio',
+        text: '/voice',
+        media: { url: 'https://cdn.discordapp.com/a/55/note.ogg', mimeType: 'audio/ogg', isAudio: true },
+      },
+    });
   });
 
   it('reads component values', () => {
-    expect(norm(discordComponent('3', 'CH1', 'U1', 'menu', ['a', 'b']))[0]).toMatchObject({ message: { text: 'a, b', extra: { custom_id: 'menu', values: ['a', 'b'] } } });
+    expect(norm(discordComponent('3', 'CH1', 'U1', 'menu', ['a', 'b']))[0]).toMatchObject({
+      message: { text: 'a, b', extra: { custom_id: 'menu', values: ['a', 'b'] } },
+    });
   });
 
   it('records nothing for PING', () => {

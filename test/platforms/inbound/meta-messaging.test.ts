@@ -23,13 +23,23 @@ describe.each([
   it('routes by entry id and dedupes on mid', () => {
     expect(adapter.routingIds!(fbText(object, 'ACC1', 'PSID1', 'm_1', 'hi'))).toEqual(['ACC1']);
     expect(adapter.dedupeKey(inboundReq(fbText(object, 'ACC1', 'PSID1', 'm_1', 'hi')))).toBe('m_1');
-    expect(adapter.dedupeKey(inboundReq(fbReaction(object, 'ACC1', 'PSID1', 'm_1', 'react')))).not.toBe(adapter.dedupeKey(inboundReq(fbReaction(object, 'ACC1', 'PSID1', 'm_1', 'unreact'))));
+    expect(adapter.dedupeKey(inboundReq(fbReaction(object, 'ACC1', 'PSID1', 'm_1', 'react')))).not.toBe(
+      adapter.dedupeKey(inboundReq(fbReaction(object, 'ACC1', 'PSID1', 'm_1', 'unreact'))),
+    );
     expect(adapter.dedupeKey(inboundReq({}))).toBeUndefined();
   });
 
   it('reads text messages from the user to the account', () => {
     expect(norm(fbText(object, 'ACC1', 'PSID1', 'm_1', 'hello'))).toEqual([
-      { kind: 'message', externalMessageId: 'm_1', conversation: { externalId: 'PSID1' }, sender: { externalId: 'PSID1' }, recipient: { externalId: 'ACC1' }, message: { text: 'hello', type: 'text' }, occurredAt: expect.any(String) },
+      {
+        kind: 'message',
+        externalMessageId: 'm_1',
+        conversation: { externalId: 'PSID1' },
+        sender: { externalId: 'PSID1' },
+        recipient: { externalId: 'ACC1' },
+        message: { text: 'hello', type: 'text' },
+        occurredAt: expect.any(String),
+      },
     ]);
   });
 
@@ -41,7 +51,9 @@ describe.each([
       ['file', { type: 'document' }],
     ] as const;
     for (const [type, expected] of cases) {
-      expect(norm(fbAttachment(object, 'ACC1', 'PSID1', `m_${type}`, type, `https://cdn.example/${type}`))[0]).toMatchObject({ message: { ...expected, media: { url: `https://cdn.example/${type}` } } });
+      expect(norm(fbAttachment(object, 'ACC1', 'PSID1', `m_${type}`, type, `https://cdn.example/${type}`))[0]).toMatchObject({
+        message: { ...expected, media: { url: `https://cdn.example/${type}` } },
+      });
     }
   });
 
@@ -53,17 +65,28 @@ describe.each([
     const wm = Date.UTC(2024, 0, 1);
     expect(norm(fbDelivery(object, 'ACC1', 'PSID1', wm, ['m_a']))).toEqual([
       expect.objectContaining({ kind: 'status', externalMessageId: 'm_a', status: 'delivered' }),
-      expect.objectContaining({ kind: 'watermark', status: 'delivered', recipient: { externalId: 'PSID1' }, upTo: '2024-01-01T00:00:00.000Z' }),
+      expect.objectContaining({
+        kind: 'watermark',
+        status: 'delivered',
+        recipient: { externalId: 'PSID1' },
+        upTo: '2024-01-01T00:00:00.000Z',
+      }),
     ]);
-    expect(norm(fbRead(object, 'ACC1', 'PSID1', wm))).toEqual([expect.objectContaining({ kind: 'watermark', status: 'read', upTo: '2024-01-01T00:00:00.000Z' })]);
+    expect(norm(fbRead(object, 'ACC1', 'PSID1', wm))).toEqual([
+      expect.objectContaining({ kind: 'watermark', status: 'read', upTo: '2024-01-01T00:00:00.000Z' }),
+    ]);
   });
 
   it('reads reactions and their removal', () => {
-    expect(norm(fbReaction(object, 'ACC1', 'PSID1', 'm_1', 'react'))).toEqual([expect.objectContaining({ kind: 'reaction', targetExternalMessageId: 'm_1', emoji: '❤', action: 'added' })]);
+    expect(norm(fbReaction(object, 'ACC1', 'PSID1', 'm_1', 'react'))).toEqual([
+      expect.objectContaining({ kind: 'reaction', targetExternalMessageId: 'm_1', emoji: '❤', action: 'added' }),
+    ]);
     expect(norm(fbReaction(object, 'ACC1', 'PSID1', 'm_1', 'unreact'))).toEqual([expect.objectContaining({ action: 'removed' })]);
   });
 
   it('reads edits under the same mid', () => {
-    expect(norm(fbEdit(object, 'ACC1', 'PSID1', 'm_1', 'fixed'))).toEqual([expect.objectContaining({ kind: 'message', externalMessageId: 'm_1', edited: true, message: { text: 'fixed', type: 'text' } })]);
+    expect(norm(fbEdit(object, 'ACC1', 'PSID1', 'm_1', 'fixed'))).toEqual([
+      expect.objectContaining({ kind: 'message', externalMessageId: 'm_1', edited: true, message: { text: 'fixed', type: 'text' } }),
+    ]);
   });
 });

@@ -19,7 +19,10 @@ describe('slack verification', () => {
   it('refuses a correct signature whose timestamp is more than five minutes off', () => {
     const now = Date.now();
     const old = Math.floor(now / 1000) - 301;
-    expect(slack.verify(config, inboundReq(body, slackHeaders(config.signing_secret, body, old), { now }))).toEqual({ ok: false, reason: 'request timestamp outside the five-minute window' });
+    expect(slack.verify(config, inboundReq(body, slackHeaders(config.signing_secret, body, old), { now }))).toEqual({
+      ok: false,
+      reason: 'request timestamp outside the five-minute window',
+    });
     const future = Math.floor(now / 1000) + 301;
     expect(slack.verify(config, inboundReq(body, slackHeaders(config.signing_secret, body, future), { now })).ok).toBe(false);
   });
@@ -67,17 +70,31 @@ describe('slack normaliser', () => {
   it('reads shared files as media with their type', () => {
     const files = [{ id: 'F1', name: 'clip.m4a', mimetype: 'audio/mp4', url_private_download: 'https://files.slack.com/F1/download' }];
     expect(norm(slackMessage('Ev1', 'C1', 'U1', '1.2', '', { subtype: 'file_share', files }))[0]).toMatchObject({
-      message: { type: 'audio', media: { url: 'https://files.slack.com/F1/download', platformFileId: 'F1', mimeType: 'audio/mp4', isAudio: true } },
+      message: {
+        type: 'audio',
+        media: { url: 'https://files.slack.com/F1/download', platformFileId: 'F1', mimeType: 'audio/mp4', isAudio: true },
+      },
     });
   });
 
   it('reads message_changed as an edit of the original ts', () => {
-    expect(norm(slackEdit('Ev2', 'C1', 'U1', '1700000000.000100', 'fixed'))[0]).toMatchObject({ externalMessageId: 'C1:1700000000.000100', edited: true, message: { text: 'fixed' } });
+    expect(norm(slackEdit('Ev2', 'C1', 'U1', '1700000000.000100', 'fixed'))[0]).toMatchObject({
+      externalMessageId: 'C1:1700000000.000100',
+      edited: true,
+      message: { text: 'fixed' },
+    });
   });
 
   it('reads reactions added and removed', () => {
     expect(norm(slackReaction('Ev3', 'C1', 'U2', '1700000000.000100', 'thumbsup'))).toEqual([
-      expect.objectContaining({ kind: 'reaction', targetExternalMessageId: 'C1:1700000000.000100', targetLocalId: '1700000000.000100', emoji: 'thumbsup', action: 'added', sender: { externalId: 'U2' } }),
+      expect.objectContaining({
+        kind: 'reaction',
+        targetExternalMessageId: 'C1:1700000000.000100',
+        targetLocalId: '1700000000.000100',
+        emoji: 'thumbsup',
+        action: 'added',
+        sender: { externalId: 'U2' },
+      }),
     ]);
     expect(norm(slackReaction('Ev4', 'C1', 'U2', '1.1', 'thumbsup', false))[0]).toMatchObject({ action: 'removed' });
   });

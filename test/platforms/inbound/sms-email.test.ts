@@ -9,7 +9,9 @@ describe('twilio signature', () => {
   it("matches Twilio's documented test vector", () => {
     // From Twilio's security documentation (PLATFORMS.md).
     const params = { CallSid: 'CA1234567890ABCDE', Caller: '+12349013030', Digits: '1234', From: '+12349013030', To: '+18005551212' };
-    expect(twilioSignature('https://mycompany.com/myapp.php?foo=1&bar=2', Object.entries(params), '12345')).toBe('0/KCTR6DLpKmkAf8muzZqo1nDgQ=');
+    expect(twilioSignature('https://mycompany.com/myapp.php?foo=1&bar=2', Object.entries(params), '12345')).toBe(
+      '0/KCTR6DLpKmkAf8muzZqo1nDgQ=',
+    );
   });
 
   it('verifies over the public URL and the form params, whatever their order on the wire', () => {
@@ -18,8 +20,15 @@ describe('twilio signature', () => {
     const params = twilioInbound('SM1', '+16505551234', '+15550001111', 'hi');
     const shuffled = new URLSearchParams(Object.entries(params).reverse()).toString();
     expect(sms.verify(config, inboundReq(shuffled, twilioHeaders('tok', url, params), { publicUrl: url })).ok).toBe(true);
-    expect(sms.verify(config, inboundReq(shuffled, twilioHeaders('tok', url, params), { publicUrl: 'https://other.example.com/webhooks/abc/def' })).ok).toBe(false);
-    expect(sms.verify(config, inboundReq(form({ ...params, Body: 'changed' }), twilioHeaders('tok', url, params), { publicUrl: url })).ok).toBe(false);
+    expect(
+      sms.verify(
+        config,
+        inboundReq(shuffled, twilioHeaders('tok', url, params), { publicUrl: 'https://other.example.com/webhooks/abc/def' }),
+      ).ok,
+    ).toBe(false);
+    expect(
+      sms.verify(config, inboundReq(form({ ...params, Body: 'changed' }), twilioHeaders('tok', url, params), { publicUrl: url })).ok,
+    ).toBe(false);
     expect(sms.verify(config, inboundReq(form(params), {}, { publicUrl: url })).ok).toBe(false);
   });
 });
@@ -42,12 +51,26 @@ describe('twilio normaliser, dedupe and acknowledgement', () => {
   });
 
   it('reads MMS media URLs and types', () => {
-    const [r] = norm(twilioInbound('MM1', '+1', '+2', 'pic', [{ url: 'https://api.twilio.com/Media/ME1', type: 'image/jpeg' }, { url: 'https://api.twilio.com/Media/ME2', type: 'audio/amr' }]));
-    expect(r).toMatchObject({ message: { type: 'image', caption: 'pic', media: { url: 'https://api.twilio.com/Media/ME1', mimeType: 'image/jpeg' }, extra: { more_media: [{ url: 'https://api.twilio.com/Media/ME2' }] } } });
+    const [r] = norm(
+      twilioInbound('MM1', '+1', '+2', 'pic', [
+        { url: 'https://api.twilio.com/Media/ME1', type: 'image/jpeg' },
+        { url: 'https://api.twilio.com/Media/ME2', type: 'audio/amr' },
+      ]),
+    );
+    expect(r).toMatchObject({
+      message: {
+        type: 'image',
+        caption: 'pic',
+        media: { url: 'https://api.twilio.com/Media/ME1', mimeType: 'image/jpeg' },
+        extra: { more_media: [{ url: 'https://api.twilio.com/Media/ME2' }] },
+      },
+    });
   });
 
   it('reads status callbacks; undelivered is failed with its ErrorCode; queued is not reported', () => {
-    expect(norm(twilioStatus('SM9', '+1', 'delivered'))).toEqual([expect.objectContaining({ kind: 'status', externalMessageId: 'SM9', status: 'delivered', recipient: { externalId: '+1' } })]);
+    expect(norm(twilioStatus('SM9', '+1', 'delivered'))).toEqual([
+      expect.objectContaining({ kind: 'status', externalMessageId: 'SM9', status: 'delivered', recipient: { externalId: '+1' } }),
+    ]);
     expect(norm(twilioStatus('SM9', '+1', 'undelivered', '30003'))[0]).toMatchObject({ status: 'failed', error: { code: '30003' } });
     expect(norm(twilioStatus('SM9', '+1', 'queued'))).toEqual([]);
   });
@@ -59,7 +82,11 @@ describe('twilio normaliser, dedupe and acknowledgement', () => {
   });
 
   it('answers with empty TwiML', () => {
-    expect(sms.acknowledge!(inboundReq(''))).toEqual({ status: 200, contentType: 'text/xml', body: '<?xml version="1.0" encoding="UTF-8"?><Response/>' });
+    expect(sms.acknowledge!(inboundReq(''))).toEqual({
+      status: 200,
+      contentType: 'text/xml',
+      body: '<?xml version="1.0" encoding="UTF-8"?><Response/>',
+    });
   });
 });
 
@@ -70,19 +97,28 @@ describe('e-mail inbound (our own HMAC)', () => {
   it('documents its signature: HMAC-SHA256 over "<timestamp>.<body>" as sha256=<hex>', () => {
     // A fixed vector (computed with `printf '1700000000.{"a":1}' | openssl dgst -sha256 -hmac secret`),
     // so a relay written elsewhere can check itself against it.
-    expect(emailSignature('secret', '1700000000', '{"a":1}')).toBe('sha256=49f24e537407743fa4a0242bb63b94b9a47ee99cbbe071ccd8a22550ae411686');
+    expect(emailSignature('secret', '1700000000', '{"a":1}')).toBe(
+      'sha256=49f24e537407743fa4a0242bb63b94b9a47ee99cbbe071ccd8a22550ae411686',
+    );
   });
 
   it('accepts a signed request within 300 s and refuses others', () => {
     const now = Date.now();
     expect(emailInbound.verify(config, inboundReq(body, emailHeaders(config.inbound_secret, body), { now })).ok).toBe(true);
     expect(emailInbound.verify(config, inboundReq(body, emailHeaders('wrong-secret', body), { now })).ok).toBe(false);
-    expect(emailInbound.verify(config, inboundReq(body, emailHeaders(config.inbound_secret, body, Math.floor(now / 1000) - 301), { now })).ok).toBe(false);
-    expect(emailInbound.verify({ ...config, inbound_secret: undefined }, inboundReq(body, emailHeaders(config.inbound_secret, body), { now }))).toEqual({ ok: false, reason: 'connection has no inbound_secret' });
+    expect(
+      emailInbound.verify(config, inboundReq(body, emailHeaders(config.inbound_secret, body, Math.floor(now / 1000) - 301), { now })).ok,
+    ).toBe(false);
+    expect(
+      emailInbound.verify({ ...config, inbound_secret: undefined }, inboundReq(body, emailHeaders(config.inbound_secret, body), { now })),
+    ).toEqual({ ok: false, reason: 'connection has no inbound_secret' });
   });
 
   it('normalises the documented JSON with threading ids in the message', () => {
-    const mail = email('abc@mail.example', 'Eve@Example.org', 'Where is my parcel?', { in_reply_to: 'orig@gw', references: ['root@gw', 'orig@gw'] });
+    const mail = email('abc@mail.example', 'Eve@Example.org', 'Where is my parcel?', {
+      in_reply_to: 'orig@gw',
+      references: ['root@gw', 'orig@gw'],
+    });
     const [r] = emailInbound.normalise(inboundReq(mail));
     expect(r).toMatchObject({
       kind: 'message',
@@ -90,14 +126,24 @@ describe('e-mail inbound (our own HMAC)', () => {
       conversation: { externalId: 'eve@example.org', name: 'Eve Example' },
       sender: { externalId: 'eve@example.org' },
       recipient: { externalId: 'support@example.com' },
-      message: { text: 'Where is my parcel?', type: 'text', extra: { subject: 'Order question', in_reply_to: '<orig@gw>', references: ['<root@gw>', '<orig@gw>'] } },
+      message: {
+        text: 'Where is my parcel?',
+        type: 'text',
+        extra: { subject: 'Order question', in_reply_to: '<orig@gw>', references: ['<root@gw>', '<orig@gw>'] },
+      },
     });
   });
 
   it('carries inline attachments as media and falls back to the HTML text', () => {
-    const mail = email('a2@x', 'e@x.org', undefined as unknown as string, { text: undefined, html: '<p>Hello <b>there</b></p>', attachments: [{ filename: 'v.ogg', content_type: 'audio/ogg', content_base64: 'T2dnUw==' }] });
+    const mail = email('a2@x', 'e@x.org', undefined as unknown as string, {
+      text: undefined,
+      html: '<p>Hello <b>there</b></p>',
+      attachments: [{ filename: 'v.ogg', content_type: 'audio/ogg', content_base64: 'T2dnUw==' }],
+    });
     const [r] = emailInbound.normalise(inboundReq(mail));
-    expect(r).toMatchObject({ message: { text: 'Hello there', type: 'audio', media: { inlineBase64: 'T2dnUw==', filename: 'v.ogg', isAudio: true } } });
+    expect(r).toMatchObject({
+      message: { text: 'Hello there', type: 'audio', media: { inlineBase64: 'T2dnUw==', filename: 'v.ogg', isAudio: true } },
+    });
   });
 
   it('keys on the Message-ID and rejects bodies that are not the format', () => {

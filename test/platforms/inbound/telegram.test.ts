@@ -14,7 +14,10 @@ describe('telegram inbound verification', () => {
   it('requires X-Telegram-Bot-Api-Secret-Token to match the configured secret_token', () => {
     const config = { bot_token: '1:a', secret_token: 'sec_ret-1' };
     expect(tg.verify(config, inboundReq(tgText(1, 1, 'hi'), telegramHeaders('sec_ret-1'))).ok).toBe(true);
-    expect(tg.verify(config, inboundReq(tgText(1, 1, 'hi'), telegramHeaders('wrong')))).toEqual({ ok: false, reason: 'invalid secret token' });
+    expect(tg.verify(config, inboundReq(tgText(1, 1, 'hi'), telegramHeaders('wrong')))).toEqual({
+      ok: false,
+      reason: 'invalid secret token',
+    });
     expect(tg.verify(config, inboundReq(tgText(1, 1, 'hi'))).ok).toBe(false);
   });
 });
@@ -52,17 +55,31 @@ describe('telegram normaliser', () => {
 
   it('marks voice messages as audio for transcription', () => {
     const [r] = norm(tgVoice(1, 7, 'voice-1'));
-    expect(r).toMatchObject({ message: { type: 'voice', text: '', media: { platformFileId: 'voice-1', mimeType: 'audio/ogg', isAudio: true, durationSec: 3 } } });
+    expect(r).toMatchObject({
+      message: { type: 'voice', text: '', media: { platformFileId: 'voice-1', mimeType: 'audio/ogg', isAudio: true, durationSec: 3 } },
+    });
   });
 
   it('reads audio, documents, stickers, locations and contacts', () => {
     const base = { message_id: 8, from: tgUser, chat: { id: 1, type: 'private' }, date: 1700000000 };
     const kinds = [
-      [{ audio: { file_id: 'a', file_unique_id: 'a', duration: 60, mime_type: 'audio/mpeg' } }, { type: 'audio', media: { platformFileId: 'a', isAudio: true } }],
-      [{ document: { file_id: 'd', file_unique_id: 'd', file_name: 'x.pdf', mime_type: 'application/pdf' } }, { type: 'document', media: { platformFileId: 'd', filename: 'x.pdf' } }],
-      [{ sticker: { file_id: 's', file_unique_id: 's', width: 1, height: 1, is_animated: false, is_video: false, type: 'regular' } }, { type: 'sticker', media: { platformFileId: 's' } }],
+      [
+        { audio: { file_id: 'a', file_unique_id: 'a', duration: 60, mime_type: 'audio/mpeg' } },
+        { type: 'audio', media: { platformFileId: 'a', isAudio: true } },
+      ],
+      [
+        { document: { file_id: 'd', file_unique_id: 'd', file_name: 'x.pdf', mime_type: 'application/pdf' } },
+        { type: 'document', media: { platformFileId: 'd', filename: 'x.pdf' } },
+      ],
+      [
+        { sticker: { file_id: 's', file_unique_id: 's', width: 1, height: 1, is_animated: false, is_video: false, type: 'regular' } },
+        { type: 'sticker', media: { platformFileId: 's' } },
+      ],
       [{ location: { latitude: 52.5, longitude: 13.4 } }, { type: 'location', location: { latitude: 52.5, longitude: 13.4 } }],
-      [{ contact: { phone_number: '+4912345', first_name: 'Carl', user_id: 77 } }, { type: 'contact', contact: { phone_number: '+4912345', first_name: 'Carl', user_id: 77 } }],
+      [
+        { contact: { phone_number: '+4912345', first_name: 'Carl', user_id: 77 } },
+        { type: 'contact', contact: { phone_number: '+4912345', first_name: 'Carl', user_id: 77 } },
+      ],
     ] as const;
     for (const [extra, expected] of kinds) {
       const [r] = norm({ update_id: 1, message: { ...base, ...extra } });
@@ -79,7 +96,14 @@ describe('telegram normaliser', () => {
 
   it('turns reaction sets into added and removed reactions', () => {
     expect(norm(tgReaction(3, 42, [], ['👍']))).toEqual([
-      expect.objectContaining({ kind: 'reaction', targetExternalMessageId: `${tgUser.id}:42`, targetLocalId: '42', emoji: '👍', action: 'added', sender: expect.objectContaining({ externalId: String(tgUser.id) }) }),
+      expect.objectContaining({
+        kind: 'reaction',
+        targetExternalMessageId: `${tgUser.id}:42`,
+        targetLocalId: '42',
+        emoji: '👍',
+        action: 'added',
+        sender: expect.objectContaining({ externalId: String(tgUser.id) }),
+      }),
     ]);
     expect(norm(tgReaction(4, 42, ['👍'], []))).toEqual([expect.objectContaining({ emoji: '👍', action: 'removed' })]);
     expect(norm(tgReaction(5, 42, ['👍'], ['🔥'])).map((r) => r.kind === 'reaction' && [r.emoji, r.action])).toEqual([

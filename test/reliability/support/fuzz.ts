@@ -122,9 +122,15 @@ function fitSchema(s: JsonSchema, ids: string[], depth: number): fc.Arbitrary<un
   const type = Array.isArray(s.type) ? s.type[0] : s.type;
   switch (type) {
     case 'string': {
-      const shaped = s.pattern ? fc.stringMatching(new RegExp(s.pattern)) : s.format === 'uri' || s.format === 'url' ? fc.webUrl() : nastyString;
+      const shaped = s.pattern
+        ? fc.stringMatching(new RegExp(s.pattern))
+        : s.format === 'uri' || s.format === 'url'
+          ? fc.webUrl()
+          : nastyString;
       const idLike = ids.length ? fc.constantFrom(...ids) : fc.uuid();
-      return fc.oneof(shaped, idLike, fc.uuid(), nastyString).map((v) => (s.maxLength !== undefined && v.length > s.maxLength + 5 ? v.slice(0, s.maxLength + 1) : v));
+      return fc
+        .oneof(shaped, idLike, fc.uuid(), nastyString)
+        .map((v) => (s.maxLength !== undefined && v.length > s.maxLength + 5 ? v.slice(0, s.maxLength + 1) : v));
     }
     case 'integer':
       return fc.oneof(fc.integer({ min: s.minimum ?? -1000, max: s.maximum ?? 100_000 }), fc.constantFrom(-1, 0, 2 ** 31, 2 ** 53, 1.5));
