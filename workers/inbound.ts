@@ -2,7 +2,7 @@ import { UnrecoverableError } from 'bullmq';
 import { loadConnectionById, type Connection } from '../src/connections/connections.js';
 import { watchChanges } from '../src/change-feed.js';
 import type { PlatformUserRef } from '../src/identity/platform-users.js';
-import { lookupCache } from '../src/inbound/lookup-cache.js';
+import { lookupCache } from '../src/lookup-cache.js';
 import { recordMessage, recordReaction, recordStatus, recordWatermark, type RecordContext } from '../src/inbound/records.js';
 import { MalformedPayloadError } from '../src/errors.js';
 import { storableText } from '../src/storable-text.js';

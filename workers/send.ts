@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DelayedError } from 'bullmq';
 import { untilAvailable } from '../src/availability.js';
-import { dedicatedWebhookUrl, loadConnection, recordHealth } from '../src/connections/connections.js';
+import { dedicatedWebhookUrl, recordHealth } from '../src/connections/connections.js';
 import {
   hasEarlierPending,
   inboundToReplyTo,
@@ -43,7 +43,7 @@ export const sendProcessor: ProcessorDef<'send'> = {
       const msg = await loadMessage(deps, data.app_id, data.message_id);
       if (!msg) return { skipped: 'unknown message' };
       const [conn, waitsForEarlier] = await Promise.all([
-        loadConnection(deps, data.app_id, msg.platform_connection_id),
+        services.connections.get(data.app_id, msg.platform_connection_id),
         hasEarlierPending(deps, msg),
       ]);
       if (!conn) {

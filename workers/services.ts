@@ -1,4 +1,5 @@
 import type { QueueName } from '../src/config.js';
+import { createConnectionCache, type ConnectionCache } from '../src/connections/connection-cache.js';
 import type { Deps } from '../src/deps.js';
 import { createFileStore, type BlobStore } from '../src/files/storage.js';
 import { createGuessThrottle, type GuessThrottle } from '../src/identity/link-code-throttle.js';
@@ -20,6 +21,8 @@ export interface WorkerServices {
    * queue (no queue round trip); undefined otherwise, and every delivery goes through the queue.
    */
   localFirstAttempts: LocalFirstAttempts | undefined;
+  /** Platform connections as the send worker calls them. */
+  connections: ConnectionCache;
   /** Where file bytes go (undefined: PostgreSQL). */
   files: BlobStore | undefined;
   /** The guessing budget of link codes sent as messages. */
@@ -36,6 +39,7 @@ export function createWorkerServices(deps: Deps, queues: readonly QueueName[]): 
     subscriptions,
     webhooks,
     localFirstAttempts: queues.includes('webhook') ? webhooks.local(deps.config.WEBHOOK_CONCURRENCY) : undefined,
+    connections: createConnectionCache(deps),
     files: createFileStore(deps.config),
     linkCodes: createGuessThrottle(deps),
     async close() {

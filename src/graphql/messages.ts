@@ -45,7 +45,7 @@ export const messagesModule: GraphqlModule = {
         });
         if (!parsed.success)
           throw new AppError('VALIDATION_ERROR', parsed.error.issues[0]?.message ?? 'Invalid input', zodDetails(parsed.error));
-        const m = unwrap(await submitMessage(ctx.deps, ctx.web.sends, appId, parsed.data));
+        const m = unwrap(await submitMessage(ctx.deps, ctx.web, appId, parsed.data));
         if (m.status === 'failed') throw sendFailure(m);
         return {
           id: m.id,

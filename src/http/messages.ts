@@ -48,7 +48,7 @@ export function registerMessageRoutes(api: Api, { web }: RouteContext): void {
     },
     errors: ['PLATFORM_CONNECTION_NOT_FOUND', 'MESSAGE_TOO_LONG', 'INVALID_RECIPIENT', 'REPLY_WINDOW_CLOSED', 'IDEMPOTENCY_CONFLICT'],
     async handler({ deps, principal, body, req }) {
-      const m = unwrap(await submitMessage(deps, web.sends, principal.appId, body, req.get('idempotency-key')));
+      const m = unwrap(await submitMessage(deps, web, principal.appId, body, req.get('idempotency-key')));
       if (m.status === 'failed') throw sendFailure(m);
       if (m.status === 'sent')
         return {

@@ -1,4 +1,5 @@
 import { createChangeStamps, type ChangeStamps } from '../change-stamps.js';
+import { createConnectionCache, type ConnectionCache } from '../connections/connection-cache.js';
 import type { Deps } from '../deps.js';
 import { createFileStore, type BlobStore } from '../files/storage.js';
 import { createGuessThrottle, type GuessThrottle } from '../identity/link-code-throttle.js';
@@ -19,6 +20,8 @@ export interface WebServices {
   streams: StreamService;
   /** The change stamps and the caches under them (API keys, event schemas). */
   stamps: ChangeStamps;
+  /** Platform connections as sends validate against them. */
+  connections: ConnectionCache;
   /** Where uploaded file bytes go (undefined: PostgreSQL). */
   files: BlobStore | undefined;
   /** The guessing budget of link-code activations. */
@@ -34,6 +37,7 @@ export function createWebServices(deps: Deps): WebServices {
     sends: createCommitWaiter(deps.sql, wakes, messageSettled),
     streams: createStreamService(deps, wakes, stamps),
     stamps,
+    connections: createConnectionCache(deps),
     files: createFileStore(deps.config),
     linkCodes: createGuessThrottle(deps),
   };

@@ -14,7 +14,7 @@ import { getAdapter } from '../platforms/registry.js';
 import { PLATFORM_NAMES, type InboundRequest, type PlatformName } from '../platforms/types.js';
 import { batchedEnqueue } from './batched-enqueue.js';
 import { createFloodGuard } from './flood-guard.js';
-import { lookupCache } from './lookup-cache.js';
+import { lookupCache } from '../lookup-cache.js';
 import { createSourceLimits, tooMany } from './source-limit.js';
 
 /** Headers a normaliser or signature may need later; everything else is dropped before queueing. */

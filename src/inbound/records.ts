@@ -11,7 +11,7 @@ import { getAdapter } from '../platforms/registry.js';
 import type { NormalisedRecord } from '../platforms/types.js';
 import { systemEvent, type InboundMessage } from '../ledger/event-types.js';
 import { enqueue, type LedgerEvent } from '../queues.js';
-import type { LookupCache } from './lookup-cache.js';
+import type { LookupCache } from '../lookup-cache.js';
 
 type Rec<K extends NormalisedRecord['kind']> = Extract<NormalisedRecord, { kind: K }>;
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { loadConnection } from '../connections/connections.js';
+import type { ConnectionCache } from '../connections/connection-cache.js';
 import type { Sql } from '../db.js';
 import type { Deps } from '../deps.js';
 import { fail, ok, type ErrorCode, type Result } from '../errors.js';
@@ -61,12 +61,12 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  */
 export async function submitMessage(
   deps: Deps,
-  sends: CommitWaiter,
+  services: { sends: CommitWaiter; connections: ConnectionCache },
   appId: string,
   input: SendMessageInput,
   idempotencyKey?: string,
 ): Promise<Result<MessageRow>> {
-  const conn = UUID.test(input.platform_connection_id) ? await loadConnection(deps, appId, input.platform_connection_id) : undefined;
+  const conn = UUID.test(input.platform_connection_id) ? await services.connections.get(appId, input.platform_connection_id) : undefined;
   if (!conn)
     return fail('PLATFORM_CONNECTION_NOT_FOUND', `Platform connection ${input.platform_connection_id} not found`, [
       { path: ['platform_connection_id'], message: 'not found' },
@@ -125,7 +125,7 @@ export async function submitMessage(
         FROM counter
       ON CONFLICT (id) DO NOTHING`;
   }
-  const settled = sends.wait(appId, id, deps.config.SEND_WAIT_MS);
+  const settled = services.sends.wait(appId, id, deps.config.SEND_WAIT_MS);
   // Re-driving the job for a replayed key is harmless: the job id is the message id, and the
   // worker does nothing for a message already sent.
   await enqueue(deps.queues, 'send', { message_id: id, app_id: appId });

@@ -1,12 +1,13 @@
 /**
- * A small time-bounded memo for per-delivery lookups (connection by id, the shared Meta URLs,
- * routing candidates). Platforms deliver in bursts to the same few connections; reading and
- * decrypting each one from Postgres per request would cost more than everything else the
- * receiver does. Concurrent misses for one key share one load.
+ * A small time-bounded memo for hot lookups of rarely changing rows: the inbound receiver's
+ * per-delivery lookups (connection by id, the shared Meta URLs, routing candidates) and the
+ * send path's connection (src/connections/connection-cache.ts). Traffic comes in bursts to the
+ * same few connections; reading and decrypting each one from Postgres per request would cost
+ * more than everything else the request does. Concurrent misses for one key share one load.
  *
  * A connection's update or deletion clears the caches of every process at once (see
- * src/connections/changes.ts); `ttlMs` only bounds the staleness when that announcement is
- * lost (a subscriber that was reconnecting clears on reconnect, so even then rarely).
+ * src/change-feed.ts); `ttlMs` only bounds the staleness when that announcement is lost (a
+ * subscriber that was reconnecting clears on reconnect, so even then rarely).
  */
 export interface LookupCache<V> {
   get(key: string, load: () => Promise<V>): Promise<V>;
