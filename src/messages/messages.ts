@@ -67,10 +67,11 @@ export async function submitMessage(
   idempotencyKey?: string,
 ): Promise<Result<MessageRow>> {
   const conn = UUID.test(input.platform_connection_id) ? await services.connections.get(appId, input.platform_connection_id) : undefined;
-  if (!conn)
-    return fail('PLATFORM_CONNECTION_NOT_FOUND', `Platform connection ${input.platform_connection_id} not found`, [
+  const notFound = () =>
+    fail('PLATFORM_CONNECTION_NOT_FOUND', `Platform connection ${input.platform_connection_id} not found`, [
       { path: ['platform_connection_id'], message: 'not found' },
     ]);
+  if (!conn) return notFound();
   if (conn.status !== 'ACTIVE') return fail('CONNECTION_DISABLED', `Platform connection ${conn.id} is disabled`);
   const adapter = getAdapter(conn.platform);
   const badTo = adapter.checkRecipient(input.to_external_id);
@@ -113,7 +114,8 @@ export async function submitMessage(
     // and the message that takes it. The counter row stays locked until it commits, so
     // sequence order is commit order for each recipient; a gap (an id that already existed)
     // is harmless, only the order matters.
-    await deps.sql`
+    try {
+      await deps.sql`
       WITH counter AS (
         INSERT INTO recipient_counters (platform_connection_id, to_external_id, seq) VALUES (${conn.id}, ${input.to_external_id}, 1)
         ON CONFLICT (platform_connection_id, to_external_id) DO UPDATE SET seq = recipient_counters.seq + 1
@@ -124,6 +126,12 @@ export async function submitMessage(
              ${input.file_ids ?? []}
         FROM counter
       ON CONFLICT (id) DO NOTHING`;
+    } catch (err) {
+      // A foreign key violation: the connection was deleted and this process's cache missed the
+      // announcement (see src/connections/connection-cache.ts). Unknown, as without the cache.
+      if ((err as { code?: string }).code === '23503') return notFound();
+      throw err;
+    }
   }
   const settled = services.sends.wait(appId, id, deps.config.SEND_WAIT_MS);
   // Re-driving the job for a replayed key is harmless: the job id is the message id, and the

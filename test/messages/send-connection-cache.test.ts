@@ -122,6 +122,20 @@ describe('a changed connection is seen by the very next send, in every process',
   });
 });
 
+describe('when an announcement is lost', () => {
+  it('a connection deleted behind a web process that has it cached is still answered 404, never 500', async () => {
+    const conn = await connect(s, a, 'TELEGRAM', { bot_token: '860001:t', api_base_url: tg.url });
+    expect((await send(a, conn.id, '1')).status).toBe(201);
+    // Deleted without announcing it: the web's entry is stale until CONNECTION_CACHE_MS.
+    await s.deps.sql`DELETE FROM platform_connections WHERE id = ${conn.id}`;
+    expect((await s.web.services.connections.get(a.appId, conn.id))?.id).toBe(conn.id);
+    const refused = await send(a, conn.id, '2');
+    expect(refused.status).toBe(404);
+    expect(refused.json.error.code).toBe('PLATFORM_CONNECTION_NOT_FOUND');
+    expect(tg.server.requests).toHaveLength(1);
+  });
+});
+
 describe('a cached connection belongs to its application', () => {
   it('another application naming a connection the web has cached gets 404, and the cache gives it nothing', async () => {
     const conn = await connect(s, a, 'TELEGRAM', { bot_token: '850001:t', api_base_url: tg.url });
