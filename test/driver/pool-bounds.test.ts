@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createSql, transaction, type Sql } from '../../src/db.js';
+import { createSql, poolUseOf, transaction, type Sql } from '../../src/db.js';
 import { projectRoot } from '../../src/project-root.js';
 import { startPostgresServer } from '../helpers/postgres-server.js';
 import { createTestEnv, startTestStack, type TestEnv, type TestStack } from '../helpers/stack.js';
@@ -165,17 +165,41 @@ describe('the ledger without its deadline', () => {
   it('commits every acknowledged event while its sessions are cut again and again (LEDGER_WRITE_DEADLINE_MS=0)', {
     timeout: 180_000,
   }, async () => {
-    const proxy = await startPgProxy();
-    const s = await startTestStack({
-      workers: ['ledger'],
-      env: { LEDGER_WRITE_DEADLINE_MS: '0', EVENT_WAIT_MS: '200', DATABASE_URL: proxy.url(t.env.DATABASE_URL) },
-    });
     const log: string[] = [];
+    let s: TestStack | undefined;
+    /**
+     * `promise`, or a failure naming `what` after `ms`, with the pool's state and the last looks:
+     * a step that never settles is the strand this test is about, and must show as such, not as
+     * the test's timeout. The bounds add up to less than the test's.
+     */
+    const step = <T>(what: string, promise: Promise<T>, ms: number): Promise<T> => {
+      let timer: NodeJS.Timeout | undefined;
+      const hung = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => {
+          const pool = s ? JSON.stringify(poolUseOf(s.deps.sql)) : 'no stack yet';
+          reject(new Error(`${what}: no answer in ${ms} ms (pool ${pool})\n${log.slice(-8).join('\n')}`));
+        }, ms);
+      });
+      return Promise.race([promise, hung]).finally(() => clearTimeout(timer));
+    };
+    const proxy = await step('starting the proxy', startPgProxy(), 5_000);
+    let cutting = false;
+    let cutter: Promise<void> = Promise.resolve();
+    let failed = true;
     try {
-      const app = await s.createApp();
+      s = await step(
+        'starting the stack',
+        startTestStack({
+          workers: ['ledger'],
+          env: { LEDGER_WRITE_DEADLINE_MS: '0', EVENT_WAIT_MS: '200', DATABASE_URL: proxy.url(t.env.DATABASE_URL) },
+        }),
+        30_000,
+      );
+      const stack = s;
+      const app = await step('creating the application', stack.createApp(), 10_000);
       const acked: string[] = [];
-      let cutting = true;
-      const cutter = (async () => {
+      cutting = true;
+      cutter = (async () => {
         while (cutting) {
           proxy.cutAll();
           await new Promise((r) => setTimeout(r, 150));
@@ -183,32 +207,50 @@ describe('the ledger without its deadline', () => {
       })();
       const stopAt = Date.now() + 3_000;
       for (let i = 0; Date.now() < stopAt; i++) {
-        const r = await s
-          .request('POST', '/v1/events', { auth: app, body: { event_type: 'cut.tick', payload: { i } } })
-          .catch(() => undefined);
+        // Refused or failed is fine while sessions are cut; only an answer that never comes is not.
+        const r = await step(
+          `POST /v1/events #${i}`,
+          stack.request('POST', '/v1/events', { auth: app, body: { event_type: 'cut.tick', payload: { i } } }).catch(() => undefined),
+          15_000,
+        );
         if (r && (r.status === 201 || r.status === 202)) acked.push(r.json.id);
       }
       cutting = false;
       await cutter;
       expect(acked.length).toBeGreaterThan(0);
-      // Each look is bounded on its own: a query that never settles is the strand this test is
-      // about, and must show as a failure with what was seen, not as the test's timeout.
       const seen = await until(async () => {
-        const look = await Promise.race([
-          s.deps.sql<{ id: string }[]>`SELECT id FROM events WHERE id = ANY(${acked}::uuid[])`.then(
+        const look = await step(
+          'looking for the acknowledged events',
+          stack.deps.sql<{ id: string }[]>`SELECT id FROM events WHERE id = ANY(${acked}::uuid[])`.then(
             (rows) => rows.length,
             (e: { code?: string }) => `error ${e.code}`,
           ),
-          new Promise<string>((r) => setTimeout(() => r('no answer in 5 s'), 5_000)),
-        ]);
-        const counts = await s.deps.queues.ledger.getJobCounts('waiting', 'active', 'delayed', 'failed');
-        log.push(`${new Date().toISOString()} committed ${look}/${acked.length} ledger ${JSON.stringify(counts)}`);
+          5_000,
+        ).catch((e: Error) => e.message.split('\n')[0]);
+        const counts = await step(
+          'counting ledger jobs',
+          stack.deps.queues.ledger.getJobCounts('waiting', 'active', 'delayed', 'failed'),
+          5_000,
+        );
+        log.push(
+          `${new Date().toISOString()} committed ${look}/${acked.length} ledger ${JSON.stringify(counts)} pool ${JSON.stringify(poolUseOf(stack.deps.sql))}`,
+        );
         return look === acked.length ? look : undefined;
       }, 60_000).catch(() => undefined);
       expect(seen, log.slice(-8).join('\n')).toBe(acked.length);
+      failed = false;
     } finally {
-      await s.close();
-      await proxy.close();
+      cutting = false;
+      await cutter;
+      // Closing waits for the ledger's active jobs, so after a strand it hangs too: bounded, and
+      // reported only when nothing failed before it (the earlier failure says more).
+      const stack = s;
+      const closing = (async () => {
+        if (stack) await step('closing the stack', stack.close(), 25_000);
+        await step('closing the proxy', proxy.close(), 5_000);
+      })();
+      if (failed) await closing.catch(() => {});
+      else await closing;
     }
   });
 });

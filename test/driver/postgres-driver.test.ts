@@ -95,6 +95,27 @@ describe('postgres.js under connection faults', () => {
     expect(await sql`SELECT 6 AS x`).toEqual([{ x: 6 }]);
   });
 
+  it('settles the statements queued on a reserved connection when that connection is cut', async () => {
+    await throughProxy(1);
+    const tx = await sql.reserve();
+    // A statement with parameters not yet prepared on this session is described first, and
+    // until its answer arrives the reservation queues the statements sent after it (as
+    // writeEvents sends its ledger_heads INSERT and then its UPDATE). The session is cut while
+    // the first is in flight: every statement of the reservation must settle, not only it.
+    const cut = proxy.cutOnQuery('strand_probe');
+    // settlement() starts each one (a postgres.js query is sent once something awaits it).
+    const outcomes = Promise.all(
+      [tx`SELECT ${1}::int AS strand_probe`, tx`SELECT 2 AS x`, tx`SELECT 3 AS x`].map((q) => settlement(q, 5_000)),
+    );
+    await cut;
+    const lost = expect.stringMatching(/^rejected (CONNECTION_CLOSED|ECONNRESET)$/);
+    // Before the fix the two queued statements stayed 'pending' for ever, and so did a
+    // transaction() awaiting them (the ledger's group commit, which then stalled every job).
+    expect(await outcomes).toEqual([lost, lost, lost]);
+    tx.release();
+    expect(await sql`SELECT 8 AS x`).toEqual([{ x: 8 }]);
+  });
+
   it('starts the next result at row 0 after an error arrived mid-result (porsager/postgres#1181)', async () => {
     await throughProxy(1);
     // Rows 1 and 2 reach the client before the division by zero on row 3.
