@@ -1,4 +1,5 @@
 import type { Config } from './config.js';
+import type { ChangeWatchers } from './change-feed.js';
 import { createSecretBox, type SecretBox } from './crypto/secrets.js';
 import { createSql, type Sql } from './db.js';
 import { createLogger, type Logger } from './logger.js';
@@ -27,6 +28,8 @@ export interface Deps {
   secrets: SecretBox;
   /** Extra resources modules open lazily (subscribers, pools); closed first by closeDeps. */
   closers: (() => Promise<unknown>)[];
+  /** This process's change-feed watchers (src/change-feed.ts), told of its own changes directly. */
+  changeWatchers: ChangeWatchers;
 }
 
 export function createDeps(
@@ -55,6 +58,7 @@ export function createDeps(
     metrics: options.metrics ?? createMetrics(),
     secrets: createSecretBox(config.SECRETS_KEY),
     closers: [],
+    changeWatchers: new Map(),
   };
 }
 
