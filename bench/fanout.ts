@@ -17,6 +17,7 @@ import { publishWakes } from '../src/ledger/wake.js';
 import { writeEvents } from '../src/ledger/write.js';
 import { projectRoot } from '../src/project-root.js';
 import { createRedis } from '../src/redis.js';
+import { SHARED_REDIS_URL } from '../test/helpers/servers.js';
 import {
   benchEnv,
   benchNodeArgs,
@@ -207,8 +208,8 @@ async function runOnce(clients: number, durationS: number, log: (m: string) => v
 
 /** The floor: publish → subscriber latency of bare Redis pub/sub at the same rate. */
 async function redisFloor(durationS: number): Promise<{ p50: number | null; p99: number | null; max: number | null }> {
-  const pub = createRedis('redis://127.0.0.1:6379/0', 'blocking');
-  const sub = createRedis('redis://127.0.0.1:6379/0', 'blocking');
+  const pub = createRedis(SHARED_REDIS_URL, 'blocking');
+  const sub = createRedis(SHARED_REDIS_URL, 'blocking');
   const channel = `bench-floor-${randomUUID()}`;
   const lat: number[] = [];
   sub.on('message', (_c: string, msg: string) => lat.push(performance.now() - Number(msg)));

@@ -21,6 +21,7 @@ import { migrate } from '../src/migrate.js';
 import { projectRoot } from '../src/project-root.js';
 import { createRedis } from '../src/redis.js';
 import { freePort, spawnService, type ChildService } from '../test/helpers/stack.js';
+import { pgDatabaseUrl, SHARED_REDIS_URL } from '../test/helpers/servers.js';
 
 export { freePort, spawnService, type ChildService };
 
@@ -220,7 +221,7 @@ export async function until(fn: () => Promise<boolean>, timeoutMs: number, every
 
 // ---------------------------------------------------------------- the stack
 
-const PG_ADMIN = 'postgres://postgres@127.0.0.1:5432/postgres';
+const PG_ADMIN = pgDatabaseUrl('postgres');
 
 export interface BenchDatabase {
   url: string;
@@ -230,7 +231,7 @@ export interface BenchDatabase {
 /** A fresh, migrated database for one bench run. */
 export async function createBenchDatabase(): Promise<BenchDatabase> {
   const name = `gw_bench_${randomBytes(5).toString('hex')}`;
-  const url = `postgres://postgres@127.0.0.1:5432/${name}`;
+  const url = pgDatabaseUrl(name);
   await migrate(url);
   return {
     url,
@@ -253,7 +254,7 @@ export function benchEnv(databaseUrl: string, overrides: Record<string, string> 
   return {
     NODE_ENV: 'production',
     DATABASE_URL: databaseUrl,
-    REDIS_URL: 'redis://127.0.0.1:6379/0',
+    REDIS_URL: SHARED_REDIS_URL,
     REDIS_PREFIX: `bench${randomBytes(4).toString('hex')}`,
     LOG_LEVEL: 'info',
     ADMIN_TOKEN: 'bench-admin-token-0123456789',
@@ -558,4 +559,51 @@ export function renderReadme(): void {
   const j = text.indexOf(END);
   const next = i >= 0 && j > i ? text.slice(0, i) + generated + text.slice(j + END.length) : `${text.trimEnd()}\n\n${generated}\n`;
   writeFileSync(file, next);
+}
+
+/** CPU seconds per part of the system over one measured window (see `measureCpu`). */
+export interface CpuWindow {
+  web: number;
+  worker: number;
+  postgres: number;
+  redis: number;
+  machine: number;
+}
+
+/**
+ * Reads the CPU of the stack's web and worker processes, the PostgreSQL backends of its
+ * database, the Redis server and the whole machine at `startMs` and `endMs` from now: the
+ * measured window of a load started now. Redis is shared with anything else on the machine;
+ * on a quiet machine the bench is its only client.
+ */
+export function measureCpu(stack: BenchStack, startMs: number, endMs: number): Promise<CpuWindow> {
+  // The Redis server's process, found by name in /proc.
+  const redisPid = Number(
+    readdirSync('/proc').find((d) => {
+      if (!/^\d+$/.test(d)) return false;
+      try {
+        return readFileSync(`/proc/${d}/comm`, 'utf8').trim() === 'redis-server';
+      } catch {
+        return false;
+      }
+    }) ?? 0,
+  );
+  const read = async () => {
+    const backends = await stack.sql<{ pid: number }[]>`SELECT pid FROM pg_stat_activity WHERE datname = current_database()`;
+    return {
+      web: stack.web.reduce((n, w) => n + cpuSeconds(w.proc.pid!), 0),
+      worker: stack.workers.reduce((n, w) => n + cpuSeconds(w.proc.pid!), 0),
+      postgres: backends.reduce((n, b) => n + cpuSeconds(b.pid), 0),
+      redis: redisPid ? cpuSeconds(redisPid) : 0,
+      machine: machineBusySeconds(),
+    };
+  };
+  const at = (ms: number) => new Promise<CpuWindow>((resolve, reject) => setTimeout(() => read().then(resolve, reject), ms));
+  return Promise.all([at(startMs), at(endMs)]).then(([a, b]) => ({
+    web: b.web - a.web,
+    worker: b.worker - a.worker,
+    postgres: b.postgres - a.postgres,
+    redis: b.redis - a.redis,
+    machine: b.machine - a.machine,
+  }));
 }

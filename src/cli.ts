@@ -8,11 +8,15 @@
  *   dead requeue --queue Q JOB_ID           → {"queue","id","result":"requeued"}
  *   dead requeue --queue Q --all [--limit N] → {"queue","requeued":N}
  *   dead discard --queue Q JOB_ID           → {"queue","id","result":"discarded"}
+ *   portal open --app APP_ID [--areas all|webhooks] → {"url","expires_at"} (a one-time sign-in URL)
+ *   portal revoke --app APP_ID              → {"app_id","revoked":N} (ends its portal sessions)
  */
 import { parseArgs } from 'node:util';
 import { createApplication, listApplications, applicationExists } from './apps/applications.js';
 import { createApiKey, isUuid, revokeApiKey } from './auth/api-keys.js';
 import { parseScopeList } from './auth/scopes.js';
+import { portalAreaSchema } from './portal/areas.js';
+import { createSignIn, revokeAllSessions, signInUrl } from './portal/sessions.js';
 import { loadConfig } from './config.js';
 import { createSql } from './db.js';
 import { discardDeadLetter, listDeadLetters, requeueAllDeadLetters, requeueDeadLetter } from './dead-letters.js';
@@ -27,7 +31,9 @@ const USAGE = `usage:
   cli dead list [--queue ${QUEUE_NAMES.join('|')}] [--limit N]
   cli dead requeue --queue Q JOB_ID
   cli dead requeue --queue Q --all [--limit N]
-  cli dead discard --queue Q JOB_ID`;
+  cli dead discard --queue Q JOB_ID
+  cli portal open --app APP_ID [--areas all|webhooks]
+  cli portal revoke --app APP_ID`;
 
 function die(message: string): never {
   process.stderr.write(`${message}\n`);
@@ -43,6 +49,7 @@ const { values, positionals } = parseArgs({
     queue: { type: 'string' },
     limit: { type: 'string' },
     all: { type: 'boolean' },
+    areas: { type: 'string' },
   },
   allowPositionals: true,
   strict: true,
@@ -98,6 +105,19 @@ try {
       die(`key create needs --app with an existing application id`);
     const key = await createApiKey(sql, values.app, scopes);
     print({ key_id: key.keyId, api_key: key.apiKey, scopes });
+  } else if (noun === 'portal' && (verb === 'open' || verb === 'revoke')) {
+    if (!values.app || !isUuid(values.app) || !(await applicationExists(sql, values.app)))
+      die(`portal ${verb} needs --app with an existing application id`);
+    if (verb === 'revoke') {
+      print({ app_id: values.app, revoked: await revokeAllSessions(sql, values.app) });
+    } else {
+      const areas = (values.areas ?? 'all').split(',').map((a) => portalAreaSchema.safeParse(a.trim()));
+      const valid = areas.flatMap((a) => (a.success ? [a.data] : []));
+      if (valid.length !== areas.length) die('--areas must be all, webhooks, or both comma-separated');
+      // The operator's link is tied to no key: it ends by expiry or `portal revoke`.
+      const link = await createSignIn(sql, { appId: values.app, areas: valid, expiresInSeconds: 600 });
+      print({ url: signInUrl(config.PUBLIC_BASE_URL, link.token), expires_at: link.expiresAt.toISOString() });
+    }
   } else if (noun === 'dead') {
     await deadLetters(verb, arg);
   } else if (noun === 'key' && verb === 'revoke') {

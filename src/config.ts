@@ -37,6 +37,8 @@ const schema = z
     PORT: z.coerce.number().int().min(0).max(65535).default(3000),
     /** Base URL the service is reached at from outside; used in webhook URLs and Twilio signatures. */
     PUBLIC_BASE_URL: z.url().optional(),
+    /** Where the built developer portal is (its index.html and assets/); default portal/dist in the project. */
+    PORTAL_DIST_DIR: z.string().min(1).optional(),
     DATABASE_URL: z
       .string()
       .regex(/^postgres(ql)?:\/\//, 'expected a postgres:// URL')
@@ -231,6 +233,36 @@ const schema = z
         }
         return out;
       }),
+    /**
+     * Send budgets that replace a platform's documented defaults (src/platforms/<name>/adapter.ts),
+     * for accounts the platform granted more (WhatsApp throughput tiers, Slack apps with raised
+     * tiers): JSON such as `{"WHATSAPP":{"connection":{"rate":250,"perMs":1000,"burst":0}}}`.
+     * Each given budget (connection, recipient) replaces that one budget whole.
+     */
+    PLATFORM_RATE_BUDGETS: z
+      .string()
+      .default('{}')
+      .transform((s, ctx) => {
+        const budget = z
+          .object({ rate: z.number().positive(), perMs: z.number().int().positive(), burst: z.number().int().min(0) })
+          .strict();
+        const parsed = z
+          .record(z.string().regex(/^[A-Z]+$/), z.object({ connection: budget.optional(), recipient: budget.optional() }).strict())
+          .safeParse(
+            (() => {
+              try {
+                return JSON.parse(s);
+              } catch {
+                return undefined;
+              }
+            })(),
+          );
+        if (!parsed.success) {
+          ctx.addIssue({ code: 'custom', message: 'expected JSON {"PLATFORM":{"connection"|"recipient":{"rate":n,"perMs":n,"burst":n}}}' });
+          return z.NEVER;
+        }
+        return parsed.data;
+      }),
     /** Where file bytes live: Postgres (default) or an S3-compatible bucket. */
     FILE_STORAGE: z.enum(['postgres', 's3']).default('postgres'),
     S3_BUCKET: z.string().min(3).optional(),
@@ -256,6 +288,8 @@ const schema = z
     FILE_RETENTION_DAYS: int(0, 0),
     /** Days a sent or failed outbound message record (GET /v1/messages/:id) is kept after it settled; 0 = forever. */
     MESSAGE_RETENTION_DAYS: int(0, 0),
+    /** Days a developer-portal sign-in link or session is kept after it ended (expired or revoked). */
+    PORTAL_SESSION_RETENTION_DAYS: int(7, 0),
     /** Days of events (and their edges) kept, dropped a whole month at a time once every event of it is older; 0 = forever. */
     EVENT_RETENTION_DAYS: int(0, 0),
     /** Serve /metrics of a worker-only process on this port (0 = off). */
@@ -284,6 +318,8 @@ const schema = z
     ADMIN_TOKEN: env.ADMIN_TOKEN ?? DEV_ADMIN_TOKEN,
     SECRETS_KEY: env.SECRETS_KEY ?? DEV_SECRETS_KEY,
     PUBLIC_BASE_URL: (env.PUBLIC_BASE_URL ?? `http://localhost:${env.PORT}`).replace(/\/$/, ''),
+    /** Whether PUBLIC_BASE_URL was set, not defaulted: the OpenAPI document names only a real address as its server. */
+    publicBaseUrlConfigured: env.PUBLIC_BASE_URL !== undefined,
     OUTBOUND_ADDRESS_POLICY:
       env.OUTBOUND_ADDRESS_POLICY ?? env.WEBHOOK_TARGET_POLICY ?? (env.NODE_ENV === 'production' ? 'public-https' : 'any'),
     usingDevSecrets: !env.ADMIN_TOKEN || !env.SECRETS_KEY,

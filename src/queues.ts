@@ -78,6 +78,31 @@ function tagUntaggedWebhookJob(d: unknown): unknown {
 export type RetryConfig = Pick<Config, 'WEBHOOK_RETRY_DELAYS_MS'>;
 
 /** A catalog entry; `options` is a function of the job when its retry policy depends on it. */
+/** The send queue's jobs: a web process's batch, or one message. */
+const sendJobSchema = z.union([
+  // The sends one web process accepted in one event-loop turn: the fast path, which hands
+  // every message that must wait (or retry) to its own per-message job.
+  z.object({
+    kind: z.literal('batch'),
+    batch_id: uuid,
+    messages: z.array(z.object({ app_id: uuid, id: uuid })).min(1),
+    /** The web process waiting for the outcomes (its report channel). */
+    reply_to: z.string().max(100).optional(),
+  }),
+  // One message (jobs from before batches carry no `kind`).
+  z.object({
+    kind: z.literal('message').optional(),
+    message_id: uuid,
+    app_id: uuid,
+    /** Set when a rate-budget slot was reserved for this attempt (the message's attempts count then). */
+    reserved_attempt: z.number().int().min(0).optional(),
+    reply_to: z.string().max(100).optional(),
+  }),
+]);
+type SendJob = z.infer<typeof sendJobSchema>;
+/** The id of a message's own send job: one per message, so a repeat is dropped. */
+export const messageJobId = (messageId: string) => `send-${messageId}`;
+
 interface CatalogEntry {
   schema: z.ZodType;
   /** The deterministic job id: a repeat of the same job is dropped. */
@@ -96,6 +121,7 @@ export const MAINTENANCE_TASKS = [
   'prune-link-codes',
   'prune-files',
   'prune-messages',
+  'prune-portal-sessions',
   'event-partitions',
 ] as const;
 export type MaintenanceTask = (typeof MAINTENANCE_TASKS)[number];
@@ -156,13 +182,11 @@ export const JOBS = {
     },
   },
   send: {
-    schema: z.object({
-      message_id: uuid,
-      app_id: uuid,
-      /** Set when a rate-budget slot was reserved for this attempt (the message's attempts count then). */
-      reserved_attempt: z.number().int().min(0).optional(),
-    }),
-    jobId: (d: { message_id: string }) => `send-${d.message_id}`,
+    schema: sendJobSchema,
+    jobId: (d: SendJob) => (d.kind === 'batch' ? `sendb-${d.batch_id}` : messageJobId(d.message_id)),
+    name: (d: SendJob) => d.kind ?? 'message',
+    // A batch job is retried for faults before its claim (database, Redis): its messages are
+    // then taken up again, or handed to their own jobs.
     options: { attempts: 8, backoff: { type: 'exponential', delay: 1000 } },
   },
   inbound: {

@@ -1,5 +1,5 @@
 import { UnrecoverableError } from 'bullmq';
-import { loadConnectionById, type Connection } from '../src/connections/connections.js';
+import { loadConnectionById, recordInbound, type Connection } from '../src/connections/connections.js';
 import { watchChanges } from '../src/change-feed.js';
 import type { PlatformUserRef } from '../src/identity/platform-users.js';
 import { lookupCache } from '../src/lookup-cache.js';
@@ -60,6 +60,7 @@ export const inboundProcessor: ProcessorDef<'inbound'> = {
         else if (r.kind === 'watermark') await recordWatermark(ctx, r);
         else await recordReaction(ctx, r);
       }
+      await recordInbound(deps, conn.id, d.received_at);
       return { records: records.length };
     };
   },

@@ -1,23 +1,35 @@
+import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { DelayedError } from 'bullmq';
+import { DelayedError, type Job } from 'bullmq';
 import { untilAvailable } from '../src/availability.js';
-import { dedicatedWebhookUrl, recordHealth } from '../src/connections/connections.js';
+import type { ConnectionCache } from '../src/connections/connection-cache.js';
+import { dedicatedWebhookUrl, recordHealth, type Connection } from '../src/connections/connections.js';
+import type { Deps } from '../src/deps.js';
+import type { BlobStore } from '../src/files/storage.js';
+import { addSendReports, type SendOutcome } from '../src/ledger/commit-reports.js';
 import {
+  claimSends,
   hasEarlierPending,
   inboundToReplyTo,
   loadFiles,
   loadMessage,
   markFailed,
   markRetrying,
-  markSending,
-  markSent,
   promoteSuccessor,
   recordFailed,
-  recordSent,
+  redriveSent,
+  releaseClaims,
+  sendLeaseMs,
   storedError,
+  type StoredError,
 } from '../src/messages/delivery.js';
-import { holdConnection, paceSend, reserveSendSlot } from '../src/platforms/rate-budget.js';
+import type { MessageRow } from '../src/messages/messages.js';
+import { createPartyResolver, type PartyResolver } from '../src/messages/parties.js';
+import { createSentSettler, type SettleSent } from '../src/messages/settle.js';
+import { admitSends, holdConnection, paceSend, reserveSendSlot } from '../src/platforms/rate-budget.js';
 import { getAdapter } from '../src/platforms/registry.js';
+import type { OutboundMessage, PlatformError, SendOutcome as PlatformOutcome } from '../src/platforms/types.js';
+import { catalogJob, enqueueBulk, JOBS, type JobData } from '../src/queues.js';
 import type { ProcessorDef } from './host.js';
 
 /**
@@ -29,147 +41,420 @@ const ORDER_FALLBACK_MS = 30_000;
 const PACE_SLEEP_MAX_MS = 250;
 /** BullMQ wakes delayed jobs on Redis's ~100 ms timer tick: wake this much before the slot. */
 const WAKE_EARLY_MS = 120;
+/** Platform calls a message may take, retries included (its per-message job's attempts). */
+const SEND_ATTEMPTS = JOBS.send.options.attempts;
+/** The first retry of a send that failed in a batch: the per-message job's backoff takes over from there. */
+const FIRST_RETRY_MS = JOBS.send.options.backoff.delay;
+
+type MessageJob = Extract<JobData<'send'>, { message_id: string }>;
+type BatchJob = Extract<JobData<'send'>, { kind: 'batch' }>;
+
+/** What the send jobs of one worker process share. */
+interface SendContext {
+  deps: Deps;
+  connections: ConnectionCache;
+  parties: PartyResolver;
+  settleSent: SettleSent;
+  /** Where file bytes live (undefined: PostgreSQL). */
+  files: BlobStore | undefined;
+}
 
 /**
- * The send queue: one platform call per job, in order per recipient, within the platform's
- * budgets. Waiting (for a predecessor, a budget slot, a platform's retry-after) moves the job
- * to delayed without using up an attempt or holding a worker slot.
+ * The send queue. A batch job carries the sends one web process accepted in one turn of its
+ * event loop — the fast path: one query loads them, one round of budget scripts admits them,
+ * one statement claims them, the platform calls run concurrently (in order per recipient), and
+ * the accepted ones are recorded by the group commit. Anything that must wait (an earlier
+ * message still unsettled, a budget, a retry, files, e-mail threading) goes to the message's
+ * own job, which waits in `delayed` without holding a worker slot. Either way a message is
+ * sent only under a claim with a lease, so two jobs never both call the platform for it.
  */
 export const sendProcessor: ProcessorDef<'send'> = {
   queue: 'send',
   create(deps, services) {
-    return async (job, token) => {
-      const data = job.data;
-      const msg = await loadMessage(deps, data.app_id, data.message_id);
-      if (!msg) return { skipped: 'unknown message' };
-      const [conn, waitsForEarlier] = await Promise.all([
-        services.connections.get(data.app_id, msg.platform_connection_id),
-        hasEarlierPending(deps, msg),
-      ]);
-      if (!conn) {
-        // Deleting a connection deletes its messages; this only covers the moment in between.
-        await markFailed(deps, msg, storedError({ code: 'PLATFORM_CONNECTION_NOT_FOUND', message: 'The platform connection was deleted' }));
-        return { status: 'failed' };
-      }
-      // Already settled (a repeat, or a crash after the update): make sure its event exists and wake the next one.
-      if (msg.status === 'sent') {
-        await recordSent(deps, msg, conn, msg.external_message_id!);
-        await promoteSuccessor(deps, msg);
-        return { status: 'sent' };
-      }
-      if (msg.status === 'failed') {
-        await promoteSuccessor(deps, msg);
-        return { status: 'failed' };
-      }
-      const delay = async (ms: number) => {
-        await job.moveToDelayed(Date.now() + ms, token);
-        throw new DelayedError();
-      };
-      const finalFailure = async (error: ReturnType<typeof storedError>) => {
-        await markFailed(deps, msg, error);
-        await recordFailed(deps, msg, conn, error);
-        await promoteSuccessor(deps, msg);
-        return { status: 'failed', error: error.code };
-      };
-
-      // `sending` on arrival: an earlier attempt called the platform and died (or could not
-      // record the answer) before settling. The platform may have the message; sending again
-      // could deliver it twice, so the message fails as uncertain and the client decides.
-      if (msg.status === 'sending') {
-        return finalFailure(
-          storedError({
-            code: 'DELIVERY_UNCERTAIN',
-            message:
-              'Sending was interrupted while the platform call was in flight; the platform may or may not have delivered it, so it was not sent again',
-          }),
-        );
-      }
-      if (conn.status !== 'ACTIVE')
-        return finalFailure(
-          storedError({ code: 'CONNECTION_DISABLED', message: `Platform connection ${conn.id} was disabled before the message went out` }),
-        );
-
-      if (waitsForEarlier) {
-        await job.moveToDelayed(Date.now() + ORDER_FALLBACK_MS, token);
-        // The predecessor may have settled between the check and the move, and found this job
-        // still active when it tried to wake it: look once more now that the job is delayed.
-        if (!(await hasEarlierPending(deps, msg))) await job.promote().catch(() => undefined);
-        throw new DelayedError();
-      }
-
-      // Reserve a slot once per attempt; a job whose slot is further off than a short pause
-      // waits for it in delayed, woken a little early so the pacing below can place it exactly.
-      if (data.reserved_attempt !== msg.attempts) {
-        const wait = await reserveSendSlot(deps.redis, deps.config.REDIS_PREFIX, conn.platform, conn.id, msg.to_external_id);
-        if (wait > PACE_SLEEP_MAX_MS) {
-          await job.updateData({ ...data, reserved_attempt: msg.attempts });
-          return delay(wait - WAKE_EARLY_MS);
-        }
-      }
-      const [files, inReplyTo] = await Promise.all([
-        loadFiles(deps, services.files, msg),
-        conn.platform === 'EMAIL' ? inboundToReplyTo(deps, msg) : undefined,
-      ]);
-      const outbound = {
-        to: msg.to_external_id,
-        text: msg.text,
-        parseMode: msg.options.parse_mode,
-        subject: msg.options.subject,
-        files,
-        inReplyTo,
-      };
-      // Paced last, so as little as possible lies between the budget's clock and the platform's.
-      for (;;) {
-        const wait = await paceSend(deps.redis, deps.config.REDIS_PREFIX, conn.platform, conn.id, msg.to_external_id);
-        if (wait === 0) break;
-        if (wait > PACE_SLEEP_MAX_MS) {
-          // Behind a platform's hold: the slot reserved for this attempt still stands, so keep it.
-          if (data.reserved_attempt !== msg.attempts) await job.updateData({ ...data, reserved_attempt: msg.attempts });
-          return delay(wait);
-        }
-        await sleep(wait);
-      }
-      if (!(await markSending(deps, msg))) return { skipped: 'settled elsewhere' };
-      const outcome = await getAdapter(conn.platform).send(conn.config, outbound, {
-        timeoutMs: deps.config.PLATFORM_TIMEOUT_MS,
-        defaultBaseUrl: deps.config.PLATFORM_API_BASES[conn.platform],
-        webhookUrl: dedicatedWebhookUrl(deps, conn),
-        // The operator's PLATFORM_API_BASES are trusted; a tenant's api_base_url (and the real platforms) go through the policy.
-        guarded:
-          deps.config.OUTBOUND_ADDRESS_POLICY === 'public-https' &&
-          (conn.config.api_base_url !== undefined || !deps.config.PLATFORM_API_BASES[conn.platform]),
-      });
-      if (outcome.ok) {
-        // The row first, and it must outlast a database blip: the platform has the message, so a
-        // repeat of this job must find it sent rather than send it twice. A successor may go once
-        // it reads `sent`; the rest is independent.
-        await untilAvailable(() => markSent(deps, msg, outcome.externalMessageId));
-        await Promise.all([
-          recordHealth(deps, conn.id, { ok: true }),
-          recordSent(deps, msg, conn, outcome.externalMessageId),
-          promoteSuccessor(deps, msg),
-        ]);
-        return { status: 'sent', external_message_id: outcome.externalMessageId };
-      }
-
-      const error = outcome.error;
-      // Bad credentials and an unreachable platform are the connection's health; a refused recipient is not.
-      if (error.code === 'PLATFORM_AUTH_FAILED' || error.code === 'PLATFORM_UNAVAILABLE') {
-        await recordHealth(deps, conn.id, { ok: false, error: `${error.code}: ${error.message}` });
-      }
-      const stored = storedError(error);
-      const attempts = msg.attempts + 1;
-      if (!error.retryable || attempts >= (job.opts.attempts ?? 1)) return finalFailure(stored);
-      await untilAvailable(() => markRetrying(deps, msg, stored));
-      if (error.retryAfterMs !== undefined) {
-        // The platform named its own wait: honour it for this job and for the whole connection,
-        // without spending a BullMQ attempt (attempts are still bounded by the message's count).
-        await holdConnection(deps.redis, deps.config.REDIS_PREFIX, conn.platform, conn.id, error.retryAfterMs);
-        return delay(error.retryAfterMs);
-      }
-      // BullMQ's backoff schedules the retry; the reservation was for this attempt only (attempts moved on).
-      throw new Error(`${error.code}: ${error.message}`);
+    const parties = createPartyResolver(deps, services.connections);
+    const ctx: SendContext = {
+      deps,
+      connections: services.connections,
+      parties,
+      settleSent: createSentSettler(deps, services, parties),
+      files: services.files,
     };
+    return async (job, token) =>
+      job.data.kind === 'batch' ? sendBatch(ctx, job.data) : sendOne(ctx, job as Job<MessageJob>, job.data as MessageJob, token);
   },
   options: (deps) => ({ concurrency: deps.config.SEND_CONCURRENCY }),
 };
+
+/** Tells the waiting web process (if any) how a send ended. */
+async function report(deps: Deps, replyTo: string | undefined, msg: MessageRow, outcome: SendOutcome): Promise<void> {
+  if (!replyTo) return;
+  const pipeline = deps.redis.pipeline();
+  addSendReports(pipeline, deps.config.REDIS_PREFIX, [{ replyTo, appId: msg.app_id, id: msg.id, outcome }]);
+  await pipeline.exec();
+}
+
+/** A final failure: stored, recorded as message.status failed, reported, and the recipient's next message woken. */
+async function failFinal(ctx: SendContext, msg: MessageRow, conn: Connection, error: StoredError, replyTo?: string) {
+  const { deps } = ctx;
+  await markFailed(deps, msg, error);
+  await recordFailed(deps, ctx.parties, msg, conn, error);
+  await Promise.all([promoteSuccessor(deps, msg), report(deps, replyTo, msg, { status: 'failed', error })]);
+  return { status: 'failed', error: error.code };
+}
+
+/** The platform call of one claimed message, with the service's bounds and address policy. */
+function callPlatform(deps: Deps, conn: Connection, outbound: OutboundMessage): Promise<PlatformOutcome> {
+  return getAdapter(conn.platform).send(conn.config, outbound, {
+    timeoutMs: deps.config.PLATFORM_TIMEOUT_MS,
+    defaultBaseUrl: deps.config.PLATFORM_API_BASES[conn.platform],
+    webhookUrl: dedicatedWebhookUrl(deps, conn),
+    // The operator's PLATFORM_API_BASES are trusted; a tenant's api_base_url (and the real platforms) go through the policy.
+    guarded:
+      deps.config.OUTBOUND_ADDRESS_POLICY === 'public-https' &&
+      (conn.config.api_base_url !== undefined || !deps.config.PLATFORM_API_BASES[conn.platform]),
+  });
+}
+
+const textOnly = (msg: MessageRow): OutboundMessage => ({
+  to: msg.to_external_id,
+  text: msg.text,
+  parseMode: msg.options.parse_mode,
+  subject: msg.options.subject,
+});
+
+/** A platform named its own wait (429 retry-after): nothing more goes out on the connection until then. */
+const holdFor = (deps: Deps, conn: Connection, ms: number) =>
+  holdConnection(deps.redis, deps.config.REDIS_PREFIX, conn.platform, conn.id, ms, deps.config.PLATFORM_RATE_BUDGETS);
+
+/** Bad credentials and an unreachable platform are the connection's health; a refused recipient is not. */
+async function noteFailure(deps: Deps, conn: Connection, error: PlatformError): Promise<void> {
+  if (error.code === 'PLATFORM_AUTH_FAILED' || error.code === 'PLATFORM_UNAVAILABLE') {
+    await recordHealth(deps, conn.id, { ok: false, error: `${error.code}: ${error.message}` });
+  }
+}
+
+/** One message's job: the slow path, and the one that waits. */
+async function sendOne(ctx: SendContext, job: Job<MessageJob>, data: MessageJob, token: string | undefined) {
+  const { deps } = ctx;
+  const msg = await loadMessage(deps, data.app_id, data.message_id);
+  if (!msg) return { skipped: 'unknown message' };
+  const [conn, waitsForEarlier] = await Promise.all([
+    ctx.connections.get(data.app_id, msg.platform_connection_id),
+    hasEarlierPending(deps, msg),
+  ]);
+  const delay = async (ms: number) => {
+    await job.moveToDelayed(Date.now() + ms, token);
+    throw new DelayedError();
+  };
+  if (!conn) {
+    // Deleting a connection deletes its messages; this only covers the moment in between.
+    const error = storedError({ code: 'PLATFORM_CONNECTION_NOT_FOUND', message: 'The platform connection was deleted' });
+    await markFailed(deps, msg, error);
+    await report(deps, data.reply_to, msg, { status: 'failed', error });
+    return { status: 'failed' };
+  }
+  // Already settled (a repeat, or a crash after the commit): make sure what follows the
+  // commit happened, answer, and wake the next one.
+  if (msg.status === 'sent') {
+    await redriveSent(deps, ctx.parties, msg, conn);
+    await Promise.all([
+      promoteSuccessor(deps, msg),
+      report(deps, data.reply_to, msg, { status: 'sent', external_message_id: msg.external_message_id ?? '' }),
+    ]);
+    return { status: 'sent' };
+  }
+  if (msg.status === 'failed') {
+    await Promise.all([promoteSuccessor(deps, msg), report(deps, data.reply_to, msg, { status: 'failed', error: msg.error! })]);
+    return { status: 'failed' };
+  }
+
+  if (msg.status === 'sending') {
+    // Another run holds a live claim (a batch job, or this job before a stall): its call may be
+    // in flight. Wait for the claim to settle or lapse.
+    const leaseLeft = msg.lease_until ? msg.lease_until.getTime() - Date.now() : 0;
+    if (leaseLeft > 0) return delay(leaseLeft + 250);
+    // A lapsed claim: an earlier run called the platform and died (or could not record the
+    // answer) before settling. The platform may have the message; sending again could deliver
+    // it twice, so the message fails as uncertain and the client decides.
+    const error = storedError({
+      code: 'DELIVERY_UNCERTAIN',
+      message:
+        'Sending was interrupted while the platform call was in flight; the platform may or may not have delivered it, so it was not sent again',
+    });
+    if (!(await markFailed(deps, msg, error, true))) return { skipped: 'settled elsewhere' };
+    await recordFailed(deps, ctx.parties, msg, conn, error);
+    await Promise.all([promoteSuccessor(deps, msg), report(deps, data.reply_to, msg, { status: 'failed', error })]);
+    return { status: 'failed', error: error.code };
+  }
+  if (conn.status !== 'ACTIVE')
+    return failFinal(
+      ctx,
+      msg,
+      conn,
+      storedError({ code: 'CONNECTION_DISABLED', message: `Platform connection ${conn.id} was disabled before the message went out` }),
+      data.reply_to,
+    );
+
+  if (waitsForEarlier) {
+    await job.moveToDelayed(Date.now() + ORDER_FALLBACK_MS, token);
+    // The predecessor may have settled between the check and the move, and found this job
+    // still active when it tried to wake it: look once more now that the job is delayed.
+    if (!(await hasEarlierPending(deps, msg))) await job.promote().catch(() => undefined);
+    throw new DelayedError();
+  }
+
+  // Reserve a slot once per attempt; a job whose slot is further off than a short pause
+  // waits for it in delayed, woken a little early so the pacing below can place it exactly.
+  if (data.reserved_attempt !== msg.attempts) {
+    const wait = await reserveSendSlot(
+      deps.redis,
+      deps.config.REDIS_PREFIX,
+      conn.platform,
+      conn.id,
+      msg.to_external_id,
+      deps.config.PLATFORM_RATE_BUDGETS,
+    );
+    if (wait > PACE_SLEEP_MAX_MS) {
+      await job.updateData({ ...data, reserved_attempt: msg.attempts });
+      return delay(wait - WAKE_EARLY_MS);
+    }
+  }
+  const [files, inReplyTo] = await Promise.all([
+    loadFiles(deps, ctx.files, msg),
+    conn.platform === 'EMAIL' ? inboundToReplyTo(deps, msg) : undefined,
+  ]);
+  const outbound: OutboundMessage = { ...textOnly(msg), files, inReplyTo };
+  // Paced last, so as little as possible lies between the budget's clock and the platform's.
+  for (;;) {
+    const wait = await paceSend(
+      deps.redis,
+      deps.config.REDIS_PREFIX,
+      conn.platform,
+      conn.id,
+      msg.to_external_id,
+      deps.config.PLATFORM_RATE_BUDGETS,
+    );
+    if (wait === 0) break;
+    if (wait > PACE_SLEEP_MAX_MS) {
+      // Behind a platform's hold: the slot reserved for this attempt still stands, so keep it.
+      if (data.reserved_attempt !== msg.attempts) await job.updateData({ ...data, reserved_attempt: msg.attempts });
+      return delay(wait);
+    }
+    await sleep(wait);
+  }
+  const claim = randomUUID();
+  if (!(await claimSends(deps, [msg.id], claim, sendLeaseMs(deps.config, msg.file_ids.length))).has(msg.id))
+    return { skipped: 'claimed or settled elsewhere' };
+  const outcome = await callPlatform(deps, conn, outbound);
+  if (outcome.ok) {
+    // It must outlast a database blip: the platform has the message, so a repeat of this job
+    // must find it sent rather than send it twice.
+    await untilAvailable(() => ctx.settleSent({ msg, conn, externalMessageId: outcome.externalMessageId, claim, replyTo: data.reply_to }));
+    return { status: 'sent', external_message_id: outcome.externalMessageId };
+  }
+
+  const error = outcome.error;
+  await noteFailure(deps, conn, error);
+  const stored = storedError(error);
+  if (!error.retryable || msg.attempts + 1 >= (job.opts.attempts ?? 1)) return failFinal(ctx, msg, conn, stored, data.reply_to);
+  await untilAvailable(() => markRetrying(deps, msg, stored));
+  if (error.retryAfterMs !== undefined) {
+    // The platform named its own wait: honour it for this job and for the whole connection,
+    // without spending a BullMQ attempt (attempts are still bounded by the message's count).
+    await holdFor(deps, conn, error.retryAfterMs);
+    return delay(error.retryAfterMs);
+  }
+  // BullMQ's backoff schedules the retry; the reservation was for this attempt only (attempts moved on).
+  throw new Error(`${error.code}: ${error.message}`);
+}
+
+type Loaded = MessageRow & { waits: boolean };
+
+/** A web process's batch: the fast path. */
+async function sendBatch(ctx: SendContext, data: BatchJob) {
+  const { deps } = ctx;
+  const apps = data.messages.map((m) => m.app_id);
+  const ids = data.messages.map((m) => m.id);
+  // One query: the messages, each with whether an earlier message to its recipient outside
+  // this batch is still unsettled (it must then wait for it, in its own job).
+  const rows = await deps.sql<Loaded[]>`
+    SELECT m.*, EXISTS (
+             SELECT 1 FROM outbound_messages p
+              WHERE p.platform_connection_id = m.platform_connection_id AND p.to_external_id = m.to_external_id
+                AND p.recipient_seq < m.recipient_seq AND p.status IN ('queued', 'sending') AND p.id <> ALL(${ids}::uuid[])) AS waits
+      FROM outbound_messages m JOIN unnest(${apps}::uuid[], ${ids}::uuid[]) AS b(app_id, id) ON m.app_id = b.app_id AND m.id = b.id`;
+  const conns = new Map<string, Connection | undefined>();
+  await Promise.all(
+    [...new Set(rows.map((m) => `${m.app_id}/${m.platform_connection_id}`))].map(async (key) => {
+      const [appId, connId] = key.split('/');
+      conns.set(key, await ctx.connections.get(appId, connId));
+    }),
+  );
+  const connOf = (m: MessageRow) => conns.get(`${m.app_id}/${m.platform_connection_id}`);
+
+  // Per recipient in sequence order: a message may take the fast path only if every earlier
+  // one of the batch did. The rest keep their order through their own jobs.
+  const byRecipient = new Map<string, Loaded[]>();
+  for (const m of rows) {
+    const key = `${m.platform_connection_id}/${m.to_external_id}`;
+    byRecipient.set(key, [...(byRecipient.get(key) ?? []), m]);
+  }
+  const groups = [...byRecipient.values()].map((g) => g.sort((a, b) => a.recipient_seq - b.recipient_seq));
+  const eligible = (m: Loaded) => {
+    const conn = connOf(m);
+    return m.status === 'queued' && !m.waits && m.file_ids.length === 0 && conn?.status === 'ACTIVE' && conn.platform !== 'EMAIL';
+  };
+  const cut = groups.map((g) => {
+    const i = g.findIndex((m) => !eligible(m));
+    return i === -1 ? g.length : i;
+  });
+  // Budgets in rounds (the first message of every recipient, then the second…), so a message
+  // whose slot is too far off has reserved nothing for the ones behind it. A slot within a
+  // short pause is slept in this job; a later one is kept and handed to the message's own job.
+  const fast: Admitted[][] = groups.map(() => []);
+  const reserved: { m: MessageRow; waitMs: number }[] = [];
+  for (let round = 0; ; round++) {
+    const here = groups.flatMap((g, gi) => (round < cut[gi] ? [{ m: g[round], gi }] : []));
+    if (here.length === 0) break;
+    const admitted = await admitSends(
+      deps.redis,
+      deps.config.REDIS_PREFIX,
+      here.map(({ m }) => ({ platform: connOf(m)!.platform, connectionId: m.platform_connection_id, recipient: m.to_external_id })),
+      deps.config.PLATFORM_RATE_BUDGETS,
+    );
+    const at = Date.now();
+    for (const [k, { m, gi }] of here.entries()) {
+      const { waitMs, paced } = admitted[k];
+      if (paced || waitMs <= PACE_SLEEP_MAX_MS) fast[gi].push({ msg: m, paced, at: at + waitMs });
+      else {
+        reserved.push({ m, waitMs });
+        cut[gi] = round + 1;
+      }
+    }
+  }
+  const slow = groups.flatMap((g, gi) => g.slice(cut[gi]));
+
+  const claim = randomUUID();
+  const claimed = await claimSends(
+    deps,
+    fast.flat().map((a) => a.msg.id),
+    claim,
+    sendLeaseMs(deps.config),
+  );
+  // Handed over first: what waits is queued before any platform call of this run can fail.
+  await Promise.all([
+    slow.length ? handOver(deps, slow, data.reply_to) : undefined,
+    ...reserved.map(({ m, waitMs }) => handOver(deps, [m], data.reply_to, waitMs - WAKE_EARLY_MS, m.attempts)),
+  ]);
+
+  const results = await Promise.all(
+    fast.map((g) =>
+      sendInOrder(
+        ctx,
+        g.filter((a) => claimed.has(a.msg.id)),
+        claim,
+        data.reply_to,
+      ),
+    ),
+  );
+  return { fast: claimed.size, slow: slow.length + reserved.length, sent: results.reduce((n, r) => n + r, 0) };
+}
+
+/** A message of a batch admitted to go: now (paced), or at `at` once pacing allows. */
+interface Admitted {
+  msg: MessageRow;
+  paced: boolean;
+  at: number;
+}
+
+/** Queues each message's own job (dropped if it already has one), telling it who waits for the outcome. */
+async function handOver(deps: Deps, msgs: MessageRow[], replyTo: string | undefined, delayMs = 0, reservedAttempt?: number): Promise<void> {
+  await enqueueBulk(
+    deps.queues,
+    'send',
+    msgs.map((m) =>
+      catalogJob(
+        'send',
+        {
+          message_id: m.id,
+          app_id: m.app_id,
+          reply_to: replyTo,
+          ...(reservedAttempt !== undefined ? { reserved_attempt: reservedAttempt } : {}),
+        },
+        delayMs > 0 ? { delay: delayMs } : {},
+      ),
+    ),
+  );
+}
+
+/**
+ * Sleeps until a reserved slot, then paces the send as the per-message path does; false when
+ * pacing asks for more than a short pause (a platform's hold on the connection).
+ */
+async function paceUntil(deps: Deps, conn: Connection, msg: MessageRow, at: number): Promise<boolean> {
+  if (at > Date.now()) await sleep(at - Date.now());
+  for (;;) {
+    const wait = await paceSend(
+      deps.redis,
+      deps.config.REDIS_PREFIX,
+      conn.platform,
+      conn.id,
+      msg.to_external_id,
+      deps.config.PLATFORM_RATE_BUDGETS,
+    );
+    if (wait === 0) return true;
+    if (wait > PACE_SLEEP_MAX_MS) return false;
+    await sleep(wait);
+  }
+}
+
+/**
+ * One recipient's claimed messages of a batch, one call at a time in sequence order. A
+ * failure stops the recipient's run: the failed message is retried or failed for good, and
+ * the ones behind it are released unsent to their own jobs, which wait for it.
+ */
+async function sendInOrder(ctx: SendContext, admitted: Admitted[], claim: string, replyTo: string | undefined): Promise<number> {
+  const { deps } = ctx;
+  const msgs = admitted.map((a) => a.msg);
+  let sent = 0;
+  for (let i = 0; i < msgs.length; i++) {
+    const msg = msgs[i];
+    const conn = (await ctx.connections.get(msg.app_id, msg.platform_connection_id))!;
+    if (!admitted[i].paced && !(await paceUntil(deps, conn, msg, admitted[i].at))) {
+      // Behind a platform's hold: give this one and the rest back to their own jobs, unsent.
+      await releaseClaims(
+        deps,
+        msgs.slice(i).map((m) => m.id),
+        claim,
+      );
+      await handOver(deps, msgs.slice(i), replyTo);
+      break;
+    }
+    const outcome = await callPlatform(deps, conn, textOnly(msg));
+    if (outcome.ok) {
+      // Recorded before the next call: the ledger then lists the recipient's messages in the
+      // order the platform got them.
+      await untilAvailable(() => ctx.settleSent({ msg, conn, externalMessageId: outcome.externalMessageId, claim, replyTo }));
+      sent++;
+      continue;
+    }
+    const rest = msgs.slice(i + 1);
+    await releaseClaims(
+      deps,
+      rest.map((m) => m.id),
+      claim,
+    );
+    const error = outcome.error;
+    await noteFailure(deps, conn, error);
+    const stored = storedError(error);
+    if (!error.retryable || msg.attempts + 1 >= SEND_ATTEMPTS) await failFinal(ctx, msg, conn, stored, replyTo);
+    else {
+      await markRetrying(deps, msg, stored);
+      if (error.retryAfterMs !== undefined) await holdFor(deps, conn, error.retryAfterMs);
+      await handOver(deps, [msg], replyTo, error.retryAfterMs ?? FIRST_RETRY_MS);
+    }
+    if (rest.length) await handOver(deps, rest, replyTo);
+    break;
+  }
+  return sent;
+}

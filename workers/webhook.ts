@@ -50,6 +50,7 @@ export const webhookProcessor: ProcessorDef<'webhook'> = {
             appId: data.app_id,
             run: data.run,
             lastAttempt,
+            schedulePosition: job.attemptsMade + 1 + data.attempt_base,
             queuedAt: job.timestamp,
           });
           switch (outcome.kind) {
@@ -57,7 +58,7 @@ export const webhookProcessor: ProcessorDef<'webhook'> = {
               await job.moveToDelayed(Date.now() + outcome.ms, token);
               throw new DelayedError();
             case 'retry':
-              throw new DeliveryAttemptError(outcome.error, outcome.retryAfterMs);
+              throw new DeliveryAttemptError(outcome.error, outcome.retryAfterMs, outcome.delayMs);
             default:
               return outcome;
           }
@@ -69,7 +70,9 @@ export const webhookProcessor: ProcessorDef<'webhook'> = {
     concurrency: deps.config.WEBHOOK_CONCURRENCY,
     settings: {
       // A run that started after a failed first attempt is `attempt_base` steps into the schedule.
+      // The attempt decided its delay already (its log shows the time); the schedule is the fallback.
       backoffStrategy: (attemptsMade: number, _type?: string, err?: Error, job?: { data?: { attempt_base?: number } }) =>
+        (err instanceof DeliveryAttemptError ? err.delayMs : undefined) ??
         retryDelay(
           deps.config.WEBHOOK_RETRY_DELAYS_MS,
           attemptsMade + (job?.data?.attempt_base ?? 0),

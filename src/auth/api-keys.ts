@@ -7,8 +7,13 @@ import type { Scope } from './scopes.js';
 /** Who is calling: the resolved key, its application and its scopes. */
 export interface Principal {
   appId: string;
+  /** The API key's id, or the portal session's: what an open stream is ended with when revoked. */
   keyId: string;
   scopes: Scope[];
+  /** Set when a developer-portal session cookie (src/portal/auth.ts) authenticated the request. */
+  portalSessionId?: string;
+  /** When the credential stops working by itself (a portal session's end): open streams end then. */
+  expiresAt?: Date;
 }
 
 const KEY_PREFIX = 'gw_';
@@ -28,13 +33,16 @@ export async function createApiKey(sql: Sql, appId: string, scopes: Scope[]): Pr
 }
 
 /**
- * Revokes a key; false when no such live key exists. The api-keys change stamp moves in the
- * same statement, so every process stops accepting the key on its next request.
+ * Revokes a key (of `appId`, when given); false when no such live key exists. The api-keys
+ * change stamp moves in the same statement, so every process stops accepting the key, and the
+ * portal sessions it minted, on its next request.
  */
-export async function revokeApiKey(sql: Sql, keyId: string): Promise<boolean> {
+export async function revokeApiKey(sql: Sql, keyId: string, appId?: string): Promise<boolean> {
   if (!isUuid(keyId)) return false;
   const rows = await sql`
-    WITH revoked AS (UPDATE api_keys SET revoked_at = now() WHERE id = ${keyId} AND revoked_at IS NULL RETURNING id),
+    WITH revoked AS (
+      UPDATE api_keys SET revoked_at = now()
+      WHERE id = ${keyId} AND revoked_at IS NULL ${appId === undefined ? sql`` : sql`AND app_id = ${appId}`} RETURNING id),
          stamp AS (${bumpStamp(sql, 'api-keys', 'revoked')})
     SELECT id FROM revoked`;
   return rows.length > 0;
@@ -49,7 +57,10 @@ export interface Credentials {
   appId?: string;
 }
 
-type KeyRow = { id: string; app_id: string; scopes: Scope[] };
+type KeyRow = { id: string; app_id: string; scopes: Scope[]; usedMarkedAt?: number };
+
+/** `last_used_at` is written at most this often per key and process: a write per request would cost more than the lookup it follows. */
+const LAST_USED_RESOLUTION_MS = 60_000;
 
 /**
  * The one auth check, used by REST, GraphQL and the stream. Live keys are cached per process
@@ -76,6 +87,13 @@ export async function authenticate(
   const row = await cache.get(hash.toString('base64'), lookup, (found) => found !== undefined);
   if (!row) return fail('UNAUTHORIZED', 'Invalid or revoked API key');
   if (appHeader && appHeader !== row.app_id) return fail('UNAUTHORIZED', 'X-Service-App-ID does not match the API key');
+  if (!row.usedMarkedAt || Date.now() - row.usedMarkedAt >= LAST_USED_RESOLUTION_MS) {
+    row.usedMarkedAt = Date.now();
+    // Best effort, off the request's path: a lost mark only makes `last_used_at` older.
+    sql`UPDATE api_keys SET last_used_at = now() WHERE id = ${row.id} AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')`.catch(
+      () => {},
+    );
+  }
   return ok({ appId: row.app_id, keyId: row.id, scopes: row.scopes });
 }
 
@@ -83,4 +101,20 @@ export async function authenticate(
 export function requireScope(principal: Principal, scope: Scope): Result<Principal> {
   if (principal.scopes.includes(scope)) return ok(principal);
   return fail('FORBIDDEN', `This API key lacks the "${scope}" scope`);
+}
+
+export interface ApiKeyRecord {
+  id: string;
+  key_prefix: string;
+  scopes: Scope[];
+  created_at: Date;
+  last_used_at: Date | null;
+  revoked_at: Date | null;
+}
+
+/** An application's keys, live first and newest first; never the key values (only hashes are stored). */
+export async function listApiKeys(sql: Sql, appId: string): Promise<ApiKeyRecord[]> {
+  return sql<ApiKeyRecord[]>`
+    SELECT id, key_prefix, scopes, created_at, last_used_at, revoked_at FROM api_keys
+    WHERE app_id = ${appId} ORDER BY revoked_at IS NOT NULL, created_at DESC, id`;
 }

@@ -11,6 +11,8 @@ import { loadConnection, type Connection } from './connections.js';
 export interface ConnectionCache {
   /** Connection `id` of application `appId` with its secrets opened; undefined when that application has no such connection. */
   get(appId: string, id: string): Promise<Connection | undefined>;
+  /** Calls `listener` on every change of any connection, as the cache clears itself (for memories keyed by connection). */
+  onChange(listener: () => void): void;
   /** Resolves once the change feed is subscribed. */
   ready: Promise<void>;
 }
@@ -23,8 +25,13 @@ export interface ConnectionCache {
  */
 export function createConnectionCache(deps: Deps): ConnectionCache {
   const entries = lookupCache<Connection | undefined>(deps.config.CONNECTION_CACHE_MS);
-  const watch = watchChanges(deps, 'connections', () => entries.clear());
+  const listeners = new Set<() => void>();
+  const watch = watchChanges(deps, 'connections', () => {
+    entries.clear();
+    for (const l of listeners) l();
+  });
   return {
+    onChange: (listener) => void listeners.add(listener),
     // The application is part of the key: one application's request can never be answered
     // with another's connection, whatever id it names.
     get: (appId, id) => entries.get(`${appId}/${id}`, () => loadConnection(deps, appId, id)),

@@ -18,13 +18,13 @@ export { routingIdsOf } from './routing-ids.js';
  */
 export const SHARED_WEBHOOK_PLATFORMS: readonly PlatformName[] = PLATFORM_NAMES.filter((name) => getAdapter(name).routingIds !== undefined);
 
-export const createConnectionInput = z.object({
+export const createConnectionInput = z.strictObject({
   platform_name: z.enum(PLATFORM_NAMES),
   name: z.string().trim().min(1).max(200),
   config: z.record(z.string(), z.unknown()),
 });
 export const updateConnectionInput = z
-  .object({
+  .strictObject({
     name: z.string().trim().min(1).max(200).optional(),
     status: z.enum(['ACTIVE', 'DISABLED']).optional(),
     /** Merged over the stored config; secret fields left out keep their stored values. */
@@ -43,6 +43,7 @@ interface ConnectionRow {
   status: 'ACTIVE' | 'DISABLED';
   last_success_at: Date | null;
   last_error_at: Date | null;
+  last_inbound_at: Date | null;
   last_error: string | null;
   consecutive_failures: number;
   created_at: Date;
@@ -165,6 +166,7 @@ export async function toPublicConnection(deps: Deps, row: ConnectionRow) {
       status: row.consecutive_failures > 0 ? 'red' : row.last_success_at ? 'green' : 'unknown',
       last_success_at: row.last_success_at?.toISOString() ?? null,
       last_error_at: row.last_error_at?.toISOString() ?? null,
+      last_inbound_at: row.last_inbound_at?.toISOString() ?? null,
       last_error: row.last_error,
       consecutive_failures: row.consecutive_failures,
     },
@@ -337,4 +339,15 @@ export async function recordHealth(deps: Deps, connectionId: string, outcome: { 
              consecutive_failures = consecutive_failures + 1
        WHERE id = ${connectionId}`;
   }
+}
+
+/**
+ * Notes when the platform last delivered something to the connection (its health). Like a
+ * send's success, it writes at most once a second per connection, so a burst of deliveries
+ * does not queue on the row's lock.
+ */
+export async function recordInbound(deps: Deps, connectionId: string, receivedAt: string): Promise<void> {
+  await deps.sql`
+    UPDATE platform_connections SET last_inbound_at = ${receivedAt}
+     WHERE id = ${connectionId} AND (last_inbound_at IS NULL OR last_inbound_at < ${receivedAt}::timestamptz - interval '1 second')`;
 }

@@ -9,7 +9,7 @@ import { replyWindow, type ReplyWindow } from './reply-window.js';
 
 export const PAGE_KIND_CONVERSATIONS = 'conversations';
 
-export const listConversationsInput = z.object({
+export const listConversationsInput = z.strictObject({
   platform_connection_id: z.uuid().optional(),
   /** Conversations any platform user of this user took part in (a merged-away id: its survivor's). */
   user_id: z.uuid().optional(),

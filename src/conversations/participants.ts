@@ -1,3 +1,4 @@
+import type { Sql } from '../db.js';
 import type { Deps } from '../deps.js';
 import type { CommittedEvent } from '../ledger/write.js';
 
@@ -18,9 +19,31 @@ export async function recordParticipants(deps: Deps, committed: CommittedEvent[]
        AND e.conversation_id IS NOT NULL AND x.target_node_type = 'platform_user'
      GROUP BY e.conversation_id, x.target_node_id, e.app_id
      ORDER BY e.conversation_id, x.target_node_id
+    ${seenAgain(deps.sql)}`;
+}
+
+/** A participant seen again widens its first/last seen, and writes nothing when neither moves. */
+const seenAgain = (sql: Sql) => sql`
     ON CONFLICT (conversation_id, platform_user_id) DO UPDATE
        SET first_seen_at = LEAST(conversation_participants.first_seen_at, EXCLUDED.first_seen_at),
            last_seen_at = GREATEST(conversation_participants.last_seen_at, EXCLUDED.last_seen_at)
      WHERE EXCLUDED.last_seen_at > conversation_participants.last_seen_at
         OR EXCLUDED.first_seen_at < conversation_participants.first_seen_at`;
+
+/**
+ * The same, from participants the caller already knows (the send path knows each event's
+ * parties): no read of the ledger.
+ */
+export async function addParticipants(
+  sql: Sql,
+  seen: { conversation_id: string; platform_user_id: string; app_id: string; at: string }[],
+): Promise<void> {
+  if (seen.length === 0) return;
+  await sql`
+    INSERT INTO conversation_participants (conversation_id, platform_user_id, app_id, first_seen_at, last_seen_at)
+    SELECT conversation_id, platform_user_id, app_id, min(at), max(at)
+      FROM jsonb_to_recordset(${JSON.stringify(seen)}::text::jsonb) AS r(conversation_id uuid, platform_user_id uuid, app_id uuid, at timestamptz)
+     GROUP BY conversation_id, platform_user_id, app_id
+     ORDER BY conversation_id, platform_user_id
+    ${seenAgain(sql)}`;
 }

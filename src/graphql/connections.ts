@@ -25,6 +25,7 @@ const toNode = (c: PublicConnection) => ({
     lastSuccessAt: c.health.last_success_at,
     lastErrorAt: c.health.last_error_at,
     lastError: c.health.last_error,
+    lastInboundAt: c.health.last_inbound_at,
     consecutiveFailures: c.health.consecutive_failures,
   },
   createdAt: c.created_at,
@@ -50,6 +51,8 @@ export const connectionsModule: GraphqlModule = {
       lastSuccessAt: DateTime
       lastErrorAt: DateTime
       lastError: String
+      "When the platform last delivered something to this connection."
+      lastInboundAt: DateTime
       consecutiveFailures: Int!
     }
 

@@ -1,4 +1,3 @@
-import { AppError } from '../errors.js';
 import {
   getConversation,
   listConversations,
@@ -14,7 +13,7 @@ import { REPLY_POLICIES } from '../platforms/types.js';
 import { encodePageCursor } from '../pagination/page-cursor.js';
 import type { GqlContext } from './context.js';
 import type { GraphqlModule } from './schema.js';
-import { must, parseInput } from './results.js';
+import { firstRange, must, pageSize, parseInput } from './results.js';
 
 const MAX_FIRST = 200;
 
@@ -100,7 +99,7 @@ export const conversationsModule: GraphqlModule = {
     }
 
     extend type Query {
-      "Conversations, filters combined with AND. \`first\` is 1 to ${MAX_FIRST}; outside that the query is refused (VALIDATION_ERROR)."
+      "Conversations, filters combined with AND. ${firstRange(MAX_FIRST)}"
       conversations(filters: ConversationFilters, first: Int = 50, after: String): ConversationConnection!
       conversation(id: ID!): Conversation
     }
@@ -113,12 +112,7 @@ export const conversationsModule: GraphqlModule = {
         ctx: GqlContext,
       ) => {
         const { appId } = ctx.need('events:read');
-        const first = a.first ?? 50;
-        if (!Number.isInteger(first) || first < 1 || first > MAX_FIRST) {
-          throw new AppError('VALIDATION_ERROR', `first must be between 1 and ${MAX_FIRST}`, [
-            { path: ['first'], message: 'out of range' },
-          ]);
-        }
+        const first = pageSize(a.first, MAX_FIRST);
         const input = parseInput(listConversationsInput, {
           ...(a.filters?.platformConnectionId ? { platform_connection_id: a.filters.platformConnectionId } : {}),
           ...(a.filters?.userId ? { user_id: a.filters.userId } : {}),

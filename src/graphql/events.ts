@@ -1,4 +1,5 @@
 import { AppError, unwrap } from '../errors.js';
+import { firstRange, pageSize } from './results.js';
 import { createCustomEvent, createEventInput } from '../ledger/create-event.js';
 import { decodeCursor } from '../ledger/cursor.js';
 import { createEventSchema, eventSchemaInput } from '../ledger/event-schemas.js';
@@ -106,7 +107,7 @@ export const eventsModule: GraphqlModule = {
     }
 
     extend type Query {
-      "Events in ledger order (creation time, id), filters combined with AND. \`first\` is 1 to ${MAX_FIRST}; outside that the query is refused (VALIDATION_ERROR)."
+      "Events in ledger order (creation time, id), filters combined with AND. ${firstRange(MAX_FIRST)}"
       events(filters: EventFilters, first: Int = 50, after: String): EventConnection!
       event(id: ID!): Event
     }
@@ -120,12 +121,7 @@ export const eventsModule: GraphqlModule = {
     Query: {
       events: async (_root, args: EventsArgs, ctx: GqlContext) => {
         const { appId } = ctx.need('events:read');
-        const first = args.first ?? 50;
-        if (!Number.isInteger(first) || first < 1 || first > MAX_FIRST) {
-          throw new AppError('VALIDATION_ERROR', `first must be between 1 and ${MAX_FIRST}`, [
-            { path: ['first'], message: 'out of range' },
-          ]);
-        }
+        const first = pageSize(args.first, MAX_FIRST);
         const f = args.filters ?? {};
         const filters: EventFilters = {
           afterSeq: args.after !== undefined && args.after !== null ? unwrap(decodeCursor(args.after)).seq : undefined,

@@ -3,10 +3,11 @@ import express, { type Request, type Response, type NextFunction, type Router } 
 import { printSchema, type GraphQLSchema, type ExecutionResult } from 'graphql';
 import { createHandler as createHttpHandler } from 'graphql-http/lib/use/express';
 import { createHandler as createSseHandler } from 'graphql-sse/lib/use/express';
-import { authenticate, requireScope, type Principal } from '../auth/api-keys.js';
+import { requireScope, type Principal } from '../auth/api-keys.js';
 import { AppError } from '../errors.js';
 import type { Deps } from '../deps.js';
-import type { RequestGuards } from '../http/guards.js';
+import { credentialsOf, type RequestGuards } from '../http/guards.js';
+import { authenticateRequest } from '../portal/auth.js';
 import type { WebServices } from '../http/web-services.js';
 import { admitOperation, type OperationRequest } from './admission.js';
 import { createContext, formatGraphqlError, type GqlContext } from './context.js';
@@ -78,8 +79,7 @@ export function graphqlRouter(deps: Deps, web: WebServices, guards: RequestGuard
   // Any valid key reaches the schema; each resolver checks the scope its operation needs.
   // Subscriptions read events, so the SSE face demands `events:read` up front.
   const auth = async (req: Request, res: Response, next: NextFunction) => {
-    const creds = { authorization: req.get('authorization'), appId: req.get('x-service-app-id') };
-    const result = await authenticate(deps.sql, web.stamps, creds, { appIdRequired: !isSse(req) });
+    const result = await authenticateRequest(deps.sql, web.stamps, credentialsOf(req), { appIdRequired: !isSse(req) });
     if (!result.ok) throw AppError.from(result.error);
     if (isSse(req)) {
       const scoped = requireScope(result.value, 'events:read');

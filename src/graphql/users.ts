@@ -1,4 +1,3 @@
-import { AppError } from '../errors.js';
 import { listConversations } from '../conversations/conversations.js';
 import { activateLinkCode, createLinkCode, createLinkCodeInput } from '../identity/link-codes.js';
 import { mergeUsers } from '../identity/merge.js';
@@ -18,11 +17,13 @@ import { encodePageCursor } from '../pagination/page-cursor.js';
 import { listEvents } from '../ledger/read.js';
 import { toEventNode } from '../ledger/shape.js';
 import type { GqlContext } from './context.js';
-import { must, parseInput } from './results.js';
+import { firstRange, must, pageSize, parseInput } from './results.js';
 import { toConversationNode } from './conversations.js';
 import type { GraphqlModule } from './schema.js';
 
 const MAX_FIRST = 200;
+/** A user's events page like the events query's. */
+const MAX_EVENTS_FIRST = 500;
 
 const toPlatformUserNode = (p: PlatformUserView) => ({
   id: p.id,
@@ -70,9 +71,9 @@ export const usersModule: GraphqlModule = {
       createdAt: DateTime!
       updatedAt: DateTime!
       platformUsers: [PlatformUser!]!
-      "Conversations any of the user's platform users took part in. \`first\` is 1 to ${MAX_FIRST}; outside that the field is refused (VALIDATION_ERROR)."
+      "Conversations any of the user's platform users took part in. ${firstRange(MAX_FIRST, 'field')}"
       conversations(first: Int = 50, after: String): ConversationConnection!
-      "Events involving any of the user's platform users, in ledger order (needs events:read). \`first\` is 1 to 500; outside that the field is refused (VALIDATION_ERROR)."
+      "Events involving any of the user's platform users, in ledger order (needs events:read). ${firstRange(MAX_EVENTS_FIRST, 'field')}"
       events(first: Int = 50, after: String, eventType: StringFilter): EventConnection!
     }
 
@@ -117,7 +118,7 @@ export const usersModule: GraphqlModule = {
     }
 
     extend type Query {
-      "Live users, oldest first; filters combine with AND. \`first\` is 1 to ${MAX_FIRST}; outside that the query is refused (VALIDATION_ERROR)."
+      "Live users, oldest first; filters combine with AND. ${firstRange(MAX_FIRST)}"
       users(filters: UserFilters, first: Int = 50, after: String): UserConnection!
       "Null for an unknown id; a merged-away id fails with USER_MERGED (extensions.details[0].merged_into)."
       user(id: ID!): User
@@ -145,7 +146,7 @@ export const usersModule: GraphqlModule = {
             platform_connection_id: f.platformConnectionId,
             name_contains: f.nameContains,
             include_system: f.includeSystem ?? false,
-            limit: a.first ?? 50,
+            limit: pageSize(a.first, MAX_FIRST),
             after: a.after,
           }),
         );
@@ -179,9 +180,7 @@ export const usersModule: GraphqlModule = {
         ctx: GqlContext,
       ) => {
         const { appId } = ctx.need('events:read');
-        const first = a.first ?? 50;
-        if (!Number.isInteger(first) || first < 1 || first > 500)
-          throw new AppError('VALIDATION_ERROR', 'first must be between 1 and 500', [{ path: ['first'], message: 'out of range' }]);
+        const first = pageSize(a.first, MAX_EVENTS_FIRST);
         const userId = (await resolveUserId(ctx.deps.sql, appId, u.id)) ?? u.id;
         const afterSeq = a.after ? must(decodeCursor(a.after)).seq : undefined;
         const rows = await listEvents(ctx.deps.sql, appId, { afterSeq, userId, eventType: a.eventType ?? undefined }, first + 1);
@@ -244,8 +243,5 @@ export const usersModule: GraphqlModule = {
 };
 
 function parseInputConversations(userId: string, a: { first?: number; after?: string }) {
-  if (a.first !== undefined && (!Number.isInteger(a.first) || a.first < 1 || a.first > MAX_FIRST)) {
-    throw new AppError('VALIDATION_ERROR', `first must be between 1 and ${MAX_FIRST}`, [{ path: ['first'], message: 'out of range' }]);
-  }
-  return { user_id: userId, limit: a.first ?? 50, ...(a.after ? { after: a.after } : {}) };
+  return { user_id: userId, limit: pageSize(a.first, MAX_FIRST), ...(a.after ? { after: a.after } : {}) };
 }

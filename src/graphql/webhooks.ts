@@ -1,5 +1,6 @@
 import type { ZodError } from 'zod';
 import { AppError, unwrap } from '../errors.js';
+import { firstRange, pageSize } from './results.js';
 import { zodDetails } from '../http/zod-details.js';
 import { listDeliveryLogs, type DeliveryLog } from '../webhooks/logs.js';
 import { replaySubscription, retryDelivery } from '../webhooks/replay.js';
@@ -45,6 +46,9 @@ const toLogNode = (l: DeliveryLog) => ({
   errorMessage: l.error_message,
   requestBody: l.request_body,
   responseBody: l.response_body,
+  requestHeaders: l.request_headers,
+  responseHeaders: l.response_headers,
+  nextRetryAt: l.next_retry_at,
   createdAt: l.created_at,
 });
 
@@ -118,6 +122,11 @@ export const webhooksModule: GraphqlModule = {
       errorMessage: String
       requestBody: String!
       responseBody: String
+      "The headers as sent, signature included."
+      requestHeaders: JSON
+      responseHeaders: JSON
+      "When the next attempt is due, while the delivery is retrying."
+      nextRetryAt: DateTime
       createdAt: DateTime!
     }
 
@@ -134,7 +143,7 @@ export const webhooksModule: GraphqlModule = {
     extend type Query {
       webhookSubscriptions: [WebhookSubscription!]!
       webhookSubscription(id: ID!): WebhookSubscription
-      "Attempts, newest first. \`first\` is 1 to ${MAX_FIRST}; outside that the query is refused (VALIDATION_ERROR)."
+      "Attempts, newest first. ${firstRange(MAX_FIRST)}"
       webhookDeliveryLogs(webhookSubscriptionId: ID!, first: Int = 50, after: String): WebhookDeliveryLogConnection!
     }
 
@@ -157,12 +166,7 @@ export const webhooksModule: GraphqlModule = {
       },
       webhookDeliveryLogs: async (_r, args: { webhookSubscriptionId: string; first?: number; after?: string | null }, ctx: GqlContext) => {
         const { appId } = ctx.need('admin');
-        const first = args.first ?? 50;
-        if (!Number.isInteger(first) || first < 1 || first > MAX_FIRST) {
-          throw new AppError('VALIDATION_ERROR', `first must be between 1 and ${MAX_FIRST}`, [
-            { path: ['first'], message: 'out of range' },
-          ]);
-        }
+        const first = pageSize(args.first, MAX_FIRST);
         const page = unwrap(
           await listDeliveryLogs(ctx.deps, appId, args.webhookSubscriptionId, { limit: first, after: args.after ?? undefined }),
         );

@@ -3,9 +3,11 @@ import { z } from 'zod';
 import type { Principal } from '../auth/api-keys.js';
 import type { Scope } from '../auth/scopes.js';
 import type { Deps } from '../deps.js';
-import { AppError, type ErrorCode, ERROR_STATUS } from '../errors.js';
+import { AppError, type ErrorCode, type ErrorDetail } from '../errors.js';
+import { JSON_TYPES } from './json-body.js';
 import { zodDetails } from './zod-details.js';
 import type { RequestGuards } from './guards.js';
+import { type DocumentOptions, type HeaderParam, OPERATION_ID, openApiDocument } from './openapi.js';
 
 type Method = 'get' | 'post' | 'patch' | 'put' | 'delete';
 
@@ -31,18 +33,33 @@ export interface RouteSpec<B, Q, P> {
   method: Method;
   /** Express path pattern, e.g. `/v1/events/:id`. */
   path: string;
+  /** The operation's name in the OpenAPI document and so in generated clients: camelCase, unique, never renamed. */
+  operationId: string;
   summary: string;
+  /** Longer prose for the OpenAPI document, when the summary is not the whole story. */
+  description?: string;
   /** Scope the API key needs. Leave out for routes outside API-key auth. */
   scope?: Scope;
   /** Rate-limited per application. @default true when `scope` is set */
   rateLimited?: boolean;
   /** Whether X-Service-App-ID must be sent (it must match the key whenever it is). @default true */
   appIdRequired?: boolean;
+  /** The JSON body. A route without one takes no fields (an empty body, `{}`, or none). */
   body?: z.ZodType<B>;
+  /** The handler reads a multipart/form-data body itself (uploads): no JSON body is parsed. */
+  multipart?: true;
+  /** The query string. A route without one takes no parameters. */
   query?: z.ZodType<Q>;
   params?: z.ZodType<P>;
-  /** Documented responses: status → description and optional body schema. */
-  responses: Record<number, { description: string; schema?: z.ZodType }>;
+  /** Request headers the handler reads (Idempotency-Key, Last-Event-ID), for the OpenAPI document. */
+  headers?: HeaderParam[];
+  /** A body that is not JSON (a multipart upload), as an OpenAPI content map; the handler parses it. */
+  requestContent?: Record<string, { schema: Record<string, unknown> }>;
+  /**
+   * Documented responses: status → description and the JSON body's schema, or the `mediaType`
+   * (and `mediaSchema`) of a body that is not JSON. Error codes go in `errors`.
+   */
+  responses: Record<number, { description: string; schema?: z.ZodType; mediaType?: string; mediaSchema?: Record<string, unknown> }>;
   /** Error codes the route may answer with, for the API description. */
   errors?: ErrorCode[];
   handler: (ctx: HandlerContext<B, Q, P>) => Promise<Reply | undefined>;
@@ -62,6 +79,15 @@ export class Api {
   ) {}
 
   route<B = undefined, Q = undefined, P = undefined>(spec: RouteSpec<B, Q, P>): void {
+    // A generated client names its methods after operationIds: a missing or repeated one would
+    // break it, so the route is refused when it is declared, not when a client is generated.
+    if (!OPERATION_ID.test(spec.operationId ?? ''))
+      throw new Error(`${spec.method.toUpperCase()} ${spec.path}: operationId must be camelCase, got ${JSON.stringify(spec.operationId)}`);
+    const taken = this.specs.find((s) => s.operationId === spec.operationId);
+    if (taken)
+      throw new Error(
+        `${spec.method.toUpperCase()} ${spec.path}: operationId ${spec.operationId} is already ${taken.method.toUpperCase()} ${taken.path}'s`,
+      );
     this.specs.push(spec as RouteSpec<unknown, unknown, unknown>);
     const { deps, guards } = this;
     this.router[spec.method](spec.path, async (req: Request, res: Response) => {
@@ -70,9 +96,7 @@ export class Api {
         principal = await guards.authenticate(req, spec.scope, { appIdRequired: spec.appIdRequired !== false });
         if (spec.rateLimited !== false) await guards.rateLimit(principal.appId, res);
       }
-      const body = parsePart(spec.body, req.body ?? {}, 'body');
-      const query = parsePart(spec.query, req.query, 'query');
-      const params = parsePart(spec.params, req.params, 'params');
+      const { body, query, params } = parseRequest(spec, req);
       const reply = await spec.handler({ req, res, deps, principal, body, query, params } as HandlerContext<B, Q, P>);
       if (!reply || res.headersSent) return;
       for (const [k, v] of Object.entries(reply.headers ?? {})) res.setHeader(k, v);
@@ -81,90 +105,44 @@ export class Api {
     });
   }
 
-  /** OpenAPI 3.1 document of every declared route (zod 4 converts to JSON Schema natively). */
-  openapi(info: { title: string; version: string }): Record<string, unknown> {
-    const paths: Record<string, Record<string, unknown>> = {};
-    for (const spec of this.specs) {
-      const path = spec.path.replace(/:([A-Za-z_]+)/g, '{$1}');
-      const op: Record<string, unknown> = { summary: spec.summary, responses: {} };
-      if (spec.scope) op.security = [{ apiKey: [], appId: [] }];
-      if (spec.scope) op['x-required-scope'] = spec.scope;
-      const parameters: unknown[] = [];
-      for (const [where, schema] of [
-        ['path', spec.params],
-        ['query', spec.query],
-      ] as const) {
-        const js = schema ? (toJsonSchema(schema, 'input') as { properties?: Record<string, unknown>; required?: string[] }) : undefined;
-        for (const [name, s] of Object.entries(js?.properties ?? {})) {
-          parameters.push({ name, in: where, required: where === 'path' || (js?.required ?? []).includes(name), schema: s });
-        }
-      }
-      if (parameters.length) op.parameters = parameters;
-      if (spec.body) op.requestBody = { required: true, content: { 'application/json': { schema: toJsonSchema(spec.body, 'input') } } };
-      const responses = op.responses as Record<string, unknown>;
-      for (const [status, r] of Object.entries(spec.responses)) {
-        responses[status] = {
-          description: r.description,
-          ...(r.schema ? { content: { 'application/json': { schema: toJsonSchema(r.schema, 'output') } } } : {}),
-        };
-      }
-      const codes = new Set<ErrorCode>([
-        ...(spec.errors ?? []),
-        ...(spec.scope ? (['UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMITED'] as ErrorCode[]) : []),
-      ]);
-      if (spec.body || spec.query || spec.params) codes.add('VALIDATION_ERROR');
-      for (const code of codes) {
-        const status = String(ERROR_STATUS[code]);
-        const existing = responses[status] as { description: string } | undefined;
-        responses[status] = {
-          description: existing ? `${existing.description}; ${code}` : code,
-          content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
-        };
-      }
-      (paths[path] ??= {})[spec.method] = op;
-    }
-    return {
-      openapi: '3.1.0',
-      info,
-      paths,
-      components: {
-        securitySchemes: {
-          apiKey: { type: 'http', scheme: 'bearer', description: 'API key' },
-          appId: { type: 'apiKey', in: 'header', name: 'X-Service-App-ID' },
-        },
-        schemas: {
-          Error: {
-            type: 'object',
-            required: ['error'],
-            properties: {
-              error: {
-                type: 'object',
-                required: ['code', 'message'],
-                properties: {
-                  code: { type: 'string', enum: Object.keys(ERROR_STATUS) },
-                  message: { type: 'string' },
-                  details: { type: 'array', items: { type: 'object' } },
-                },
-              },
-            },
-          },
-        },
-      },
-    };
+  /** OpenAPI 3.1 document of every declared route. */
+  openapi(options: DocumentOptions): Record<string, unknown> {
+    return openApiDocument(this.specs, options);
   }
 }
 
-function parsePart<T>(schema: z.ZodType<T> | undefined, value: unknown, where: 'body' | 'query' | 'params'): T {
-  if (!schema) return undefined as T;
-  const result = schema.safeParse(value);
-  if (result.success) return result.data;
-  throw new AppError('VALIDATION_ERROR', `Invalid request ${where}`, zodDetails(result.error, where === 'body' ? [] : [where]));
+const NO_FIELDS = z.strictObject({});
+
+/**
+ * The request's parts parsed by the route's schemas, every problem in all of them reported in
+ * one VALIDATION_ERROR. Schemas refuse unknown fields (strict objects), and a part without a
+ * schema takes none, so a misspelt or unsupported field is an error rather than ignored.
+ */
+function parseRequest<B, Q, P>(spec: RouteSpec<B, Q, P>, req: Request): { body: B; query: Q; params: P } {
+  const details: ErrorDetail[] = [];
+  const part = <T>(schema: z.ZodType<T> | undefined, value: unknown, prefix: string[]): T => {
+    const result = (schema ?? NO_FIELDS).safeParse(value);
+    if (!result.success) details.push(...zodDetails(result.error, prefix));
+    return (result.success && schema ? result.data : undefined) as T;
+  };
+  const takesJson = spec.method !== 'get' && !spec.multipart;
+  const body = takesJson ? part(spec.body, jsonBodyOf(req), []) : (undefined as B);
+  const query = part(spec.query, req.query, ['query']);
+  const params = spec.params ? part(spec.params, req.params, ['params']) : (undefined as P);
+  if (details.length) throw new AppError('VALIDATION_ERROR', `Invalid request: ${summary(details)}`, details);
+  return { body, query, params };
 }
 
-function toJsonSchema(schema: z.ZodType, io: 'input' | 'output'): unknown {
-  try {
-    return z.toJSONSchema(schema, { io, unrepresentable: 'any', target: 'draft-2020-12' });
-  } catch {
-    return {};
-  }
+/** The parsed JSON body, `{}` when none was sent; any other body is refused with 415. */
+function jsonBodyOf(req: Request): unknown {
+  const length = req.headers['content-length'];
+  const hasBody = req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+  if (hasBody && !req.is(JSON_TYPES)) throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'The request body must be application/json');
+  return req.body ?? {};
 }
+
+const summary = (details: ErrorDetail[]) =>
+  details
+    .slice(0, 3)
+    .map((d) => `${d.path?.length ? d.path.join('.') : 'body'}: ${d.message}`)
+    .join('; ') + (details.length > 3 ? `; and ${details.length - 3} more` : '');

@@ -1,14 +1,17 @@
-import express, { type Express, type Request } from 'express';
+import express, { type Express } from 'express';
 import type { Deps } from '../deps.js';
 import { graphqlRouter } from '../graphql/handler.js';
 import { createSchema } from '../graphql/schema.js';
 import { Api } from './api.js';
+import { jsonBody } from './json-body.js';
 import { rejectUnstorableInput } from '../storable-text.js';
 import { errorHandler, notFound } from './errors.js';
 import { loggableUrl, requestLog } from './request-log.js';
 import { createGuards } from './guards.js';
 import { adminRouter, opsRouter } from './ops.js';
+import { portalStatic } from './portal-static.js';
 import { ROUTES } from './routes.js';
+import { documentOptions } from './openapi.js';
 import { inboundRouter } from '../inbound/receiver.js';
 import { createWebServices, type WebServices } from './web-services.js';
 
@@ -44,31 +47,23 @@ export function createApp(deps: Deps): WebApp {
   app.use(opsRouter(deps));
   app.use(adminRouter(deps));
 
-  // Raw bytes kept beside the parsed body: signatures (platform webhooks, idempotency hashes) are over them.
-  app.use(
-    express.json({
-      limit: deps.config.BODY_LIMIT_BYTES,
-      type: ['application/json', 'application/*+json'],
-      verify: (req, _res, buf) => {
-        (req as Request & { rawBody?: Buffer }).rawBody = buf;
-      },
-    }),
-  );
+  app.use(jsonBody(deps.config.BODY_LIMIT_BYTES));
   app.use(rejectUnstorableInput(deps.config.JSON_MAX_DEPTH));
 
   const web = createWebServices(deps);
   onShutdown.push(
     () => web.wakes.close(),
-    () => web.ledger.close(),
+    () => web.reports.close(),
   );
   const guards = createGuards(deps, web.stamps);
   const api = new Api(deps, guards);
   for (const register of ROUTES) register(api, { deps, web, onShutdown });
   app.get('/v1/openapi.json', (_req, res) => {
-    res.json(api.openapi({ title: 'Messaging gateway', version: '1' }));
+    res.json(api.openapi(documentOptions(deps.config)));
   });
   app.use(api.router);
   app.use(graphqlRouter(deps, web, guards, createSchema()));
+  app.use(portalStatic(deps));
 
   app.use(notFound);
   app.use(errorHandler(deps.logger));

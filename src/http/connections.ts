@@ -24,6 +24,7 @@ const connectionOut = z.object({
     last_success_at: z.string().nullable(),
     last_error_at: z.string().nullable(),
     last_error: z.string().nullable(),
+    last_inbound_at: z.string().nullable().describe('when the platform last delivered something to this connection'),
     consecutive_failures: z.number(),
   }),
   created_at: z.string(),
@@ -35,6 +36,7 @@ export function registerConnectionRoutes(api: Api): void {
   api.route({
     method: 'post',
     path: '/v1/platform-connections',
+    operationId: 'createPlatformConnection',
     summary: 'Connect an account on a chat platform (secrets are encrypted and never returned)',
     scope: 'admin',
     body: createConnectionInput,
@@ -45,6 +47,7 @@ export function registerConnectionRoutes(api: Api): void {
   api.route({
     method: 'get',
     path: '/v1/platform-connections',
+    operationId: 'listPlatformConnections',
     summary: 'List platform connections',
     scope: 'admin',
     responses: { 200: { description: 'All connections', schema: z.object({ data: z.array(connectionOut) }) } },
@@ -53,6 +56,7 @@ export function registerConnectionRoutes(api: Api): void {
   api.route({
     method: 'get',
     path: '/v1/platform-connections/:id',
+    operationId: 'getPlatformConnection',
     summary: 'One platform connection',
     scope: 'admin',
     params: idParams,
@@ -63,6 +67,7 @@ export function registerConnectionRoutes(api: Api): void {
   api.route({
     method: 'patch',
     path: '/v1/platform-connections/:id',
+    operationId: 'updatePlatformConnection',
     summary: 'Rename, disable/enable, or change config (omitted secrets are kept)',
     scope: 'admin',
     params: idParams,
@@ -77,6 +82,7 @@ export function registerConnectionRoutes(api: Api): void {
   api.route({
     method: 'delete',
     path: '/v1/platform-connections/:id',
+    operationId: 'deletePlatformConnection',
     summary: 'Delete a platform connection',
     scope: 'admin',
     params: idParams,

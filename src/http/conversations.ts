@@ -38,6 +38,7 @@ export function registerConversationRoutes(api: Api): void {
   api.route({
     method: 'get',
     path: '/v1/conversations',
+    operationId: 'listConversations',
     summary: 'List conversations (filters: platform_connection_id, user_id), oldest first',
     scope: 'events:read',
     query: listConversationsInput,
@@ -57,6 +58,7 @@ export function registerConversationRoutes(api: Api): void {
   api.route({
     method: 'get',
     path: '/v1/conversations/:id',
+    operationId: 'getConversation',
     summary: 'One conversation with its participants, last event and reply-window state',
     scope: 'events:read',
     params: z.object({ id: z.string().max(100) }),

@@ -28,6 +28,7 @@ export function registerEventSchemaRoutes(api: Api): void {
   api.route({
     method: 'post',
     path: '/v1/event-schemas',
+    operationId: 'createEventSchema',
     summary: 'Define the JSON Schema of a custom event type',
     scope: 'admin',
     body: eventSchemaInput,
@@ -41,6 +42,7 @@ export function registerEventSchemaRoutes(api: Api): void {
   api.route({
     method: 'get',
     path: '/v1/event-schemas',
+    operationId: 'listEventSchemas',
     summary: 'List event schemas',
     scope: 'admin',
     responses: { 200: { description: 'All schemas', schema: z.object({ data: z.array(out) }) } },
@@ -52,6 +54,7 @@ export function registerEventSchemaRoutes(api: Api): void {
   api.route({
     method: 'get',
     path: '/v1/event-schemas/:id',
+    operationId: 'getEventSchema',
     summary: 'One event schema',
     scope: 'admin',
     params: idParams,
@@ -65,6 +68,7 @@ export function registerEventSchemaRoutes(api: Api): void {
   api.route({
     method: 'patch',
     path: '/v1/event-schemas/:id',
+    operationId: 'updateEventSchema',
     summary: 'Update an event schema',
     scope: 'admin',
     params: idParams,
@@ -79,6 +83,7 @@ export function registerEventSchemaRoutes(api: Api): void {
   api.route({
     method: 'delete',
     path: '/v1/event-schemas/:id',
+    operationId: 'deleteEventSchema',
     summary: 'Delete an event schema',
     scope: 'admin',
     params: idParams,

@@ -6,6 +6,7 @@ import { getEvent, listEvents } from '../ledger/read.js';
 import { toRestEvent } from '../ledger/shape.js';
 import { AppError } from '../errors.js';
 import type { Api } from './api.js';
+import { IDEMPOTENCY_KEY } from './openapi.js';
 import type { RouteContext } from './routes.js';
 
 const edgeOut = z.object({ edge_type: z.string(), target_node_type: z.enum(['platform_user', 'file']), target_node_id: z.string() });
@@ -24,14 +25,18 @@ export const restEventSchema = z.object({
   cursor: z.string(),
 });
 
-const listQuery = z.object({
-  after: z.string().optional(),
+const listQuery = z.strictObject({
+  after: z.string().optional().describe('only events after this cursor'),
+  before: z.string().optional().describe('only events before this cursor'),
+  order: z.enum(['asc', 'desc']).default('asc').describe('desc: newest first, paging back with next_cursor as `before`'),
   limit: z.coerce.number().int().min(1).max(500).default(50),
   event_type: z
     .string()
     .max(200)
     .regex(/^[a-z0-9_.]+\*?$/, 'an event type, or a prefix ending in *')
     .optional(),
+  conversation_id: z.string().max(100).optional(),
+  user_id: z.string().max(100).optional().describe('events with an edge to this user or platform user (merges followed)'),
 });
 
 /** Filters of GET /v1/events as the ledger's read filters. */
@@ -44,9 +49,11 @@ export function registerEventRoutes(api: Api, { web }: RouteContext): void {
   api.route({
     method: 'post',
     path: '/v1/events',
+    operationId: 'createEvent',
     summary: 'Record a custom event (answers once the ledger has committed it)',
     scope: 'events:write',
     body: createEventInput,
+    headers: [IDEMPOTENCY_KEY],
     responses: {
       201: { description: 'The stored event', schema: restEventSchema },
       202: {
@@ -66,19 +73,29 @@ export function registerEventRoutes(api: Api, { web }: RouteContext): void {
   api.route({
     method: 'get',
     path: '/v1/events',
+    operationId: 'listEvents',
     summary: 'Page through the ledger in cursor order',
     scope: 'events:read',
     query: listQuery,
     responses: {
       200: {
-        description: 'A page; keep polling from next_cursor to see new events exactly once',
+        description:
+          'A page; keep polling from next_cursor (as `after`) to see new events exactly once, or with order=desc page back (next_cursor as `before`)',
         schema: z.object({ data: z.array(restEventSchema), next_cursor: z.string().optional(), has_more: z.boolean() }),
       },
     },
     errors: ['INVALID_CURSOR'],
     async handler({ deps, principal, query }) {
-      const afterSeq = query.after !== undefined ? unwrap(decodeCursor(query.after)).seq : undefined;
-      const rows = await listEvents(deps.sql, principal.appId, { afterSeq, eventType: eventTypeFilter(query.event_type) }, query.limit + 1);
+      const seqOf = (cursor: string | undefined) => (cursor !== undefined ? unwrap(decodeCursor(cursor)).seq : undefined);
+      const filters = {
+        afterSeq: seqOf(query.after),
+        beforeSeq: seqOf(query.before),
+        descending: query.order === 'desc',
+        eventType: eventTypeFilter(query.event_type),
+        conversationId: query.conversation_id,
+        userId: query.user_id,
+      };
+      const rows = await listEvents(deps.sql, principal.appId, filters, query.limit + 1);
       const page = rows.slice(0, query.limit);
       const last = page.at(-1);
       return {
@@ -91,6 +108,7 @@ export function registerEventRoutes(api: Api, { web }: RouteContext): void {
   api.route({
     method: 'get',
     path: '/v1/events/:id',
+    operationId: 'getEvent',
     summary: 'One event',
     scope: 'events:read',
     params: z.object({ id: z.string() }),

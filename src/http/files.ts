@@ -15,14 +15,31 @@ const fileOut = z.object({
   created_at: z.string(),
 });
 const idParams = z.object({ id: z.string() });
-const upload = multer({ storage: multer.memoryStorage(), limits: { fileSize: MAX_FILE_BYTES, files: 1, fields: 5 } });
+// Busboy reads a plain `filename="…"` as latin1 by default, turning `résumé.txt` into
+// `rÃ©sumÃ©.txt`; clients (browsers, undici, curl) send it as UTF-8.
+const upload = multer({
+  storage: multer.memoryStorage(),
+  limits: { fileSize: MAX_FILE_BYTES, files: 1, fields: 5 },
+  defParamCharset: 'utf8',
+});
 
 export function registerFileRoutes(api: Api, { web }: RouteContext): void {
   api.route({
     method: 'post',
     path: '/v1/files',
+    operationId: 'uploadFile',
     summary: 'Upload a file (multipart/form-data, field "file", at most 50 MB); its type is sniffed from the content',
     scope: 'events:write',
+    multipart: true,
+    requestContent: {
+      'multipart/form-data': {
+        schema: {
+          type: 'object',
+          required: ['file'],
+          properties: { file: { type: 'string', contentMediaType: 'application/octet-stream', description: 'The file; its name is kept' } },
+        },
+      },
+    },
     responses: { 201: { description: 'The stored file', schema: fileOut } },
     errors: ['VALIDATION_ERROR', 'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE'],
     async handler({ deps, principal, req, res }) {
@@ -40,7 +57,12 @@ export function registerFileRoutes(api: Api, { web }: RouteContext): void {
         }),
       );
       const file = req.file;
-      if (!file) throw new AppError('VALIDATION_ERROR', 'Missing "file" field', [{ path: ['file'], message: 'required' }]);
+      const unknown = Object.keys((req.body ?? {}) as object).map((field) => ({ path: [field], message: 'unknown field' }));
+      if (!file || unknown.length)
+        throw new AppError('VALIDATION_ERROR', file ? 'The upload takes only the "file" field' : 'Missing "file" field', [
+          ...(file ? [] : [{ path: ['file'], message: 'required' }]),
+          ...unknown,
+        ]);
       // Busboy decodes `filename*` (RFC 5987) in any charset, so a name can carry NUL or a lone
       // surrogate that the JSON-body check never saw and the insert would fail on.
       const unstorable = unstorableError(
@@ -61,6 +83,7 @@ export function registerFileRoutes(api: Api, { web }: RouteContext): void {
   api.route({
     method: 'get',
     path: '/v1/files/:id',
+    operationId: 'getFile',
     summary: 'File metadata',
     scope: 'events:read',
     params: idParams,
@@ -75,18 +98,27 @@ export function registerFileRoutes(api: Api, { web }: RouteContext): void {
   api.route({
     method: 'get',
     path: '/v1/files/:id/content',
+    operationId: 'downloadFile',
     summary: 'File bytes',
     scope: 'events:read',
     params: idParams,
-    responses: { 200: { description: 'The content, with its sniffed Content-Type' } },
+    responses: {
+      200: {
+        description: 'The bytes; Content-Type is the type sniffed from them (application/octet-stream when unknown)',
+        mediaType: 'application/octet-stream',
+        mediaSchema: { type: 'string', contentMediaType: 'application/octet-stream' },
+      },
+    },
     errors: ['NOT_FOUND'],
     async handler({ deps, principal, params, res }) {
       const f = await getFileContent(deps.sql, principal.appId, params.id, web.files);
       if (!f) throw new AppError('NOT_FOUND', `No file ${params.id}`);
+      // RFC 6266: `filename*` in UTF-8 plus an ASCII `filename` fallback. attachment() also sets
+      // a Content-Type from the extension, so the sniffed type is set after it.
+      res.attachment(f.filename ?? f.id);
       res.setHeader('Content-Type', f.mime_type ?? 'application/octet-stream');
       res.setHeader('Content-Length', String(f.data.length));
       res.setHeader('X-Content-Type-Options', 'nosniff');
-      res.setHeader('Content-Disposition', `attachment; filename*=UTF-8''${encodeURIComponent(f.filename ?? f.id)}`);
       res.status(200).end(f.data);
       return undefined;
     },

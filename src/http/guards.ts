@@ -1,11 +1,22 @@
 import type { Request, Response } from 'express';
-import { authenticate, requireScope, type Principal } from '../auth/api-keys.js';
+import { requireScope, type Principal } from '../auth/api-keys.js';
 import type { Scope } from '../auth/scopes.js';
 import type { ChangeStamps } from '../change-stamps.js';
 import type { Deps } from '../deps.js';
 import { AppError } from '../errors.js';
 import { redisReady } from '../availability.js';
 import { createWindowLimiter, type LimitVerdict } from '../rate-limit.js';
+import { authenticateRequest, type RequestCredentials } from '../portal/auth.js';
+
+/** What authentication reads from a request: API key headers, or the portal cookie and CSRF header. */
+export const credentialsOf = (req: Request): RequestCredentials => ({
+  authorization: req.get('authorization'),
+  appId: req.get('x-service-app-id'),
+  cookie: req.get('cookie'),
+  csrfToken: req.get('x-csrf-token'),
+  method: req.method,
+  path: req.path,
+});
 
 export interface RequestGuards {
   /** Authenticates a request and checks its scope; throws the 401/403 AppError otherwise. */
@@ -27,12 +38,7 @@ export function createGuards(deps: Deps, stamps: ChangeStamps): RequestGuards {
   const limiter = createWindowLimiter(deps.redis, `${deps.config.REDIS_PREFIX}:rl`, limit, 60);
   return {
     async authenticate(req, scope, options) {
-      const auth = await authenticate(
-        deps.sql,
-        stamps,
-        { authorization: req.get('authorization'), appId: req.get('x-service-app-id') },
-        options,
-      );
+      const auth = await authenticateRequest(deps.sql, stamps, credentialsOf(req), options);
       if (!auth.ok) throw AppError.from(auth.error);
       const scoped = requireScope(auth.value, scope);
       if (!scoped.ok) throw AppError.from(scoped.error);

@@ -24,6 +24,7 @@ export function registerLinkCodeRoutes(api: Api, { web }: RouteContext): void {
   api.route({
     method: 'post',
     path: '/v1/link-codes',
+    operationId: 'createLinkCode',
     summary:
       'A single-use code (default TTL 10 minutes) that links the platform account sending it back to this user; records link_code.generated',
     scope: 'users:write',
@@ -39,6 +40,7 @@ export function registerLinkCodeRoutes(api: Api, { web }: RouteContext): void {
   api.route({
     method: 'post',
     path: '/v1/link-codes/:code/activate',
+    operationId: 'activateLinkCode',
     summary:
       "Use a code for a platform user: it joins the code's user (merging users when needed); records link_code.activation and user.merged",
     scope: 'users:write',

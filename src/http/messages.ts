@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { AppError, unwrap } from '../errors.js';
-import { getMessage, sendMessageInput, submitMessage, type MessageRow } from '../messages/messages.js';
+import { getMessage, sendMessageInput, submitMessage, type MessageRow, type SubmittedMessage } from '../messages/messages.js';
 import type { Api } from './api.js';
+import { IDEMPOTENCY_KEY } from './openapi.js';
 import type { RouteContext } from './routes.js';
 
 const messageOut = z.object({
@@ -11,7 +12,22 @@ const messageOut = z.object({
   created_at: z.string(),
 });
 
-const toRestMessage = (m: MessageRow) => ({
+/** GET /v1/messages/:id: the send's state, where it went, and why it failed when it did. */
+const messageDetailOut = messageOut.extend({
+  platform_connection_id: z.string(),
+  to_external_id: z.string(),
+  error: z
+    .object({
+      code: z.string(),
+      message: z.string(),
+      platform_code: z.union([z.string(), z.number()]).optional(),
+      platform_message: z.string().optional(),
+    })
+    .optional()
+    .describe('Present when the send failed'),
+});
+
+const toRestMessage = (m: MessageRow): z.output<typeof messageDetailOut> => ({
   id: m.id,
   status: m.status,
   external_message_id: m.external_message_id,
@@ -22,7 +38,7 @@ const toRestMessage = (m: MessageRow) => ({
 });
 
 /** A finally failed send as the error REST and GraphQL answer with. */
-export function sendFailure(m: MessageRow): AppError {
+export function sendFailure(m: Pick<SubmittedMessage, 'id' | 'error'>): AppError {
   const e = m.error!;
   return new AppError(e.code, e.message, [
     {
@@ -38,15 +54,32 @@ export function registerMessageRoutes(api: Api, { web }: RouteContext): void {
   api.route({
     method: 'post',
     path: '/v1/messages',
+    operationId: 'sendMessage',
     summary: 'Send a message through a platform connection',
     scope: 'events:write',
     body: sendMessageInput,
+    headers: [IDEMPOTENCY_KEY],
     responses: {
       201: { description: 'Sent: the platform accepted it', schema: messageOut },
       202: { description: 'Queued: the outcome arrives as message.outbound / message.status events', schema: messageOut },
       422: { description: 'The platform refused it for good; details carry its own code and text' },
     },
-    errors: ['PLATFORM_CONNECTION_NOT_FOUND', 'MESSAGE_TOO_LONG', 'INVALID_RECIPIENT', 'REPLY_WINDOW_CLOSED', 'IDEMPOTENCY_CONFLICT'],
+    errors: [
+      'PLATFORM_CONNECTION_NOT_FOUND',
+      'MESSAGE_TOO_LONG',
+      'INVALID_RECIPIENT',
+      'REPLY_WINDOW_CLOSED',
+      'IDEMPOTENCY_CONFLICT',
+      // A send that failed for good within the wait answers with the failure's own code (sendFailure).
+      'CONNECTION_DISABLED',
+      'RECIPIENT_NOT_STARTED',
+      'RECIPIENT_BLOCKED',
+      'PLATFORM_AUTH_FAILED',
+      'PLATFORM_REJECTED',
+      'PLATFORM_RATE_LIMITED',
+      'PLATFORM_UNAVAILABLE',
+      'DELIVERY_UNCERTAIN',
+    ],
     async handler({ deps, principal, body, req }) {
       const m = unwrap(await submitMessage(deps, web, principal.appId, body, req.get('idempotency-key')));
       if (m.status === 'failed') throw sendFailure(m);
@@ -61,10 +94,11 @@ export function registerMessageRoutes(api: Api, { web }: RouteContext): void {
   api.route({
     method: 'get',
     path: '/v1/messages/:id',
+    operationId: 'getMessage',
     summary: 'The state of a sent message',
     scope: 'events:read',
     params: z.object({ id: z.string() }),
-    responses: { 200: { description: 'The message', schema: messageOut } },
+    responses: { 200: { description: 'The message', schema: messageDetailOut } },
     errors: ['NOT_FOUND'],
     async handler({ deps, principal, params }) {
       const m = await getMessage(deps, principal.appId, params.id);

@@ -8,6 +8,10 @@ import { registerMessageRoutes } from './messages.js';
 import { registerUserRoutes } from './users.js';
 import { registerLinkCodeRoutes } from './link-codes.js';
 import { registerConversationRoutes } from './conversations.js';
+import { registerPortalRoutes } from './portal.js';
+import { registerApiKeyRoutes } from './api-keys.js';
+import { registerPlatformRoutes } from './platforms.js';
+import { registerWebhookDeliveryRoutes } from './webhook-deliveries.js';
 import { registerStreamRoutes } from '../stream/sse.js';
 import type { WebServices } from './web-services.js';
 import { registerWebhookRoutes } from './webhooks.js';
@@ -30,4 +34,8 @@ export const ROUTES: ((api: Api, ctx: RouteContext) => void)[] = [
   registerLinkCodeRoutes,
   registerConversationRoutes,
   registerStreamRoutes,
+  registerPortalRoutes,
+  registerApiKeyRoutes,
+  registerWebhookDeliveryRoutes,
+  registerPlatformRoutes,
 ];

@@ -45,7 +45,7 @@ const userDetailOut = userOut.extend({
 const idParams = z.object({ id: z.string().max(100) });
 const MERGED = { 410: { description: 'USER_MERGED: the user was merged away; details[0].merged_into (and Location) name the survivor' } };
 
-const eventsQuery = z.object({
+const eventsQuery = z.strictObject({
   after: z.string().optional(),
   limit: z.coerce.number().int().min(1).max(500).default(50),
   event_type: z
@@ -59,6 +59,7 @@ export function registerUserRoutes(api: Api): void {
   api.route({
     method: 'get',
     path: '/v1/users',
+    operationId: 'listUsers',
     summary: 'List users (filters: platform, external_id, platform_connection_id, name_contains), oldest first',
     scope: 'users:read',
     query: listUsersInput,
@@ -78,6 +79,7 @@ export function registerUserRoutes(api: Api): void {
   api.route({
     method: 'get',
     path: '/v1/users/:id',
+    operationId: 'getUser',
     summary: 'One user with its platform users and (the first page of) its conversations',
     scope: 'users:read',
     params: idParams,
@@ -93,6 +95,7 @@ export function registerUserRoutes(api: Api): void {
   api.route({
     method: 'patch',
     path: '/v1/users/:id',
+    operationId: 'updateUser',
     summary: 'Rename a user and/or patch its metadata (top-level merge patch: null deletes a key)',
     scope: 'users:write',
     params: idParams,
@@ -108,10 +111,11 @@ export function registerUserRoutes(api: Api): void {
   api.route({
     method: 'post',
     path: '/v1/users/:id/merge',
+    operationId: 'mergeUsers',
     summary: 'Merge source_user_id into this user: its platform users move here, it is gone afterwards; records user.merged',
     scope: 'users:write',
     params: idParams,
-    body: z.object({ source_user_id: z.string().min(1).max(100) }),
+    body: z.strictObject({ source_user_id: z.string().min(1).max(100) }),
     responses: {
       200: {
         description: 'The surviving user, and what moved (replayed: true when this merge had already been done)',
@@ -150,6 +154,7 @@ export function registerUserRoutes(api: Api): void {
   api.route({
     method: 'get',
     path: '/v1/users/:id/events',
+    operationId: 'listUserEvents',
     summary: "Events involving any of the user's platform users, in ledger order (a merged-away id lists its survivor's)",
     scope: 'events:read',
     params: idParams,

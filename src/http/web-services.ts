@@ -1,21 +1,28 @@
+import { randomUUID } from 'node:crypto';
 import { createChangeStamps, type ChangeStamps } from '../change-stamps.js';
 import { createConnectionCache, type ConnectionCache } from '../connections/connection-cache.js';
 import type { Deps } from '../deps.js';
 import { createFileStore, type BlobStore } from '../files/storage.js';
 import { createGuessThrottle, type GuessThrottle } from '../identity/link-code-throttle.js';
-import { createCommitWaiter, type CommitWaiter } from '../ledger/commit-waiter.js';
+import { subscribeCommitReports, type CommitReportSubscription, type SendOutcome } from '../ledger/commit-reports.js';
+import { createCommitWaiter, eventCommitted, type CommitOutcome, type CommitWaiter } from '../ledger/commit-waiter.js';
 import { createLedgerSubmitter, type LedgerSubmitter } from '../ledger/submit.js';
 import { createWakeHub, type WakeHub } from '../ledger/wake-hub.js';
-import { messageSettled } from '../messages/messages.js';
+import { messageOutcome } from '../messages/messages.js';
+import { createMessageRecorder, type MessageRecorder } from '../messages/record.js';
 import { createStreamService, type StreamService } from '../stream/service.js';
 
 /** What the web process builds once and its faces share: the wake subscriber and what listens on it, and the per-process caches. */
 export interface WebServices {
   wakes: WakeHub;
+  /** This process's reports from the workers (event commits, settled sends), on its own channel. */
+  reports: CommitReportSubscription;
   /** Enqueues events on the ledger and waits for their commit. */
   ledger: LedgerSubmitter;
-  /** Waits for sends to settle (sent or finally failed). */
-  sends: CommitWaiter;
+  /** Records the sends of one event-loop turn together and hands them to the send workers. */
+  recorder: MessageRecorder;
+  /** Waits for sends to settle (sent or finally failed), settled by the send workers' reports. */
+  sends: CommitWaiter<SendOutcome>;
   /** Event-stream tails, slots and open streams (SSE and GraphQL subscriptions). */
   streams: StreamService;
   /** The change stamps and the caches under them (API keys, event schemas). */
@@ -31,10 +38,21 @@ export interface WebServices {
 export function createWebServices(deps: Deps): WebServices {
   const wakes = createWakeHub(deps.config.REDIS_URL, deps.config.REDIS_PREFIX, deps.logger);
   const stamps = createChangeStamps(deps.sql);
+  // The workers answer this process directly; the waiters' periodic checks of the database
+  // only cover a report that got lost.
+  const replyTo = randomUUID();
+  const commits = createCommitWaiter<CommitOutcome>(deps.sql, undefined, eventCommitted);
+  const sends = createCommitWaiter<SendOutcome>(deps.sql, undefined, messageOutcome);
+  const reports = subscribeCommitReports(deps.config.REDIS_URL, deps.config.REDIS_PREFIX, replyTo, deps.logger, {
+    commit: commits.settle,
+    send: sends.settle,
+  });
   return {
     wakes,
-    ledger: createLedgerSubmitter(deps),
-    sends: createCommitWaiter(deps.sql, wakes, messageSettled),
+    reports,
+    ledger: createLedgerSubmitter(deps, replyTo, commits),
+    recorder: createMessageRecorder(deps, replyTo),
+    sends,
     streams: createStreamService(deps, wakes, stamps),
     stamps,
     connections: createConnectionCache(deps),

@@ -29,8 +29,8 @@ const subscriptionOut = z.object({
   created_at: z.string(),
   updated_at: z.string(),
 });
-const deliveryStatus = z.enum(['pending', 'retrying', 'delivered', 'failed']);
-const logOut = z.object({
+export const deliveryStatus = z.enum(['pending', 'retrying', 'delivered', 'failed']);
+export const logOut = z.object({
   id: z.string(),
   delivery_id: z.string().nullable(),
   event_id: z.string(),
@@ -41,12 +41,15 @@ const logOut = z.object({
   duration: z.number().describe('milliseconds'),
   error_message: z.string().nullable(),
   request_body: z.string(),
+  request_headers: z.record(z.string(), z.string()).nullable().describe('as sent, signature included'),
   response_body: z.string().nullable(),
+  response_headers: z.record(z.string(), z.union([z.string(), z.array(z.string())])).nullable(),
+  next_retry_at: z.string().nullable().describe('when the next attempt is due, while the delivery is retrying'),
   created_at: z.string(),
   cursor: z.string(),
 });
 const idParams = z.object({ id: z.string() });
-const logsQuery = z.object({
+const logsQuery = z.strictObject({
   limit: z.coerce.number().int().min(1).max(200).default(50),
   after: z.string().max(200).optional(),
   status: deliveryStatus.optional(),
@@ -57,6 +60,7 @@ export function registerWebhookRoutes(api: Api): void {
   api.route({
     method: 'post',
     path: base,
+    operationId: 'createWebhook',
     summary: 'Subscribe a URL to events matching patterns; a generated secret is returned once',
     scope: 'admin',
     body: createSubscriptionInput,
@@ -72,6 +76,7 @@ export function registerWebhookRoutes(api: Api): void {
   api.route({
     method: 'get',
     path: base,
+    operationId: 'listWebhooks',
     summary: 'List webhook subscriptions',
     scope: 'admin',
     responses: { 200: { description: 'All subscriptions', schema: z.object({ data: z.array(subscriptionOut) }) } },
@@ -80,6 +85,7 @@ export function registerWebhookRoutes(api: Api): void {
   api.route({
     method: 'get',
     path: `${base}/:id`,
+    operationId: 'getWebhook',
     summary: 'One webhook subscription',
     scope: 'admin',
     params: idParams,
@@ -93,6 +99,7 @@ export function registerWebhookRoutes(api: Api): void {
   api.route({
     method: 'patch',
     path: `${base}/:id`,
+    operationId: 'updateWebhook',
     summary: 'Change name, URL, patterns or throttle; pause (PAUSED) or resume (ACTIVE)',
     scope: 'admin',
     params: idParams,
@@ -107,6 +114,7 @@ export function registerWebhookRoutes(api: Api): void {
   api.route({
     method: 'delete',
     path: `${base}/:id`,
+    operationId: 'deleteWebhook',
     summary: 'Delete a subscription with its deliveries and logs',
     scope: 'admin',
     params: idParams,
@@ -120,6 +128,7 @@ export function registerWebhookRoutes(api: Api): void {
   api.route({
     method: 'post',
     path: `${base}/:id/rotate-secret`,
+    operationId: 'rotateWebhookSecret',
     summary: 'Replace the secret; the old one keeps signing beside it for 24 h',
     scope: 'admin',
     params: idParams,
@@ -132,6 +141,7 @@ export function registerWebhookRoutes(api: Api): void {
   api.route({
     method: 'post',
     path: `${base}/:id/test`,
+    operationId: 'testWebhook',
     summary: 'Send a signed webhook.test delivery now and report the answer',
     scope: 'admin',
     params: idParams,
@@ -156,6 +166,7 @@ export function registerWebhookRoutes(api: Api): void {
   api.route({
     method: 'get',
     path: `${base}/:id/deliveries`,
+    operationId: 'listWebhookDeliveries',
     summary: 'Delivery attempt log, newest first',
     scope: 'admin',
     params: idParams,
@@ -179,6 +190,7 @@ export function registerWebhookRoutes(api: Api): void {
   api.route({
     method: 'post',
     path: `${base}/:id/replay`,
+    operationId: 'replayWebhook',
     summary: 'Re-queue deliveries of every matching event after a time or cursor (bounded, deduplicated)',
     scope: 'admin',
     params: idParams,
@@ -204,6 +216,7 @@ export function registerWebhookRoutes(api: Api): void {
   api.route({
     method: 'post',
     path: '/v1/webhook-deliveries/:id/retry',
+    operationId: 'retryWebhookDelivery',
     summary: 'Re-send a failed delivery now, with a fresh retry schedule',
     scope: 'admin',
     params: idParams,

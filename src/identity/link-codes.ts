@@ -28,14 +28,14 @@ const MAX_TTL_SECONDS = 86_400;
 
 const CODE_RE = new RegExp(`^[${CODE_ALPHABET}]{${CODE_LENGTH}}$`);
 
-export const createLinkCodeInput = z.object({
+export const createLinkCodeInput = z.strictObject({
   user_id: z.string().min(1).max(100),
   /** Lifetime in seconds. @default 600 */
   ttl_seconds: z.number().int().min(30).max(MAX_TTL_SECONDS).default(DEFAULT_TTL_SECONDS),
 });
 export type CreateLinkCodeInput = z.infer<typeof createLinkCodeInput>;
 
-export const activateLinkCodeInput = z.object({ platform_user_id: z.string().min(1).max(100) });
+export const activateLinkCodeInput = z.strictObject({ platform_user_id: z.string().min(1).max(100) });
 
 export interface DeepLink {
   platform: string;

@@ -57,3 +57,123 @@ export async function upsertConversation(
     RETURNING id`;
   return row.id;
 }
+
+/** A platform user to find or create, as `upsertPlatformUsers` takes them. */
+export interface PlatformUserKey {
+  appId: string;
+  connectionId: string;
+  platform: string;
+  externalId: string;
+  isSystem?: boolean;
+}
+
+const userKey = (k: { appId: string; connectionId: string; externalId: string }) => `${k.appId}/${k.connectionId}/${k.externalId}`;
+
+/**
+ * Finds or creates many platform users (and each new one's user) in one statement: the send
+ * path's batch. A new platform user and its user are inserted by the same statement, so one
+ * never exists without the other; a first sight racing another transaction's loses on the
+ * unique key (DO NOTHING waits for the winner) and is read back after. Names are not touched.
+ * Returns a map keyed by `appId/connectionId/externalId`.
+ */
+export async function upsertPlatformUsers(sql: Sql, keys: PlatformUserKey[]): Promise<Map<string, PlatformUserRef>> {
+  const unique = [...new Map(keys.map((k) => [userKey(k), k])).values()].sort((a, b) => (userKey(a) < userKey(b) ? -1 : 1));
+  const out = new Map<string, PlatformUserRef>();
+  if (unique.length === 0) return out;
+  const input = JSON.stringify(
+    unique.map((k) => ({
+      app_id: k.appId,
+      conn: k.connectionId,
+      platform: k.platform,
+      external_id: k.externalId,
+      is_system: k.isSystem ?? false,
+      user_id: randomUUID(),
+    })),
+  );
+  type Row = PlatformUserRef & { app_id: string; platform_connection_id: string };
+  const collect = (rows: Row[]) => {
+    for (const r of rows)
+      out.set(userKey({ appId: r.app_id, connectionId: r.platform_connection_id, externalId: r.external_id }), {
+        id: r.id,
+        user_id: r.user_id,
+        external_id: r.external_id,
+        name: r.name,
+      });
+  };
+  // Existing rows come from the statement's snapshot, new ones from its own inserts; their
+  // users are inserted by the same statement (the foreign key is checked at its end).
+  collect(
+    await sql<Row[]>`
+      WITH input AS (
+        SELECT * FROM jsonb_to_recordset(${input}::text::jsonb)
+          AS r(app_id uuid, conn uuid, platform text, external_id text, is_system boolean, user_id uuid)
+      ), found AS (
+        SELECT p.id, p.user_id, p.external_id, p.name, p.app_id, p.platform_connection_id
+          FROM platform_users p JOIN input i ON p.app_id = i.app_id AND p.platform_connection_id = i.conn AND p.external_id = i.external_id
+      ), pu AS (
+        INSERT INTO platform_users (app_id, platform_connection_id, platform, external_id, is_system_user, user_id)
+        SELECT i.app_id, i.conn, i.platform, i.external_id, i.is_system, i.user_id FROM input i
+         WHERE NOT EXISTS (SELECT 1 FROM found f WHERE f.app_id = i.app_id AND f.platform_connection_id = i.conn AND f.external_id = i.external_id)
+         ORDER BY i.app_id, i.conn, i.external_id
+        ON CONFLICT (app_id, platform_connection_id, external_id) DO NOTHING
+        RETURNING id, user_id, external_id, name, app_id, platform_connection_id
+      ), u AS (
+        INSERT INTO users (id, app_id, name, is_system) SELECT i.user_id, i.app_id, NULL, i.is_system FROM input i JOIN pu ON pu.user_id = i.user_id
+      )
+      SELECT * FROM found UNION ALL SELECT * FROM pu`,
+  );
+  const lost = unique.filter((k) => !out.has(userKey(k)));
+  if (lost.length)
+    collect(
+      await sql<Row[]>`
+        SELECT p.id, p.user_id, p.external_id, p.name, p.app_id, p.platform_connection_id
+          FROM platform_users p
+          JOIN unnest(${lost.map((k) => k.appId)}::uuid[], ${lost.map((k) => k.connectionId)}::uuid[], ${lost.map((k) => k.externalId)}::text[])
+            AS k(app_id, conn, external_id) ON p.app_id = k.app_id AND p.platform_connection_id = k.conn AND p.external_id = k.external_id`,
+    );
+  return out;
+}
+
+/** Finds or creates many direct conversations (no thread) in one statement; a map keyed by `connectionId/externalId`. */
+export async function upsertConversations(
+  sql: Sql,
+  keys: { appId: string; connectionId: string; externalId: string }[],
+): Promise<Map<string, string>> {
+  const convKey = (c: string, x: string) => `${c}/${x}`;
+  const unique = [...new Map(keys.map((k) => [convKey(k.connectionId, k.externalId), k])).values()].sort((a, b) =>
+    convKey(a.connectionId, a.externalId) < convKey(b.connectionId, b.externalId) ? -1 : 1,
+  );
+  const out = new Map<string, string>();
+  if (unique.length === 0) return out;
+  const input = JSON.stringify(unique.map((k) => ({ app_id: k.appId, conn: k.connectionId, external_id: k.externalId })));
+  type Row = { id: string; platform_connection_id: string; external_id: string };
+  const collect = (rows: Row[]) => {
+    for (const r of rows) out.set(convKey(r.platform_connection_id, r.external_id), r.id);
+  };
+  collect(
+    await sql<Row[]>`
+      WITH input AS (
+        SELECT * FROM jsonb_to_recordset(${input}::text::jsonb) AS r(app_id uuid, conn uuid, external_id text)
+      ), found AS (
+        SELECT c.id, c.platform_connection_id, c.external_id
+          FROM conversations c JOIN input i ON c.platform_connection_id = i.conn AND c.external_id = i.external_id AND c.thread_id = ''
+      ), ins AS (
+        INSERT INTO conversations (app_id, platform_connection_id, external_id, thread_id)
+        SELECT i.app_id, i.conn, i.external_id, '' FROM input i
+         WHERE NOT EXISTS (SELECT 1 FROM found f WHERE f.platform_connection_id = i.conn AND f.external_id = i.external_id)
+         ORDER BY i.conn, i.external_id
+        ON CONFLICT (platform_connection_id, external_id, thread_id) DO NOTHING
+        RETURNING id, platform_connection_id, external_id
+      )
+      SELECT * FROM found UNION ALL SELECT * FROM ins`,
+  );
+  const lost = unique.filter((k) => !out.has(convKey(k.connectionId, k.externalId)));
+  if (lost.length)
+    collect(
+      await sql<Row[]>`
+        SELECT c.id, c.platform_connection_id, c.external_id FROM conversations c
+          JOIN unnest(${lost.map((k) => k.connectionId)}::uuid[], ${lost.map((k) => k.externalId)}::text[]) AS k(conn, external_id)
+            ON c.platform_connection_id = k.conn AND c.external_id = k.external_id AND c.thread_id = ''`,
+    );
+  return out;
+}

@@ -49,7 +49,7 @@ const platformName = z
   .transform((s) => s.toUpperCase())
   .pipe(z.enum(PLATFORM_NAMES));
 
-export const listUsersInput = z.object({
+export const listUsersInput = z.strictObject({
   /** Users with a platform user on this platform (any case: `telegram`, `TELEGRAM`). */
   platform: platformName.optional(),
   /** Users with a platform user of this external id (with `platform`: on that platform). */
@@ -69,7 +69,7 @@ export const listUsersInput = z.object({
 export type ListUsersInput = z.infer<typeof listUsersInput>;
 
 export const updateUserInput = z
-  .object({
+  .strictObject({
     name: z.string().trim().min(1).max(200).nullable().optional(),
     /** Merged into the stored metadata key by key (JSON merge patch, top level): a null value deletes its key. */
     metadata: z.record(z.string().max(200), z.unknown()).optional(),

@@ -10,6 +10,7 @@ import {
 } from '../connections/connections.js';
 import { watchChanges } from '../change-feed.js';
 import type { Deps } from '../deps.js';
+import { hubQueryProblem, hubRefusal } from '../platforms/meta-inbound.js';
 import { getAdapter } from '../platforms/registry.js';
 import { PLATFORM_NAMES, type InboundRequest, type PlatformName } from '../platforms/types.js';
 import { batchedEnqueue } from './batched-enqueue.js';
@@ -18,6 +19,10 @@ import { lookupCache } from '../lookup-cache.js';
 import { createSourceLimits, tooMany } from './source-limit.js';
 
 /** Headers a normaliser or signature may need later; everything else is dropped before queueing. */
+/** The receiver's routes: a connection's (or a Meta platform's shared) inbound URL, and the Meta hub handshake. */
+export const INBOUND_ROUTE = '/webhooks/:webhookId/:webhookSecret';
+export const HANDSHAKE_ROUTE = '/webhooks/:platform';
+
 const KEPT_HEADERS = ['content-type', 'x-slack-retry-num', 'x-slack-request-timestamp', 'x-signature-timestamp', 'x-gateway-timestamp'];
 
 const digest = (s: string) => createHash('sha256').update(s).digest();
@@ -104,7 +109,7 @@ export function inboundRouter(deps: Deps): Router {
     else ok(res);
   };
 
-  router.all('/webhooks/:webhookId/:webhookSecret', raw, async (req, res) => {
+  router.all(INBOUND_ROUTE, raw, async (req, res) => {
     if (req.method !== 'GET' && req.method !== 'POST') return void res.status(405).json({ error: 'method not allowed' });
     const { webhookId, webhookSecret } = req.params as { webhookId: string; webhookSecret: string };
     const inbound = toInbound(req, deps);
@@ -163,18 +168,17 @@ export function inboundRouter(deps: Deps): Router {
 
   /** GET /webhooks/:platform?hub.mode=subscribe&hub.verify_token=…&hub.challenge=… */
   async function answerHubChallenge(platform: PlatformName, req: Request, inbound: InboundRequest, res: Response) {
-    const token = inbound.query['hub.verify_token'];
-    if (inbound.query['hub.mode'] !== 'subscribe' || !token) return void res.status(403).type('text/plain').send('forbidden');
+    const problem = hubQueryProblem(inbound.query);
+    if (problem) return void res.status(403).json({ error: problem });
     // Each attempt is a guess at some tenant's verify token: few are legitimate, so few are allowed.
     if (!(await sources.handshake(req, res))) return;
-    const conn = await connectionByVerifyToken(deps, platform, token);
+    const conn = await connectionByVerifyToken(deps, platform, inbound.query['hub.verify_token']);
     // The adapter still compares the token itself (constant time): the hash only finds the row.
-    const answer = conn && getAdapter(platform).handshake?.(conn.config, inbound);
-    if (answer && answer.status === 200) return void res.status(200).type(answer.contentType).send(answer.body);
-    res.status(403).type('text/plain').send('forbidden');
+    const answer = (conn && getAdapter(platform).handshake?.(conn.config, inbound)) || hubRefusal('hub.verify_token does not match');
+    res.status(answer.status).type(answer.contentType).send(answer.body);
   }
 
-  router.get('/webhooks/:platform', async (req, res) => {
+  router.get(HANDSHAKE_ROUTE, async (req, res) => {
     const platform = String(req.params.platform).toUpperCase() as PlatformName;
     if (!SHARED_WEBHOOK_PLATFORMS.includes(platform)) return void res.status(404).json({ error: 'unknown platform' });
     await answerHubChallenge(platform, req, toInbound(req, deps), res);

@@ -13,12 +13,18 @@ import type { CommittedEvent } from './write.js';
  */
 const commitReportChannel = (redisPrefix: string, replyTo: string) => `${redisPrefix}:committed:${replyTo}`;
 
+/** What a send's worker reports to the web process waiting on it: the message's final state. */
+export type SendOutcome =
+  | { status: 'sent'; external_message_id: string }
+  | { status: 'failed'; error: { code: string; message: string; platform_code?: string | number; platform_message?: string } };
+
 /**
  * [app_id, id, seq, created_at] per committed event; [app_id, id, reason] per event the
  * database refused for good (its data), so its caller gets an answer instead of waiting out
- * its bound. A process that does not know the second form ignores it.
+ * its bound; [app_id, id, outcome] per settled send (the message id). A process that does not
+ * know a form ignores it.
  */
-type ReportEntry = [string, string, number, string] | [string, string, string];
+type ReportEntry = [string, string, number, string] | [string, string, string] | [string, string, SendOutcome];
 
 /** Adds one publish per web process waiting on events of `committed` to `pipeline`. */
 export function addCommitReports(
@@ -49,19 +55,42 @@ export function addRefusalReport(
   if (entries.length) pipeline.publish(commitReportChannel(redisPrefix, replyTo), JSON.stringify(entries));
 }
 
+/** Adds one publish per web process waiting on sends of `settled` to `pipeline`. */
+export function addSendReports(
+  pipeline: ChainableCommander,
+  redisPrefix: string,
+  settled: { replyTo?: string; appId: string; id: string; outcome: SendOutcome }[],
+): void {
+  const byProcess = new Map<string, ReportEntry[]>();
+  for (const s of settled) {
+    if (!s.replyTo) continue;
+    let list = byProcess.get(s.replyTo);
+    if (!list) byProcess.set(s.replyTo, (list = []));
+    list.push([s.appId, s.id, s.outcome]);
+  }
+  for (const [to, entries] of byProcess) pipeline.publish(commitReportChannel(redisPrefix, to), JSON.stringify(entries));
+}
+
 export interface CommitReportSubscription {
   /** Resolves once the subscription is active. */
   ready: Promise<void>;
   close(): Promise<void>;
 }
 
-/** Subscribes to this web process's commit reports. */
+export interface ReportHandlers {
+  /** An event's commit (or its refusal). */
+  commit(appId: string, id: string, outcome: CommitOutcome): void;
+  /** A send's final state. */
+  send(appId: string, id: string, outcome: SendOutcome): void;
+}
+
+/** Subscribes to this web process's reports: event commits and settled sends, on one channel. */
 export function subscribeCommitReports(
   redisUrl: string,
   redisPrefix: string,
   replyTo: string,
   logger: Logger,
-  onReport: (appId: string, id: string, outcome: CommitOutcome) => void,
+  on: ReportHandlers,
 ): CommitReportSubscription {
   const sub = watchConnection(createRedis(redisUrl, 'blocking'), 'commit reports', logger);
   const channel = commitReportChannel(redisPrefix, replyTo);
@@ -76,8 +105,9 @@ export function subscribeCommitReports(
     if (!Array.isArray(entries)) return;
     for (const e of entries) {
       if (!Array.isArray(e) || typeof e[0] !== 'string' || typeof e[1] !== 'string') continue;
-      if (typeof e[2] === 'number' && typeof e[3] === 'string') onReport(e[0], e[1], { seq: e[2], created_at: e[3] });
-      else if (typeof e[2] === 'string' && e.length === 3) onReport(e[0], e[1], { refused: e[2] });
+      if (typeof e[2] === 'number' && typeof e[3] === 'string') on.commit(e[0], e[1], { seq: e[2], created_at: e[3] });
+      else if (typeof e[2] === 'string' && e.length === 3) on.commit(e[0], e[1], { refused: e[2] });
+      else if (isSendOutcome(e[2])) on.send(e[0], e[1], e[2]);
     }
   });
   const ready = sub.subscribe(channel).then(() => undefined);
@@ -88,4 +118,11 @@ export function subscribeCommitReports(
       await sub.quit().catch(() => sub.disconnect());
     },
   };
+}
+
+function isSendOutcome(v: unknown): v is SendOutcome {
+  const o = v as SendOutcome | null;
+  if (typeof o !== 'object' || o === null) return false;
+  if (o.status === 'sent') return typeof o.external_message_id === 'string';
+  return o.status === 'failed' && typeof o.error === 'object' && o.error !== null && typeof o.error.code === 'string';
 }

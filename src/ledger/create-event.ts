@@ -11,12 +11,12 @@ import { RESERVED_PREFIXES } from './event-types.js';
 import { getEvent, type EdgeRecord, type EventRecord } from './read.js';
 import type { LedgerSubmitter } from './submit.js';
 
-export const createEventInput = z.object({
+export const createEventInput = z.strictObject({
   event_type: z.string().min(1).max(200).regex(EVENT_TYPE_RE, 'must match ^[a-z0-9_.]+$'),
   payload: z.record(z.string(), z.unknown()).default({}),
   edges: z
     .array(
-      z.object({
+      z.strictObject({
         edge_type: z.string().min(1).max(100),
         target_node_type: z.enum(['platform_user', 'file']),
         target_node_id: z.string().min(1).max(200),
@@ -126,6 +126,8 @@ export async function createCustomEvent(
       seq: position.seq,
       created_at: position.created_at,
       event_type: event.event_type,
+      // A custom type is never under a reserved prefix, so it has no SPEC alias.
+      event_alias: null,
       payload: event.payload,
       attachments: [],
       origin_event_id: event.origin_event_id ?? null,

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { RESERVED_PREFIXES, SYSTEM_EVENTS } from './event-types.js';
+import { aliasRuleOf, EVENT_ALIASES, RESERVED_PREFIXES, SYSTEM_EVENTS, type SystemEventType } from './event-types.js';
 
 /** The part of a JSON Schema (as zod writes it) that the table reads. */
 interface JsonSchema {
@@ -65,21 +65,75 @@ function table(s: JsonSchema): string[] {
   ];
 }
 
+const anchor = (type: string) => `#${type.replace(/\./g, '')}`;
+const code = (names: readonly string[]) => names.map((n) => `\`${n}\``).join(', ');
+
+/** Top-level payload fields, every variant's (the sections below give types and nesting). */
+const topFields = (s: JsonSchema) => [...new Set(objectVariants(s).flatMap((v) => Object.keys(v.properties!)))];
+
+/** One line per type: what emits it, its fields, and every name a pattern or filter can select it by. */
+function overview(): string[] {
+  const types = Object.keys(SYSTEM_EVENTS) as SystemEventType[];
+  return [
+    '| Event type | Meaning | Emitted by | Payload fields | Names that match it |',
+    '|---|---|---|---|---|',
+    ...types.map((type) => {
+      const def = SYSTEM_EVENTS[type];
+      const rule = aliasRuleOf(type);
+      const names =
+        def.stored === false
+          ? 'none: sent to the one subscription tested, whatever its patterns'
+          : [`\`${type}\``, ...(rule ? [`${code(Object.keys(rule.names))} (${rule.rule})`] : [])].join('; ');
+      const emitted = def.emittedBy.map((e) => cell(e.when)).join('; ');
+      const fields = code(topFields(z.toJSONSchema(def.payload) as JsonSchema));
+      return `| [\`${type}\`](${anchor(type)}) | ${cell(def.summary)} | ${emitted} | ${fields} | ${names} |`;
+    }),
+    '| custom types | Client-defined (SPEC 6.5) | POST /v1/events (GraphQL `createEvent`) | whatever the client posts; checked against its event schema when one enforces validation | its own name |',
+  ];
+}
+
+/** The SPEC names that are not stored types, each with the stored events it selects. */
+function aliasTable(): string[] {
+  return [
+    '| Name | Selects | Delivered and streamed as |',
+    '|---|---|---|',
+    ...[...EVENT_ALIASES].map(([name, type]) => {
+      return `| \`${name}\` | [\`${type}\`](${anchor(type)}) whose ${aliasRuleOf(type)!.names[name]} | \`${type}\` |`;
+    }),
+  ];
+}
+
 /** docs/events.md, generated from the catalog (`npm run docs:events`). */
 export function renderEventDocs(): string {
   const out = [
-    '# System event types',
+    '# Event types',
     '',
     '<!-- Generated from src/ledger/event-types.ts by `npm run docs:events`; do not edit by hand. -->',
     '',
-    'The events the service records itself. Custom event types (POST /v1/events) cannot use the',
-    `reserved prefixes ${RESERVED_PREFIXES.map((p) => `\`${p}\``).join(', ')}. Every payload is an`,
-    "object with exactly the fields listed; a message's platform-specific fields are the one",
-    'open part.',
+    'Every event type: the ones the service records itself, and custom ones clients post. Custom',
+    `event types (POST /v1/events) cannot use the reserved prefixes ${RESERVED_PREFIXES.map((p) => `\`${p}\``).join(', ')}.`,
+    "Every payload is an object with exactly the fields listed; a message's platform-specific",
+    'fields are the one open part.',
     '',
-    '| Event type | Meaning |',
-    '|---|---|',
-    ...Object.entries(SYSTEM_EVENTS).map(([type, def]) => `| [\`${type}\`](#${type.replace(/\./g, '')}) | ${cell(def.summary)} |`),
+    ...overview(),
+    '',
+    '## Names SPEC lists that are not stored types',
+    '',
+    'SPEC 6.1 names some facts twice: `message.read` is a `message.status` whose status is `read`,',
+    '`message.telegram.inbound` a `message.inbound` from Telegram. The ledger stores each fact once,',
+    'under its stored type, and records the one other name it answers to. Webhook subscription',
+    'patterns, stream filters (SSE `eventTypes`, GraphQL `eventStream(eventTypes:)`) and the',
+    '`event_type` filter of GET /v1/events (GraphQL `events(filters: {eventType})`) match a pattern',
+    'against both names, so a subscription to `message.read`, to `message.*` or to both receives',
+    'the event once.',
+    '',
+    "A delivery body's and a stream frame's `event_type` (`eventType`) is always the stored type,",
+    'whichever name selected it: a receiver subscribed to `message.read` gets `event_type`',
+    '`message.status` with `payload.status` `read`. The payload says which alias applies',
+    '(`status`, `platform`), so the body needs no second type field and stays the same for every',
+    'subscription.',
+    '',
+    ...aliasTable(),
   ];
   for (const [type, def] of Object.entries(SYSTEM_EVENTS)) {
     const schema = z.toJSONSchema(def.payload) as JsonSchema;

@@ -11,7 +11,7 @@ const addFormats = ((addFormatsModule as unknown as { default?: unknown }).defau
 
 export const EVENT_TYPE_RE = /^[a-z0-9_.]+$/;
 
-export const eventSchemaInput = z.object({
+export const eventSchemaInput = z.strictObject({
   name: z.string().min(1).max(200).regex(EVENT_TYPE_RE, 'must match ^[a-z0-9_.]+$'),
   description: z.string().max(2000).nullish(),
   json_schema: z.record(z.string(), z.unknown()),

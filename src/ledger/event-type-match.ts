@@ -6,11 +6,22 @@ import { compileMatcher, PATTERN_RE, patternProblem, type Matcher } from './patt
  * (SPEC 6.2 / 4.4: exact type, `prefix.*`, `*`, fnmatch semantics). A thin named face over
  * ./patterns.ts, so there is still one implementation of the rule.
  */
-export type EventTypeMatcher = Matcher;
+export type EventTypeMatcher = (event: MatchableEvent) => boolean;
 
-/** Compiles a pattern list once; reuse the result on hot paths (fan-out, stream tails). */
+/** What matching reads of an event: its stored type and its SPEC alias (eventAlias in ./event-types.ts). */
+export interface MatchableEvent {
+  event_type: string;
+  event_alias: string | null;
+}
+
+/**
+ * Compiles a pattern list once; reuse the result on hot paths (fan-out, stream tails). An
+ * event matches when a pattern matches its stored type or its alias: `message.read` and
+ * `message.*` both select a `message.status` whose status is `read`, once.
+ */
 export function compileEventTypePatterns(patterns: readonly string[]): EventTypeMatcher {
-  return compileMatcher(patterns);
+  const matches: Matcher = compileMatcher(patterns);
+  return (e) => matches(e.event_type) || (e.event_alias !== null && matches(e.event_alias));
 }
 
 /**

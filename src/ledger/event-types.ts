@@ -15,9 +15,8 @@ import { PLATFORM_NAMES } from '../platforms/types.js';
 export const RESERVED_PREFIXES = ['message.', 'user.', 'system.', 'link_code.'] as const;
 
 const uuid = z.uuid();
-const platform = z
-  .enum(PLATFORM_NAMES.map((p) => p.toLowerCase()) as [string, ...string[]])
-  .describe('Platform of the connection, lower case');
+const PLATFORMS = PLATFORM_NAMES.map((p) => p.toLowerCase()) as [string, ...string[]];
+const platform = z.enum(PLATFORMS).describe('Platform of the connection, lower case');
 const timestamp = z.string().describe('When the platform says it happened (ISO 8601)');
 
 /** Where a type is recorded: a file that builds it, and on which occasion. */
@@ -33,6 +32,23 @@ interface EventDef<S extends z.ZodType<Record<string, unknown>>, I extends unkno
   stored?: false;
   payload: S;
   build: (...input: I) => z.output<S>;
+  aliases?: Aliases<z.output<S>>;
+}
+
+/**
+ * SPEC 6.1 names a stored event also answers to: `message.read` is a `message.status` whose
+ * status is `read`, `message.telegram.inbound` a Telegram `message.inbound`. The ledger keeps one
+ * row per fact under its stored type; the alias is computed from the payload when the row is
+ * written (src/ledger/write.ts) and every matcher — webhook patterns, stream filters, the
+ * `event_type` filter of listings — treats it as a second name of the row.
+ */
+interface Aliases<P> {
+  /** Every name the rule can give, with the events it names in words (a name outside this list is never stored). */
+  names: Readonly<Record<string, string>>;
+  /** The alias of one payload, if it has one. At most one per event: the ledger stores one. */
+  of: (payload: P) => string | undefined;
+  /** The rule in words, for docs/events.md. */
+  rule: string;
 }
 
 /**
@@ -135,6 +151,8 @@ const sendFailed = z
   .describe('A send that failed for good (no attempt left, or an error no retry can fix)');
 
 type PlatformStatus = z.output<typeof platformStatus>;
+/** The statuses SPEC 6.1 names as event types of their own. */
+const STATUS_ALIASES = ['delivered', 'read', 'failed'] as const;
 
 export const SYSTEM_EVENTS = {
   'message.inbound': defineEvent({
@@ -147,6 +165,11 @@ export const SYSTEM_EVENTS = {
       { file: 'workers/transcription.ts', when: 'a voice or audio message once transcribed, or once transcription finally failed' },
     ],
     payload: inboundPayload,
+    aliases: {
+      names: Object.fromEntries(PLATFORMS.map((p) => [`message.${p}.inbound`, `\`platform\` is \`${p}\``])),
+      of: (p) => `message.${p.platform}.inbound`,
+      rule: "after the payload's `platform`",
+    },
     build: ({ edited, ...p }: Omit<z.output<typeof inboundPayload>, 'edited'> & { edited?: boolean }) => ({
       ...p,
       ...(edited ? { edited: true as const } : {}),
@@ -175,6 +198,11 @@ export const SYSTEM_EVENTS = {
       { file: 'src/messages/delivery.ts', when: 'a send failed for good' },
     ],
     payload: z.union([platformStatus, sendFailed]),
+    aliases: {
+      names: Object.fromEntries(STATUS_ALIASES.map((status) => [`message.${status}`, `\`status\` is \`${status}\``])),
+      of: (p) => (STATUS_ALIASES.some((s) => s === p.status) ? `message.${p.status}` : undefined),
+      rule: "after the payload's `status`; `sent` has no name of its own",
+    },
     build: (
       p:
         | ({ kind: 'platform' } & PlatformStatus)
@@ -307,3 +335,35 @@ export function systemEvent<T extends SystemEventType>(
 export const systemEventType = <T extends SystemEventType>(type: T): T => type;
 
 export const isSystemEventType = (type: string): type is SystemEventType => Object.hasOwn(SYSTEM_EVENTS, type);
+
+type AnyAliases = Aliases<Record<string, unknown>>;
+const aliasesOf = (type: SystemEventType): AnyAliases | undefined => (SYSTEM_EVENTS[type] as { aliases?: AnyAliases }).aliases;
+
+/** Each alias name and the stored type it stands for. */
+export const EVENT_ALIASES: ReadonlyMap<string, SystemEventType> = new Map(
+  (Object.keys(SYSTEM_EVENTS) as SystemEventType[]).flatMap((type) =>
+    Object.keys(aliasesOf(type)?.names ?? {}).map((name) => [name, type] as const),
+  ),
+);
+
+/** The rule of a type's aliases, for the docs: its names and the rule in words. */
+export const aliasRuleOf = (type: SystemEventType): Pick<AnyAliases, 'names' | 'rule'> | undefined => aliasesOf(type);
+
+/**
+ * The SPEC alias of an event about to be stored, or null. Custom types never have one (they
+ * cannot use the reserved prefixes every alias is under).
+ */
+export function eventAlias(event: { event_type: string; payload: Record<string, unknown> }): string | null {
+  if (!isSystemEventType(event.event_type)) return null;
+  const name = aliasesOf(event.event_type)?.of(event.payload);
+  // A payload off its schema could spell anything; only a documented name is stored.
+  return name !== undefined && EVENT_ALIASES.get(name) === event.event_type ? name : null;
+}
+
+/**
+ * True when a filter on `event_type LIKE prefix%` alone would miss events answering to an
+ * alias under the prefix (`message.r` → `message.read`, stored as `message.status`). A prefix
+ * such as `message.` covers every alias's stored type already.
+ */
+export const prefixNeedsAliases = (prefix: string): boolean =>
+  [...EVENT_ALIASES].some(([name, type]) => name.startsWith(prefix) && !type.startsWith(prefix));

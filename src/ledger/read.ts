@@ -1,5 +1,6 @@
 import type { Sql } from '../db.js';
 import { encodeCursor } from './cursor.js';
+import { EVENT_ALIASES, prefixNeedsAliases } from './event-types.js';
 import { CREATED_AT_ISO } from './write.js';
 
 export interface EdgeRecord {
@@ -17,6 +18,8 @@ export interface EventRecord {
   seq: number;
   created_at: string;
   event_type: string;
+  /** The SPEC name it also answers to (eventAlias); matched by filters, not shown by the faces. */
+  event_alias: string | null;
   payload: Record<string, unknown>;
   attachments: unknown[];
   origin_event_id: string | null;
@@ -56,7 +59,7 @@ const escapeLike = (s: string) => s.replace(/[\\%_]/g, (c) => `\\${c}`);
 
 /**
  * One page of an application's ledger in cursor order. Every query is scoped by app_id and
- * index-backed: (app_id, seq) for paging, (app_id, event_type, seq) for type filters,
+ * index-backed: (app_id, seq) for paging, (app_id, event_type, seq) and (app_id, event_alias, seq) for type filters,
  * event_edges(app_id, target_node_id, edge_type, event_seq) for edge filters.
  */
 export async function listEvents(sql: Sql, appId: string, filters: EventFilters, limit: number): Promise<EventRecord[]> {
@@ -64,8 +67,20 @@ export async function listEvents(sql: Sql, appId: string, filters: EventFilters,
   const conds = [sql`e.app_id = ${appId}`];
   if (f.afterSeq !== undefined) conds.push(sql`e.seq > ${f.afterSeq}`);
   if (f.beforeSeq !== undefined) conds.push(sql`e.seq < ${f.beforeSeq}`);
-  if (f.eventType?.equals !== undefined) conds.push(sql`e.event_type = ${f.eventType.equals}`);
-  if (f.eventType?.startsWith !== undefined) conds.push(sql`e.event_type LIKE ${`${escapeLike(f.eventType.startsWith)}%`}`);
+  if (f.eventType?.equals !== undefined) {
+    // An alias is never a stored type (aliases are under reserved prefixes, and not in the
+    // catalog), so a name is looked up in one column: each has its own index.
+    const name = f.eventType.equals;
+    conds.push(EVENT_ALIASES.has(name) ? sql`e.event_alias = ${name}` : sql`e.event_type = ${name}`);
+  }
+  if (f.eventType?.startsWith !== undefined) {
+    const like = `${escapeLike(f.eventType.startsWith)}%`;
+    conds.push(
+      prefixNeedsAliases(f.eventType.startsWith)
+        ? sql`(e.event_type LIKE ${like} OR e.event_alias LIKE ${like})`
+        : sql`e.event_type LIKE ${like}`,
+    );
+  }
   if (f.conversationId !== undefined) {
     if (!UUID.test(f.conversationId)) return [];
     conds.push(sql`e.conversation_id = ${f.conversationId}`);
@@ -104,7 +119,7 @@ export async function listEvents(sql: Sql, appId: string, filters: EventFilters,
   const where = conds.reduce((acc, c) => sql`${acc} AND ${c}`);
   const rows = await sql<Omit<EventRecord, 'edges' | 'cursor'>[]>`
     SELECT e.id, e.app_id, e.seq, ${sql.unsafe(CREATED_AT_ISO.replace('created_at', 'e.created_at'))} AS created_at,
-           e.event_type, e.payload, e.attachments, e.origin_event_id, e.conversation_id,
+           e.event_type, e.event_alias, e.payload, e.attachments, e.origin_event_id, e.conversation_id,
            e.platform_connection_id, e.validation_errors
       FROM events e
      WHERE ${where}
@@ -116,7 +131,7 @@ export async function listEvents(sql: Sql, appId: string, filters: EventFilters,
 export async function getEvent(sql: Sql, appId: string, id: string): Promise<EventRecord | undefined> {
   if (!UUID.test(id)) return undefined;
   const rows = await sql<Omit<EventRecord, 'edges' | 'cursor'>[]>`
-    SELECT id, app_id, seq, ${sql.unsafe(CREATED_AT_ISO)} AS created_at, event_type, payload, attachments,
+    SELECT id, app_id, seq, ${sql.unsafe(CREATED_AT_ISO)} AS created_at, event_type, event_alias, payload, attachments,
            origin_event_id, conversation_id, platform_connection_id, validation_errors
       FROM events WHERE app_id = ${appId} AND id = ${id}`;
   const [event] = await withEdges(sql, appId, rows);

@@ -1,9 +1,7 @@
-import { randomUUID } from 'node:crypto';
 import type { Deps } from '../deps.js';
 import { describeItemFault, isItemFault } from '../errors.js';
 import { enqueue, type LedgerEvent } from '../queues.js';
-import { subscribeCommitReports } from './commit-reports.js';
-import { createCommitWaiter, eventCommitted, type CommitOutcome } from './commit-waiter.js';
+import type { CommitOutcome, CommitWaiter } from './commit-waiter.js';
 import { createGroupCommit } from './group-commit.js';
 
 /** The most events one ledger job carries. */
@@ -17,9 +15,6 @@ export interface LedgerSubmitter {
    * enqueued.
    */
   submit(event: LedgerEvent, timeoutMs: number): Promise<CommitOutcome | undefined>;
-  /** Resolves once commit reports are subscribed. */
-  ready: Promise<void>;
-  close(): Promise<void>;
 }
 
 /**
@@ -29,17 +24,11 @@ export interface LedgerSubmitter {
  * Every event is in Redis before its caller hears anything, and a caller hears "committed"
  * only after the ledger commit, so batching changes no guarantee.
  */
-export function createLedgerSubmitter(deps: Deps): LedgerSubmitter {
-  const replyTo = randomUUID();
-  const commits = createCommitWaiter<CommitOutcome>(deps.sql, undefined, eventCommitted);
-  const reports = subscribeCommitReports(deps.config.REDIS_URL, deps.config.REDIS_PREFIX, replyTo, deps.logger, (appId, id, outcome) =>
-    commits.settle(appId, id, outcome),
-  );
+export function createLedgerSubmitter(deps: Deps, replyTo: string, commits: CommitWaiter<CommitOutcome>): LedgerSubmitter {
   const enqueueBatch = createGroupCommit<LedgerEvent, void>(async (events) => {
     await enqueue(deps.queues, 'ledger', { events, reply_to: replyTo });
   }, ENQUEUE_BATCH_MAX);
   return {
-    ready: reports.ready,
     async submit(event, timeoutMs) {
       const committed = commits.wait(event.app_id, event.id, timeoutMs);
       try {
@@ -52,6 +41,5 @@ export function createLedgerSubmitter(deps: Deps): LedgerSubmitter {
       }
       return committed;
     },
-    close: () => reports.close(),
   };
 }

@@ -1,6 +1,7 @@
-import { transaction, type Sql } from '../db.js';
+import { transaction, type Sql, type Tx } from '../db.js';
 import { storableText } from '../storable-text.js';
 import type { LedgerEvent } from '../queues.js';
+import { eventAlias } from './event-types.js';
 
 /** What a commit reports per event: enough for wakes, cursors and the webhook fan-out. */
 export interface CommittedEvent {
@@ -10,6 +11,8 @@ export interface CommittedEvent {
   /** ISO 8601 with microseconds (CREATED_AT_ISO), as readers see it. */
   created_at: string;
   event_type: string;
+  /** The SPEC name the event also answers to (eventAlias), matched beside its type. */
+  event_alias: string | null;
   conversation_id: string | null;
 }
 
@@ -37,21 +40,45 @@ export const CREATED_AT_ISO = `to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-D
  * transaction per batch, not per event, which is why this worker group-commits.
  */
 export async function writeEvents(sql: Sql, events: LedgerEvent[]): Promise<CommittedEvent[]> {
-  const unique = [...new Map(events.map((e) => [e.id, e])).values()];
+  const unique = uniqueEvents(events);
+  const prepared = prepareEvents(unique);
+  const committed = await transaction(sql, (tx) => insertPrepared(tx, prepared));
+  return completeCommitted(sql, unique, committed);
+}
+
+/**
+ * The same write inside a transaction the caller owns, for a fact that must commit together
+ * with its event (a send's `sent` state and its `message.outbound`): same head locks, same
+ * ordering invariant. Returns only the events this transaction inserted; an id already in
+ * the ledger is skipped. Take the heads' locks last in the transaction: they are held until it commits.
+ */
+export function writeEventsIn(tx: Tx, events: LedgerEvent[]): Promise<CommittedEvent[]> {
+  return insertPrepared(tx, prepareEvents(uniqueEvents(events)));
+}
+
+const uniqueEvents = (events: LedgerEvent[]) => [...new Map(events.map((e) => [e.id, e])).values()];
+
+interface PreparedApp {
+  n: number;
+  rows: string;
+  edges: string;
+}
+
+// Serialised before the transaction: an event that cannot be (a RangeError: nested too deep)
+// fails here, as the item's fault, instead of inside the driver with a transaction open.
+// Sent as text (`::text::jsonb`): a jsonb parameter would be serialised again by the driver.
+function prepareEvents(unique: LedgerEvent[]): Map<string, PreparedApp> {
   const byApp = new Map<string, LedgerEvent[]>();
   for (const e of unique) byApp.set(e.app_id, [...(byApp.get(e.app_id) ?? []), e]);
   const appIds = [...byApp.keys()].sort();
-
-  // Serialised before the transaction: an event that cannot be (a RangeError: nested too deep)
-  // fails here, as the item's fault, instead of inside the driver with a transaction open.
-  // Sent as text (`::text::jsonb`): a jsonb parameter would be serialised again by the driver.
-  const perApp = new Map(
+  return new Map(
     appIds.map((appId) => {
       const batch = byApp.get(appId)!;
       const rows = batch.map((e, i) => ({
         ord: i + 1,
         id: e.id,
         event_type: e.event_type,
+        event_alias: eventAlias(e),
         // U+0000 cannot be stored in jsonb; producers refuse or replace it, this is the last guard.
         payload: storableText(e.payload),
         attachments: storableText(e.attachments ?? []),
@@ -64,71 +91,75 @@ export async function writeEvents(sql: Sql, events: LedgerEvent[]): Promise<Comm
       return [appId, { n: batch.length, rows: JSON.stringify(rows), edges: JSON.stringify(edges) }] as const;
     }),
   );
+}
 
-  const committed = await transaction(sql, async (tx) => {
-    const out: CommittedEvent[] = [];
-    // Sent together (postgres.js pipelines them on the one connection): the head rows must
-    // exist before the first UPDATE, and nothing needs the answer of the INSERT in between.
-    const heads = tx`INSERT INTO ledger_heads (app_id) SELECT unnest(${appIds}::uuid[]) ORDER BY 1 ON CONFLICT DO NOTHING`;
-    heads.catch(() => {});
-    // The heads are locked (in sorted order) by a statement of their own, so that each insert
-    // below starts — and takes its snapshot — only once a concurrent writer of the same
-    // application has committed: its events are then visible to the NOT EXISTS that keeps an
-    // id from being written twice. (events is partitioned by created_at, so no unique index
-    // on the id alone can do it, and a retry gets a new created_at; an id belongs to one
-    // application, so its writers are the ones this lock serialises.)
-    const locked = tx`SELECT 1 FROM ledger_heads WHERE app_id = ANY(${appIds}::uuid[]) ORDER BY app_id FOR UPDATE`;
-    locked.catch(() => {});
-    try {
-      await locked;
-      for (const appId of appIds) {
-        const { n, rows, edges } = perApp.get(appId)!;
-        // One statement per application writes its events and their edges; an edge joins the
-        // inserted rows, so an event already written by an earlier attempt adds no edge twice.
-        const inserted = await tx<CommittedEvent[]>`
-          WITH head AS (
-            UPDATE ledger_heads h
-               SET seq = h.seq + ${n},
-                   last_at = GREATEST(clock_timestamp(), h.last_at + interval '1 microsecond') + ${n - 1} * interval '1 microsecond'
-             WHERE h.app_id = ${appId}
-         RETURNING h.seq - ${n} AS base_seq, h.last_at - ${n - 1} * interval '1 microsecond' AS base_at
-          ), ins AS (
-            INSERT INTO events (id, app_id, seq, created_at, event_type, payload, attachments,
-                                origin_event_id, conversation_id, platform_connection_id, validation_errors)
-            SELECT r.id, ${appId}, head.base_seq + r.ord, head.base_at + (r.ord - 1) * interval '1 microsecond',
-                   r.event_type, r.payload, r.attachments, r.origin_event_id, r.conversation_id,
-                   r.platform_connection_id, r.validation_errors
-              FROM head, jsonb_to_recordset(${rows}::text::jsonb) AS r(
-                   ord int, id uuid, event_type text, payload jsonb, attachments jsonb, origin_event_id uuid,
-                   conversation_id uuid, platform_connection_id uuid, validation_errors jsonb)
-             WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.id = r.id)
-            ORDER BY r.ord
-            RETURNING id, app_id, seq, created_at, event_type, conversation_id
-          ), edges AS (
-            INSERT INTO event_edges (event_id, app_id, event_seq, event_created_at, edge_type, target_node_type, target_node_id, ord)
-            SELECT r.event_id, ${appId}, ins.seq, ins.created_at, r.edge_type, r.target_node_type, r.target_node_id, r.ord
-              FROM jsonb_to_recordset(${edges}::text::jsonb) AS r(
-                   event_id uuid, edge_type text, target_node_type text, target_node_id uuid, ord int)
-              JOIN ins ON ins.id = r.event_id
-          )
-          SELECT id, app_id, seq, ${tx.unsafe(CREATED_AT_ISO)} AS created_at, event_type, conversation_id FROM ins`;
-        out.push(...inserted);
-      }
-    } catch (err) {
-      await heads; // its own failure, if it failed, is the one to report
-      throw err;
+async function insertPrepared(tx: Tx, perApp: Map<string, PreparedApp>): Promise<CommittedEvent[]> {
+  const appIds = [...perApp.keys()];
+  if (appIds.length === 0) return [];
+  const out: CommittedEvent[] = [];
+  // Sent together (postgres.js pipelines them on the one connection): the head rows must
+  // exist before the first UPDATE, and nothing needs the answer of the INSERT in between.
+  const heads = tx`INSERT INTO ledger_heads (app_id) SELECT unnest(${appIds}::uuid[]) ORDER BY 1 ON CONFLICT DO NOTHING`;
+  heads.catch(() => {});
+  // The heads are locked (in sorted order) by a statement of their own, so that each insert
+  // below starts — and takes its snapshot — only once a concurrent writer of the same
+  // application has committed: its events are then visible to the NOT EXISTS that keeps an
+  // id from being written twice. (events is partitioned by created_at, so no unique index
+  // on the id alone can do it, and a retry gets a new created_at; an id belongs to one
+  // application, so its writers are the ones this lock serialises.)
+  const locked = tx`SELECT 1 FROM ledger_heads WHERE app_id = ANY(${appIds}::uuid[]) ORDER BY app_id FOR UPDATE`;
+  locked.catch(() => {});
+  try {
+    await locked;
+    for (const appId of appIds) {
+      const { n, rows, edges } = perApp.get(appId)!;
+      // One statement per application writes its events and their edges; an edge joins the
+      // inserted rows, so an event already written by an earlier attempt adds no edge twice.
+      const inserted = await tx<CommittedEvent[]>`
+        WITH head AS (
+          UPDATE ledger_heads h
+             SET seq = h.seq + ${n},
+                 last_at = GREATEST(clock_timestamp(), h.last_at + interval '1 microsecond') + ${n - 1} * interval '1 microsecond'
+           WHERE h.app_id = ${appId}
+       RETURNING h.seq - ${n} AS base_seq, h.last_at - ${n - 1} * interval '1 microsecond' AS base_at
+        ), ins AS (
+          INSERT INTO events (id, app_id, seq, created_at, event_type, event_alias, payload, attachments,
+                              origin_event_id, conversation_id, platform_connection_id, validation_errors)
+          SELECT r.id, ${appId}, head.base_seq + r.ord, head.base_at + (r.ord - 1) * interval '1 microsecond',
+                 r.event_type, r.event_alias, r.payload, r.attachments, r.origin_event_id, r.conversation_id,
+                 r.platform_connection_id, r.validation_errors
+            FROM head, jsonb_to_recordset(${rows}::text::jsonb) AS r(
+                 ord int, id uuid, event_type text, event_alias text, payload jsonb, attachments jsonb, origin_event_id uuid,
+                 conversation_id uuid, platform_connection_id uuid, validation_errors jsonb)
+           WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.id = r.id)
+          ORDER BY r.ord
+          RETURNING id, app_id, seq, created_at, event_type, event_alias, conversation_id
+        ), edges AS (
+          INSERT INTO event_edges (event_id, app_id, event_seq, event_created_at, edge_type, target_node_type, target_node_id, ord)
+          SELECT r.event_id, ${appId}, ins.seq, ins.created_at, r.edge_type, r.target_node_type, r.target_node_id, r.ord
+            FROM jsonb_to_recordset(${edges}::text::jsonb) AS r(
+                 event_id uuid, edge_type text, target_node_type text, target_node_id uuid, ord int)
+            JOIN ins ON ins.id = r.event_id
+        )
+        SELECT id, app_id, seq, ${tx.unsafe(CREATED_AT_ISO)} AS created_at, event_type, event_alias, conversation_id FROM ins`;
+      out.push(...inserted);
     }
-    await heads;
-    return out;
-  });
+  } catch (err) {
+    await heads; // its own failure, if it failed, is the one to report
+    throw err;
+  }
+  await heads;
+  return out;
+}
 
-  // Events an earlier attempt already wrote are reported as they were committed then.
+/** Adds the events an earlier attempt already wrote, as they were committed then. */
+async function completeCommitted(sql: Sql, unique: LedgerEvent[], committed: CommittedEvent[]): Promise<CommittedEvent[]> {
   if (committed.length < unique.length) {
     const got = new Set(committed.map((c) => c.id));
     const earlier = unique.filter((e) => !got.has(e.id));
     committed.push(
       ...(await sql<CommittedEvent[]>`
-        SELECT e.id, e.app_id, e.seq, ${sql.unsafe(CREATED_AT_ISO.replace('created_at', 'e.created_at'))} AS created_at, e.event_type, e.conversation_id
+        SELECT e.id, e.app_id, e.seq, ${sql.unsafe(CREATED_AT_ISO.replace('created_at', 'e.created_at'))} AS created_at, e.event_type, e.event_alias, e.conversation_id
           FROM events e
           JOIN unnest(${earlier.map((x) => x.app_id)}::uuid[], ${earlier.map((x) => x.id)}::uuid[]) AS o(app_id, id) ON e.app_id = o.app_id AND e.id = o.id`),
     );

@@ -5,12 +5,11 @@ import type { ErrorCode } from '../errors.js';
 import { readFiles } from '../files/files.js';
 import type { BlobStore } from '../files/storage.js';
 import { derivedId } from '../ids.js';
-import { upsertConversation, upsertPlatformUser } from '../identity/platform-users.js';
-import { getAdapter } from '../platforms/registry.js';
 import type { OutboundFile, PlatformError } from '../platforms/types.js';
 import { systemEvent, systemEventType } from '../ledger/event-types.js';
-import { JOBS, enqueue, type LedgerEvent } from '../queues.js';
+import { enqueue, messageJobId, type LedgerEvent } from '../queues.js';
 import type { MessageRow } from './messages.js';
+import type { PartyResolver, SendParties } from './parties.js';
 
 /** A send's final error as stored on the message and shown in `details` of a 422. */
 export interface StoredError {
@@ -59,29 +58,74 @@ export async function promoteSuccessor(deps: Deps, msg: MessageRow): Promise<voi
 }
 
 async function promoteSendJob(deps: Deps, messageId: string): Promise<void> {
-  const job = await Job.fromId(deps.queues.send, JOBS.send.jobId({ message_id: messageId }));
+  const job = await Job.fromId(deps.queues.send, messageJobId(messageId));
   if (job && (await job.isDelayed())) await job.promote().catch(() => undefined);
 }
 
-/** Claims the message for one platform call; false when another worker settled it meanwhile. */
-export async function markSending(deps: Deps, msg: MessageRow): Promise<boolean> {
-  const rows = await deps.sql`
-    UPDATE outbound_messages SET status = 'sending', attempts = attempts + 1
-     WHERE id = ${msg.id} AND status IN ('queued', 'sending') RETURNING 1`;
-  return rows.length > 0;
+/** `promoteSuccessor` for many settled messages: one query finds the next unsettled message of each recipient. */
+export async function promoteSuccessors(deps: Deps, settled: MessageRow[]): Promise<void> {
+  const last = new Map<string, MessageRow>();
+  for (const m of settled) {
+    const key = `${m.platform_connection_id}/${m.to_external_id}`;
+    const seen = last.get(key);
+    if (!seen || seen.recipient_seq < m.recipient_seq) last.set(key, m);
+  }
+  if (last.size === 0) return;
+  const ms = [...last.values()];
+  const next = await deps.sql<{ id: string }[]>`
+    SELECT n.id FROM unnest(${ms.map((m) => m.platform_connection_id)}::uuid[], ${ms.map((m) => m.to_external_id)}::text[],
+                            ${ms.map((m) => m.recipient_seq)}::bigint[]) AS s(conn, to_id, seq)
+    CROSS JOIN LATERAL (
+      SELECT id FROM outbound_messages
+       WHERE platform_connection_id = s.conn AND to_external_id = s.to_id AND recipient_seq > s.seq AND status IN ('queued', 'sending')
+       ORDER BY recipient_seq LIMIT 1) n`;
+  await Promise.all(next.map((n) => promoteSendJob(deps, n.id)));
 }
 
-export async function markSent(deps: Deps, msg: MessageRow, externalMessageId: string): Promise<void> {
-  await deps.sql`UPDATE outbound_messages SET status = 'sent', external_message_id = ${externalMessageId}, error = NULL, finished_at = now() WHERE id = ${msg.id}`;
+/**
+ * How long a claim on a send lasts: every platform call it may make (one per file uploaded
+ * first, the send, one spare), each bounded by PLATFORM_TIMEOUT_MS, and a margin. A claim
+ * still held past it belongs to an owner that died or stalled.
+ */
+export const sendLeaseMs = (config: { PLATFORM_TIMEOUT_MS: number }, files = 0) => config.PLATFORM_TIMEOUT_MS * (2 + files) + 5_000;
+
+/**
+ * Claims queued messages for one platform call each, under `claim` (a fresh id per job run)
+ * until the lease ends; committed before any call. Answers the ids claimed: a message another
+ * job claimed, or that settled meanwhile, is not this run's to send.
+ */
+export async function claimSends(deps: Deps, ids: string[], claim: string, leaseMs: number): Promise<Set<string>> {
+  if (ids.length === 0) return new Set();
+  const rows = await deps.sql<{ id: string }[]>`
+    UPDATE outbound_messages
+       SET status = 'sending', attempts = attempts + 1, claimed_by = ${claim}, lease_until = now() + ${leaseMs} * interval '1 millisecond'
+     WHERE id = ANY(${ids}::uuid[]) AND status = 'queued' RETURNING id`;
+  return new Set(rows.map((r) => r.id));
+}
+
+/** Gives claimed messages back unsent (their call was never made): queued again, the attempt not counted. */
+export async function releaseClaims(deps: Deps, ids: string[], claim: string): Promise<void> {
+  if (ids.length === 0) return;
+  await deps.sql`
+    UPDATE outbound_messages SET status = 'queued', attempts = attempts - 1, claimed_by = NULL, lease_until = NULL
+     WHERE id = ANY(${ids}::uuid[]) AND status = 'sending' AND claimed_by = ${claim}`;
 }
 
 /** A transient failure: back to queued (successors keep waiting), the error kept for GET /v1/messages/:id. */
 export async function markRetrying(deps: Deps, msg: MessageRow, error: StoredError): Promise<void> {
-  await deps.sql`UPDATE outbound_messages SET status = 'queued', error = ${deps.sql.json(error as never)} WHERE id = ${msg.id}`;
+  await deps.sql`
+    UPDATE outbound_messages SET status = 'queued', error = ${deps.sql.json(error as never)}, claimed_by = NULL, lease_until = NULL
+     WHERE id = ${msg.id}`;
 }
 
-export async function markFailed(deps: Deps, msg: MessageRow, error: StoredError): Promise<void> {
-  await deps.sql`UPDATE outbound_messages SET status = 'failed', error = ${deps.sql.json(error as never)}, finished_at = now() WHERE id = ${msg.id}`;
+/** A final failure. With `onlyIfLeaseEnded`, only a message still `sending` under a lapsed claim (its owner died mid-call). */
+export async function markFailed(deps: Deps, msg: MessageRow, error: StoredError, onlyIfLeaseEnded = false): Promise<boolean> {
+  const rows = await deps.sql`
+    UPDATE outbound_messages SET status = 'failed', error = ${deps.sql.json(error as never)}, finished_at = now(), claimed_by = NULL, lease_until = NULL
+     WHERE id = ${msg.id}
+       AND (${!onlyIfLeaseEnded} OR (status = 'sending' AND (lease_until IS NULL OR lease_until <= now())))
+     RETURNING 1`;
+  return rows.length > 0;
 }
 
 /** The stored files of a message, in the order given, from Postgres or the configured store. */
@@ -106,38 +150,14 @@ export async function inboundToReplyTo(deps: Deps, msg: MessageRow): Promise<str
   return row?.external_message_id ?? undefined;
 }
 
-/** The recipient, the connection's own system user and the conversation: independent lookups, made together. */
-async function parties(deps: Deps, msg: MessageRow, conn: Connection) {
-  const [recipient, system, conversationId] = await Promise.all([
-    upsertPlatformUser(deps.sql, { appId: msg.app_id, connectionId: conn.id, platform: conn.platform, externalId: msg.to_external_id }),
-    upsertPlatformUser(deps.sql, {
-      appId: msg.app_id,
-      connectionId: conn.id,
-      platform: conn.platform,
-      externalId: getAdapter(conn.platform).systemExternalId(conn.config),
-      name: conn.name,
-      isSystem: true,
-    }),
-    conversationOf(deps, msg, conn),
-  ]);
-  return { recipient, system, conversationId };
-}
-
-/** The recipient's conversation: found by one index probe on every send but the first (no row lock, no write). */
-async function conversationOf(deps: Deps, msg: MessageRow, conn: Connection): Promise<string> {
-  const [found] = await deps.sql<{ id: string }[]>`
-    SELECT id FROM conversations WHERE platform_connection_id = ${conn.id} AND external_id = ${msg.to_external_id} AND thread_id = ''`;
-  return found?.id ?? upsertConversation(deps.sql, { appId: msg.app_id, connectionId: conn.id, externalId: msg.to_external_id });
-}
-
 /**
  * Records `message.outbound` under the message's own id (the id POST /v1/messages answered),
  * so a repeat writes nothing twice: `sent_to` the recipient's platform user (created on first
  * sight), `sent_by` the connection's system user.
  */
-export async function recordSent(deps: Deps, msg: MessageRow, conn: Connection, externalMessageId: string): Promise<void> {
-  const { recipient, system, conversationId } = await parties(deps, msg, conn);
-  const event: LedgerEvent = {
+export function outboundEvent(msg: MessageRow, conn: Connection, externalMessageId: string, parties: SendParties): LedgerEvent {
+  const { recipient, system, conversationId } = parties;
+  return {
     id: msg.id,
     app_id: msg.app_id,
     ...systemEvent('message.outbound', {
@@ -155,12 +175,27 @@ export async function recordSent(deps: Deps, msg: MessageRow, conn: Connection, 
     conversation_id: conversationId,
     platform_connection_id: conn.id,
   };
-  await enqueue(deps.queues, 'ledger', { event });
+}
+
+/**
+ * A message found `sent` again (a repeat job): its event committed with it; handing the event
+ * to the ledger once more writes nothing and re-runs what follows a commit (wakes, fan-out),
+ * in case the first run died before those.
+ */
+export async function redriveSent(deps: Deps, parties: PartyResolver, msg: MessageRow, conn: Connection): Promise<void> {
+  const [p] = await parties.resolve([{ msg, conn }]);
+  await enqueue(deps.queues, 'ledger', { event: outboundEvent(msg, conn, msg.external_message_id ?? '', p) });
 }
 
 /** A final failure: `message.status` with status failed, the error and the message id (id derived, so a repeat is one event). */
-export async function recordFailed(deps: Deps, msg: MessageRow, conn: Connection, error: StoredError): Promise<void> {
-  const { recipient, conversationId } = await parties(deps, msg, conn);
+export async function recordFailed(
+  deps: Deps,
+  parties: PartyResolver,
+  msg: MessageRow,
+  conn: Connection,
+  error: StoredError,
+): Promise<void> {
+  const [{ recipient, conversationId }] = await parties.resolve([{ msg, conn }]);
   await enqueue(deps.queues, 'ledger', {
     event: {
       id: derivedId(msg.id, 'failed'),

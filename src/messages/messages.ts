@@ -4,14 +4,16 @@ import type { Sql } from '../db.js';
 import type { Deps } from '../deps.js';
 import { fail, ok, type ErrorCode, type Result } from '../errors.js';
 import { claimIdempotencyKey } from '../idempotency.js';
+import type { SendOutcome } from '../ledger/commit-reports.js';
 import type { CommitWaiter, OutcomeCheck } from '../ledger/commit-waiter.js';
 import { getAdapter } from '../platforms/registry.js';
 import { enqueue } from '../queues.js';
 import { deleteInBatches } from '../retention/batched-delete.js';
 import { replyPolicyOf, replyWindow } from '../conversations/reply-window.js';
+import type { MessageRecorder } from './record.js';
 
 export const sendMessageInput = z
-  .object({
+  .strictObject({
     platform_connection_id: z.string().min(1).max(100),
     to_external_id: z.string().trim().min(1).max(320),
     message: z.string().max(100_000),
@@ -37,20 +39,37 @@ export interface MessageRow {
   external_message_id: string | null;
   error: { code: ErrorCode; message: string; platform_code?: string | number; platform_message?: string } | null;
   attempts: number;
+  /** The claim the message is being sent under (a job run's id), while `sending`. */
+  claimed_by: string | null;
+  /** When that claim lapses. */
+  lease_until: Date | null;
   created_at: Date;
   finished_at: Date | null;
 }
 
-/** A message is settled once it is sent or finally failed: what POST /v1/messages waits for. */
-// A sent message counts once its message.outbound event is in the ledger too, so the id a
-// 201 answers can be read back at once.
-export const messageSettled: OutcomeCheck = async (sql, appId, ids) =>
+/**
+ * A message's outcome once it is sent or finally failed: what POST /v1/messages waits for
+ * (settled by the send worker's report; this is the periodic check behind it). `sent` and its
+ * message.outbound event commit together, so a sent message can be read back at once.
+ */
+export const messageOutcome: OutcomeCheck<SendOutcome> = async (sql, appId, ids) =>
   (
-    await sql<{ id: string }[]>`
-      SELECT m.id FROM outbound_messages m
-       WHERE m.app_id = ${appId} AND m.id = ANY(${ids}::uuid[])
-         AND (m.status = 'failed' OR (m.status = 'sent' AND EXISTS (SELECT 1 FROM events e WHERE e.app_id = m.app_id AND e.id = m.id)))`
-  ).map((r): [string, true] => [r.id, true]);
+    await sql<Pick<MessageRow, 'id' | 'status' | 'external_message_id' | 'error'>[]>`
+      SELECT id, status, external_message_id, error FROM outbound_messages
+       WHERE app_id = ${appId} AND id = ANY(${ids}::uuid[]) AND status IN ('sent', 'failed')`
+  ).map((r): [string, SendOutcome] => [
+    r.id,
+    r.status === 'sent' ? { status: 'sent', external_message_id: r.external_message_id ?? '' } : { status: 'failed', error: r.error! },
+  ]);
+
+/** What a send request is answered with: the message's state when the wait ended. */
+export interface SubmittedMessage {
+  id: string;
+  status: MessageRow['status'];
+  external_message_id: string | null;
+  error: MessageRow['error'];
+  created_at: Date;
+}
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -61,11 +80,11 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  */
 export async function submitMessage(
   deps: Deps,
-  services: { sends: CommitWaiter; connections: ConnectionCache },
+  services: { sends: CommitWaiter<SendOutcome>; connections: ConnectionCache; recorder: MessageRecorder },
   appId: string,
   input: SendMessageInput,
   idempotencyKey?: string,
-): Promise<Result<MessageRow>> {
+): Promise<Result<SubmittedMessage>> {
   const conn = UUID.test(input.platform_connection_id) ? await services.connections.get(appId, input.platform_connection_id) : undefined;
   const notFound = () =>
     fail('PLATFORM_CONNECTION_NOT_FOUND', `Platform connection ${input.platform_connection_id} not found`, [
@@ -104,42 +123,51 @@ export async function submitMessage(
   const claim = await claimIdempotencyKey(deps.sql, appId, 'messages', idempotencyKey, input);
   if (!claim.ok) return claim;
   const id = claim.value.resourceId;
-  // A replayed key normally finds its message. It does not when the first request died between
-  // claiming the key and recording the message (a database restart): record it now, from the
-  // same body (the key's hash guarantees it).
-  const recorded =
-    claim.value.replay && (await deps.sql`SELECT 1 FROM outbound_messages WHERE app_id = ${appId} AND id = ${id}`).length > 0;
-  if (!recorded) {
-    // One statement (one round trip, atomic by itself): the recipient's next sequence number
-    // and the message that takes it. The counter row stays locked until it commits, so
-    // sequence order is commit order for each recipient; a gap (an id that already existed)
-    // is harmless, only the order matters.
+  const options = { ...(input.parse_mode ? { parse_mode: input.parse_mode } : {}), ...(input.subject ? { subject: input.subject } : {}) };
+  const [earlier] = claim.value.replay
+    ? await deps.sql<Pick<MessageRow, 'status' | 'external_message_id' | 'error' | 'created_at'>[]>`
+        SELECT status, external_message_id, error, created_at FROM outbound_messages WHERE app_id = ${appId} AND id = ${id}`
+    : [];
+  let createdAt: Date;
+  let settled: Promise<SendOutcome | undefined>;
+  if (earlier) {
+    // A replayed key finds its message: answer its state, waiting (bounded) if it is still
+    // under way. Re-driving its job is harmless: the job id is the message id, and the worker
+    // does nothing for a message already settled.
+    createdAt = earlier.created_at;
+    if (earlier.status === 'sent' || earlier.status === 'failed') return ok({ id, ...earlier });
+    settled = services.sends.wait(appId, id, deps.config.SEND_WAIT_MS);
+    await enqueue(deps.queues, 'send', { message_id: id, app_id: appId });
+  } else {
+    // New, or a replayed key whose first request died between claiming the key and recording
+    // the message (a database restart): recorded now, from the same body (the key's hash
+    // guarantees it), with the other sends of this turn, and handed to the workers with them.
+    settled = services.sends.wait(appId, id, deps.config.SEND_WAIT_MS);
     try {
-      await deps.sql`
-      WITH counter AS (
-        INSERT INTO recipient_counters (platform_connection_id, to_external_id, seq) VALUES (${conn.id}, ${input.to_external_id}, 1)
-        ON CONFLICT (platform_connection_id, to_external_id) DO UPDATE SET seq = recipient_counters.seq + 1
-        RETURNING seq)
-      INSERT INTO outbound_messages (id, app_id, platform_connection_id, to_external_id, recipient_seq, text, options, file_ids)
-      SELECT ${id}, ${appId}, ${conn.id}, ${input.to_external_id}, counter.seq, ${input.message},
-             ${deps.sql.json({ ...(input.parse_mode ? { parse_mode: input.parse_mode } : {}), ...(input.subject ? { subject: input.subject } : {}) })},
-             ${input.file_ids ?? []}
-        FROM counter
-      ON CONFLICT (id) DO NOTHING`;
+      createdAt = await services.recorder({
+        id,
+        appId,
+        connectionId: conn.id,
+        to: input.to_external_id,
+        text: input.message,
+        options,
+        fileIds: input.file_ids ?? [],
+      });
     } catch (err) {
+      services.sends.settle(appId, id, undefined);
       // A foreign key violation: the connection was deleted and this process's cache missed the
       // announcement (see src/connections/connection-cache.ts). Unknown, as without the cache.
       if ((err as { code?: string }).code === '23503') return notFound();
       throw err;
     }
   }
-  const settled = services.sends.wait(appId, id, deps.config.SEND_WAIT_MS);
-  // Re-driving the job for a replayed key is harmless: the job id is the message id, and the
-  // worker does nothing for a message already sent.
-  await enqueue(deps.queues, 'send', { message_id: id, app_id: appId });
-  await settled;
-  const [row] = await deps.sql<MessageRow[]>`SELECT * FROM outbound_messages WHERE app_id = ${appId} AND id = ${id}`;
-  return ok(row);
+  const outcome = await settled;
+  if (!outcome) return ok({ id, status: 'queued', external_message_id: null, error: null, created_at: createdAt });
+  return ok(
+    outcome.status === 'sent'
+      ? { id, status: 'sent', external_message_id: outcome.external_message_id, error: null, created_at: createdAt }
+      : { id, status: 'failed', external_message_id: null, error: outcome.error as MessageRow['error'], created_at: createdAt },
+  );
 }
 
 /**

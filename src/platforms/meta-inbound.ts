@@ -13,18 +13,32 @@ export function verifyHubSignature(config: Record<string, unknown>, req: Inbound
   return safeEqual(given, `sha256=${hmacHex('sha256', secret, req.rawBody)}`) ? ok : refuse('invalid signature');
 }
 
+/** A refused handshake, answered `{error}` as JSON like every other refusal of the inbound paths. */
+export const hubRefusal = (error: string): DirectAnswer => ({
+  status: 403,
+  contentType: 'application/json',
+  body: JSON.stringify({ error }),
+});
+
+/** Why a handshake's query cannot succeed whatever the token, or undefined when it is well formed. */
+export function hubQueryProblem(query: Record<string, string>): string | undefined {
+  if (query['hub.mode'] !== 'subscribe') return 'hub.mode must be "subscribe"';
+  if (!query['hub.verify_token']) return 'hub.verify_token is missing';
+  if (query['hub.challenge'] === undefined) return 'hub.challenge is missing';
+  return undefined;
+}
+
 /**
  * `GET …?hub.mode=subscribe&hub.verify_token=…&hub.challenge=…`: the challenge as text when
  * the token is this connection's verify_token, 403 otherwise. POSTs are not handshakes.
  */
 export function hubChallenge(config: Record<string, unknown>, req: InboundRequest): DirectAnswer | undefined {
   if (req.method !== 'GET') return undefined;
+  const problem = hubQueryProblem(req.query);
+  if (problem) return hubRefusal(problem);
   const expected = configString(config, 'verify_token');
-  const { 'hub.mode': mode, 'hub.verify_token': token, 'hub.challenge': challenge } = req.query;
-  if (mode === 'subscribe' && expected && token && challenge !== undefined && safeEqual(token, expected)) {
-    return { status: 200, contentType: 'text/plain', body: challenge };
-  }
-  return { status: 403, contentType: 'text/plain', body: 'forbidden' };
+  if (!expected || !safeEqual(req.query['hub.verify_token'], expected)) return hubRefusal('hub.verify_token does not match');
+  return { status: 200, contentType: 'text/plain', body: req.query['hub.challenge'] };
 }
 
 /** `entry[].id` of a Meta payload: the page, Instagram account or WhatsApp business account. */

@@ -1,6 +1,15 @@
 import type { Redis } from '../redis.js';
 import { getAdapter } from './registry.js';
-import type { Budget, PlatformName } from './types.js';
+import type { Budget, PlatformName, RateBudget } from './types.js';
+
+/** The operator's replacements of platforms' budgets (PLATFORM_RATE_BUDGETS). */
+export type BudgetOverrides = Partial<Record<string, Partial<RateBudget>>>;
+
+/** A platform's send budgets: its adapter's documented ones, each replaced where the operator says. */
+const budgetOf = (platform: PlatformName, overrides: BudgetOverrides = {}): RateBudget => ({
+  ...getAdapter(platform).rateBudget,
+  ...overrides[platform],
+});
 
 // GCRA with reservation over several keys at once. The send is placed at the earliest time
 // every budget allows (`slot`), and every budget is charged for that time at once, so jobs
@@ -68,6 +77,52 @@ if until_ > tat then redis.call('SET', KEYS[1], until_, 'PX', math.ceil(until_ -
 return 0
 `;
 
+// The batch send's admission, RESERVE and PACE of one send in one script: the reservation is
+// made as RESERVE makes it (the send's slot, every budget charged for it); if the slot is now,
+// pacing is tried as PACE tries it and, if it allows, charged too. Returns {wait, paced}: paced
+// 1 means the send may go at once; otherwise its slot stands and it may go after `wait` ms
+// (once pacing allows). KEYS: budget connection, budget recipient, pace connection, pace
+// recipient (one hash tag: one Cluster slot). ARGV: interval and tolerance of each key, in order.
+const RESERVE_AND_PACE = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local slot = now
+local tats = {}
+for i = 1, 2 do
+  local tolerance = tonumber(ARGV[(i - 1) * 2 + 2])
+  local tat = tonumber(redis.call('GET', KEYS[i]) or '0')
+  if tat < now then tat = now end
+  tats[i] = tat
+  if tat - tolerance > slot then slot = tat - tolerance end
+end
+for i = 1, 2 do
+  local interval = tonumber(ARGV[(i - 1) * 2 + 1])
+  local tolerance = tonumber(ARGV[(i - 1) * 2 + 2])
+  local tat = tats[i]
+  if tat < slot then tat = slot end
+  tat = tat + interval
+  redis.call('SET', KEYS[i], tat, 'PX', math.ceil(tat - now + tolerance) + 1000)
+end
+if slot > now then return {slot - now, 0} end
+local wait = 0
+local paced = {}
+for i = 3, 4 do
+  local interval = tonumber(ARGV[(i - 1) * 2 + 1])
+  local tolerance = tonumber(ARGV[(i - 1) * 2 + 2])
+  local tat = tonumber(redis.call('GET', KEYS[i]) or '0')
+  if tat < now then tat = now end
+  if tat - tolerance - now > wait then wait = tat - tolerance - now end
+  paced[i] = tat + interval
+end
+if wait > 0 then return {wait, 0} end
+for i = 3, 4 do
+  local interval = tonumber(ARGV[(i - 1) * 2 + 1])
+  local tolerance = tonumber(ARGV[(i - 1) * 2 + 2])
+  redis.call('SET', KEYS[i], paced[i], 'PX', math.ceil(interval + tolerance) + 1000)
+end
+return {0, 1}
+`;
+
 /**
  * A platform's budgets (its adapter's `rateBudget`) as GCRA interval and tolerance. Intervals
  * carry a 3% margin so clock skew between our Redis and the platform never tips a send over
@@ -92,8 +147,9 @@ export async function reserveSendSlot(
   platform: PlatformName,
   connectionId: string,
   recipient: string,
+  overrides?: BudgetOverrides,
 ): Promise<number> {
-  const b = getAdapter(platform).rateBudget;
+  const b = budgetOf(platform, overrides);
   const keys = [connectionKey(redisPrefix, connectionId), recipientKey(redisPrefix, connectionId, recipient)];
   const result = await redis.eval(RESERVE, keys.length, ...keys, ...params(b.connection), ...params(b.recipient));
   return Number(result);
@@ -124,10 +180,60 @@ export async function paceSend(
   platform: PlatformName,
   connectionId: string,
   recipient: string,
+  overrides?: BudgetOverrides,
 ): Promise<number> {
-  const b = getAdapter(platform).rateBudget;
+  const b = budgetOf(platform, overrides);
   const keys = paceKeys(redisPrefix, connectionId, recipient);
   return Number(await redis.eval(PACE, keys.length, ...keys, ...paceParams(b.connection), ...paceParams(b.recipient)));
+}
+
+type WithAdmit = Redis & {
+  gwReserveAndPace(k1: string, k2: string, k3: string, k4: string, ...args: number[]): Promise<[number, number]>;
+};
+
+/** The script runs by EVALSHA (ioredis loads it on a NOSCRIPT answer): one short command per send. */
+function withAdmit(redis: Redis): WithAdmit {
+  const r = redis as WithAdmit;
+  if (typeof r.gwReserveAndPace !== 'function') redis.defineCommand('gwReserveAndPace', { numberOfKeys: 4, lua: RESERVE_AND_PACE });
+  return r;
+}
+
+/** A send's admission: go now (paced), or its reserved slot is `waitMs` away. */
+export interface Admission {
+  waitMs: number;
+  /** Reserved and paced: it may go at once. */
+  paced: boolean;
+}
+
+/**
+ * Reserves each send's slot in the connection's and the recipient's budgets (as
+ * `reserveSendSlot`, in the order given) and, for a slot that is now, paces it (as `paceSend`).
+ * The commands go out together (one round trip).
+ */
+export function admitSends(
+  redis: Redis,
+  redisPrefix: string,
+  sends: { platform: PlatformName; connectionId: string; recipient: string }[],
+  overrides?: BudgetOverrides,
+): Promise<Admission[]> {
+  const r = withAdmit(redis);
+  return Promise.all(
+    sends.map(async ({ platform, connectionId, recipient }) => {
+      const b = budgetOf(platform, overrides);
+      const [pc, pr] = paceKeys(redisPrefix, connectionId, recipient);
+      const [wait, paced] = await r.gwReserveAndPace(
+        connectionKey(redisPrefix, connectionId),
+        recipientKey(redisPrefix, connectionId, recipient),
+        pc,
+        pr,
+        ...params(b.connection),
+        ...params(b.recipient),
+        ...paceParams(b.connection),
+        ...paceParams(b.recipient),
+      );
+      return { waitMs: Number(wait), paced: Number(paced) === 1 };
+    }),
+  );
 }
 
 /** After a platform's retry-after: later reservations on the connection start after `waitMs`. */
@@ -137,8 +243,9 @@ export async function holdConnection(
   platform: PlatformName,
   connectionId: string,
   waitMs: number,
+  overrides?: BudgetOverrides,
 ): Promise<void> {
-  const b = getAdapter(platform).rateBudget.connection;
+  const b = budgetOf(platform, overrides).connection;
   await redis.eval(HOLD, 1, connectionKey(redisPrefix, connectionId), Math.ceil(waitMs), params(b)[1]);
   await redis.eval(HOLD, 1, paceKeys(redisPrefix, connectionId, '')[0], Math.ceil(waitMs), paceParams(b)[1]);
 }

@@ -48,6 +48,11 @@ export const RETENTION = {
   },
   link_codes: { kind: 'pruned', variable: 'LINK_CODE_RETENTION_DAYS', by: { queue: 'maintenance', task: 'prune-link-codes' } },
   files: { kind: 'pruned', variable: 'FILE_RETENTION_DAYS', by: { queue: 'maintenance', task: 'prune-files' } },
+  portal_sessions: {
+    kind: 'pruned',
+    variable: 'PORTAL_SESSION_RETENTION_DAYS',
+    by: { queue: 'maintenance', task: 'prune-portal-sessions' },
+  },
   outbound_messages: { kind: 'pruned', variable: 'MESSAGE_RETENTION_DAYS', by: { queue: 'maintenance', task: 'prune-messages' } },
   webhook_delivery_logs: { kind: 'pruned', variable: 'WEBHOOK_LOG_RETENTION_DAYS', by: { queue: 'webhook', task: 'log-retention' } },
   webhook_deliveries: { kind: 'pruned', variable: 'WEBHOOK_LOG_RETENTION_DAYS', by: { queue: 'webhook', task: 'log-retention' } },

@@ -20,7 +20,7 @@ export type StreamFilter = z.infer<typeof streamFilterSchema>;
 
 /** The SSE endpoint's query string: `eventTypes` is comma-separated there. */
 export const streamQuerySchema = z
-  .object({
+  .strictObject({
     eventTypes: z.string().max(5000).optional(),
     userId: z.string().optional(),
     conversationId: z.string().optional(),
@@ -54,9 +54,7 @@ export function compileStreamFilter(f: StreamFilter, user?: UserScope): (event: 
   return (e) => {
     // The scope sees every event first, so it learns of merges even from events the other filters reject.
     const involved = user === undefined || user.involves(e);
-    return (
-      involved && (types === undefined || types(e.event_type)) && (f.conversationId === undefined || e.conversation_id === f.conversationId)
-    );
+    return involved && (types === undefined || types(e)) && (f.conversationId === undefined || e.conversation_id === f.conversationId);
   };
 }
 

@@ -46,7 +46,7 @@ function eventIterator(
   streams: StreamService,
   logger: Logger,
   limits: IteratorLimits,
-  principal: Pick<Principal, 'appId' | 'keyId'>,
+  principal: Pick<Principal, 'appId' | 'keyId' | 'expiresAt'>,
   filter: StreamFilter,
   start: StreamStart,
   onOverflow: () => void,
@@ -84,7 +84,7 @@ function eventIterator(
   };
 
   const maxTimer = setTimeout(finish, limits.maxMs);
-  const untrack = streams.track(principal.keyId, finish);
+  const untrack = streams.track(principal, finish);
 
   startReader(sql, streams.tails, principal.appId, filter, start, {
     get closed() {
@@ -166,7 +166,9 @@ export const eventStreamModule: GraphqlModule = {
       """
       Events of the application as they are committed, filters combined with AND. Live by
       default; with \`after\` (an event's \`cursor\`) every matching event strictly after it is
-      sent first, in order and exactly once, then live.
+      sent first, in order and exactly once, then live. \`eventTypes\` are patterns (an exact type,
+      \`prefix.*\`, \`*\`) matched against each event's stored type and its SPEC name, such as
+      \`message.read\` for a read \`message.status\`; \`eventType\` is always the stored type.
       """
       eventStream(eventTypes: [String!], userId: ID, conversationId: ID, after: String): Event!
     }
@@ -198,7 +200,7 @@ export const eventStreamModule: GraphqlModule = {
           );
         },
         resolve: (event: TailEvent | typeof KEY_REVOKED) => {
-          if (event === KEY_REVOKED) throw new AppError('UNAUTHORIZED', 'The API key was revoked');
+          if (event === KEY_REVOKED) throw new AppError('UNAUTHORIZED', 'The API key was revoked, or the portal session ended');
           return event.node;
         },
       },

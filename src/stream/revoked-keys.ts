@@ -45,7 +45,13 @@ export function createRevokedKeyWatch(sql: Sql, stamps: ChangeStamps, logger: Lo
       const keys = stamp === undefined || stamp !== seenStamp ? [...streams.keys()] : [...fresh].filter((k) => streams.has(k));
       if (keys.length > 0) {
         stats.lookups++;
-        const revoked = await sql<{ id: string }[]>`SELECT id FROM api_keys WHERE id = ANY(${keys}::uuid[]) AND revoked_at IS NOT NULL`;
+        // A stream opened by a portal session is tracked by the session's id: it ends with the
+        // session, or with the key that minted the session.
+        const revoked = await sql<{ id: string }[]>`
+          SELECT id FROM api_keys WHERE id = ANY(${keys}::uuid[]) AND revoked_at IS NOT NULL
+          UNION ALL
+          SELECT s.id FROM portal_sessions s LEFT JOIN api_keys k ON k.id = s.created_by_key_id
+          WHERE s.id = ANY(${keys}::uuid[]) AND (s.revoked_at IS NOT NULL OR s.expires_at <= now() OR k.revoked_at IS NOT NULL)`;
         for (const { id } of revoked) for (const end of [...(streams.get(id) ?? [])]) end('revoked');
       }
       seenStamp = stamp;

@@ -13,10 +13,10 @@ export interface StreamService {
   tails: TailRegistry;
   slots: StreamSlots;
   /**
-   * Registers an open stream of `keyId` so that shutdown, or the key's revocation, can end
-   * it; returns the unregister function.
+   * Registers an open stream of a key (or portal session) so that shutdown, its revocation, or
+   * its expiry can end it; returns the unregister function.
    */
-  track(keyId: string, end: (reason: StreamEndReason) => void): () => void;
+  track(principal: Pick<Principal, 'keyId' | 'expiresAt'>, end: (reason: StreamEndReason) => void): () => void;
   /** Open streams in this process. */
   open(): number;
   /**
@@ -38,11 +38,15 @@ export function createStreamService(deps: Deps, wakes: WakeHub, stamps: ChangeSt
   return {
     tails,
     slots,
-    track(keyId, end) {
+    track({ keyId, expiresAt }, end) {
       open.add(end);
       deps.metrics.streamClients.inc();
       const unwatch = revokedKeys.add(keyId, end);
+      // Expiry moves no change stamp, so the revocation watch would not notice it.
+      const expiry = expiresAt ? setTimeout(() => end('revoked'), Math.max(0, expiresAt.getTime() - Date.now())) : undefined;
+      expiry?.unref();
       return () => {
+        clearTimeout(expiry);
         unwatch();
         if (open.delete(end)) deps.metrics.streamClients.dec();
       };

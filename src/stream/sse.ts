@@ -4,6 +4,7 @@ import type { Sql } from '../db.js';
 import { unwrap } from '../errors.js';
 import { decodeCursor } from '../ledger/cursor.js';
 import type { Api } from '../http/api.js';
+import { LAST_EVENT_ID } from '../http/openapi.js';
 import type { RouteContext } from '../http/routes.js';
 import type { Logger } from '../logger.js';
 import { streamQuerySchema, type StreamFilter } from './filter.js';
@@ -23,7 +24,7 @@ export interface SseLimits {
 
 const KEEP_ALIVE = ': keep-alive\n\n';
 /** The last frame of a stream whose API key was revoked: the error body REST answers with. */
-const REVOKED_FRAME = `event: error\ndata: ${JSON.stringify({ error: { code: 'UNAUTHORIZED', message: 'The API key was revoked' } })}\n\n`;
+const REVOKED_FRAME = `event: error\ndata: ${JSON.stringify({ error: { code: 'UNAUTHORIZED', message: 'The API key was revoked, or the portal session ended' } })}\n\n`;
 
 /** GET /events/stream (SPEC 4.4): auth and validation answer as JSON; only then does a stream start. */
 export function registerStreamRoutes(api: Api, { deps, web, onShutdown }: RouteContext): void {
@@ -39,13 +40,18 @@ export function registerStreamRoutes(api: Api, { deps, web, onShutdown }: RouteC
   api.route({
     method: 'get',
     path: '/events/stream',
+    operationId: 'streamEvents',
     summary: 'Server-Sent Events stream of the ledger, resumable with Last-Event-ID (or ?lastEventId=)',
     scope: 'events:read',
     appIdRequired: false,
     rateLimited: false,
     query: streamQuerySchema,
+    headers: [LAST_EVENT_ID],
     responses: {
-      200: { description: 'text/event-stream: frames `id: <cursor>` / `data: <event JSON>`, and `: keep-alive` comments' },
+      200: {
+        description: 'An open stream: frames `id: <cursor>` / `data: <event JSON>`, and `: keep-alive` comments',
+        mediaType: 'text/event-stream',
+      },
     },
     errors: ['INVALID_CURSOR', 'TOO_MANY_STREAMS', 'UNAVAILABLE'],
     async handler({ req, res, principal, query }) {
@@ -70,7 +76,7 @@ function serveSse(
   streams: StreamService,
   logger: Logger,
   limits: SseLimits,
-  principal: Pick<Principal, 'appId' | 'keyId'>,
+  principal: Pick<Principal, 'appId' | 'keyId' | 'expiresAt'>,
   filter: StreamFilter,
   start: StreamStart,
 ): void {
@@ -171,7 +177,7 @@ function serveSse(
     if (overfull()) drop();
   }, limits.keepAliveMs);
   const maxTimer = setTimeout(end, limits.maxMs);
-  const untrack = streams.track(principal.keyId, end);
+  const untrack = streams.track(principal, end);
 
   startReader(sql, streams.tails, principal.appId, filter, start, sink).then(
     (r) => {

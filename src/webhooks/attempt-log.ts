@@ -26,6 +26,11 @@ export interface AttemptRecord {
   /** Null for a delivery's attempts: they send the delivery's stored body, read from there. */
   requestBody: string | null;
   responseBody: string | null;
+  /** The headers sent, and the receiver's answer's; null when nothing was sent, or nothing answered. */
+  requestHeaders?: Record<string, string> | null;
+  responseHeaders?: Record<string, string | string[] | undefined> | null;
+  /** When the next attempt is due (status `retrying`). */
+  nextRetryAt?: Date | null;
   /** Unix seconds of the delivery's first attempt. */
   firstAttemptTs: number | null;
   /** Whether this outcome moves the consecutive-failure count (test sends and skips do not). */
@@ -78,6 +83,9 @@ async function writeAttempts(deps: Deps, records: AttemptRecord[]): Promise<void
       error_message: cap(r.error),
       request_body: cap(r.requestBody),
       response_body: cap(r.responseBody),
+      request_headers: r.requestHeaders ?? null,
+      response_headers: r.responseHeaders ? storableText(r.responseHeaders) : null,
+      next_retry_at: r.nextRetryAt?.toISOString() ?? null,
     }));
   const outcome = (r: AttemptRecord) => ({
     id: r.deliveryId,
@@ -135,12 +143,14 @@ async function writeAttempts(deps: Deps, records: AttemptRecord[]): Promise<void
     if (logs.length)
       await tx`
       INSERT INTO webhook_delivery_logs (app_id, subscription_id, delivery_id, event_id, event_type, status, status_code,
-                                         attempt_count, duration_ms, error_message, request_body, response_body)
+                                         attempt_count, duration_ms, error_message, request_body, response_body,
+                                         request_headers, response_headers, next_retry_at)
       SELECT r.app_id, r.subscription_id, r.delivery_id, r.event_id, r.event_type, r.status, r.status_code,
-             r.attempt_count, r.duration_ms, r.error_message, r.request_body, r.response_body
+             r.attempt_count, r.duration_ms, r.error_message, r.request_body, r.response_body,
+             r.request_headers, r.response_headers, r.next_retry_at
         FROM jsonb_to_recordset(${tx.json(logs as never)}::jsonb) AS r(app_id uuid, subscription_id uuid, delivery_id uuid, event_id uuid,
              event_type text, status text, status_code int, attempt_count int, duration_ms int, error_message text,
-             request_body text, response_body text)
+             request_body text, response_body text, request_headers jsonb, response_headers jsonb, next_retry_at timestamptz)
         -- A subscription deleted meanwhile takes its log with it.
        WHERE EXISTS (SELECT 1 FROM webhook_subscriptions s WHERE s.id = r.subscription_id AND s.app_id = r.app_id)`;
     if (healthRows.length === 0) return [] as Disabled[];

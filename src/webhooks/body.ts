@@ -7,6 +7,8 @@ export interface BodyEvent {
   app_id: string;
   seq: number;
   event_type: string;
+  /** Matched beside the type (subscriptions by a SPEC alias); never in the body, which names the stored type. */
+  event_alias: string | null;
   payload: Record<string, unknown>;
   created_at: string;
   platform_connection_id: string | null;
@@ -55,7 +57,7 @@ export async function loadBodyEvents(
   const out = new Map<string, BodyEvent & { delivered_to: string[] }>();
   if (refs.length === 0) return out;
   const rows = await sql<(Omit<BodyEvent, 'edges'> & { edges: EdgeRow[]; delivered_to: string[] })[]>`
-    SELECT e.id, e.app_id, e.seq, e.event_type, e.payload, ${sql.unsafe(CREATED_AT_ISO.replace('created_at', 'e.created_at'))} AS created_at,
+    SELECT e.id, e.app_id, e.seq, e.event_type, e.event_alias, e.payload, ${sql.unsafe(CREATED_AT_ISO.replace('created_at', 'e.created_at'))} AS created_at,
            e.platform_connection_id,
            COALESCE((SELECT json_agg(json_build_object('edge_type', x.edge_type, 'target_node_type', x.target_node_type,
                                      'target_node_id', x.target_node_id, 'external_id', pu.external_id, 'name', pu.name,
@@ -77,7 +79,7 @@ export async function loadBodyEvents(
 export function buildDeliveryBody(input: {
   deliveryId: string;
   subscriptionId: string;
-  event: Omit<BodyEvent, 'seq'>;
+  event: Omit<BodyEvent, 'seq' | 'event_alias'>;
   timestamp: Date;
 }): string {
   return deliveryBodies(input.event, input.timestamp)(input.deliveryId, input.subscriptionId);
@@ -87,7 +89,10 @@ export function buildDeliveryBody(input: {
  * The bodies of one event for several subscriptions: the event part is serialised once and
  * only the two leading ids differ (same text as serialising each body whole).
  */
-export function deliveryBodies(event: Omit<BodyEvent, 'seq'>, timestamp: Date): (deliveryId: string, subscriptionId: string) => string {
+export function deliveryBodies(
+  event: Omit<BodyEvent, 'seq' | 'event_alias'>,
+  timestamp: Date,
+): (deliveryId: string, subscriptionId: string) => string {
   const rest = JSON.stringify({
     event_id: event.id,
     event_type: event.event_type,

@@ -5,7 +5,7 @@ import { batchLoader } from '../tick-batch.js';
 import { deliveryBodies, loadBodyEvents } from './body.js';
 import { deliveryIdOf } from './fan-out.js';
 import { enqueueDeliveryRuns, type DeliveryRun } from './delivery-queue.js';
-import { createWebhookHttpClient, type WebhookHttpClient } from './http-client.js';
+import { createWebhookHttpClient, sentHeaders, type WebhookHttpClient } from './http-client.js';
 import { parseRetryAfter, retryDelay } from './retry-policy.js';
 import { signerFor, type SubscriptionCache } from './subscription-cache.js';
 import { takeDeliverySlot } from './throttle.js';
@@ -31,7 +31,7 @@ export type AttemptOutcome =
   | { kind: 'skipped'; reason: string }
   | { kind: 'wait'; ms: number }
   | { kind: 'delivered'; attempt: number; statusCode: number }
-  | { kind: 'retry'; attempt: number; error: string; retryAfterMs?: number }
+  | { kind: 'retry'; attempt: number; error: string; retryAfterMs?: number; delayMs: number }
   | { kind: 'failed'; attempt: number; error: string };
 
 export interface Deliverer {
@@ -42,8 +42,18 @@ export interface Deliverer {
    * job on the custom backoff); a throttled delivery as a run that starts when its slot comes.
    */
   firstAttempts(job: { eventId: string; appId: string }): Promise<AttemptOutcome[]>;
-  /** One attempt of one delivery run; `lastAttempt` says whether a failure is final. */
-  attempt(job: { deliveryId: string; appId: string; run: number; lastAttempt: boolean; queuedAt: number }): Promise<AttemptOutcome>;
+  /**
+   * One attempt of one delivery run; `lastAttempt` says whether a failure is final, and
+   * `schedulePosition` which of WEBHOOK_RETRY_DELAYS_MS the next retry waits.
+   */
+  attempt(job: {
+    deliveryId: string;
+    appId: string;
+    run: number;
+    lastAttempt: boolean;
+    schedulePosition: number;
+    queuedAt: number;
+  }): Promise<AttemptOutcome>;
   /** Takes first attempts in process (the ledger's fast path), at most `limit` events at once. */
   local(limit: number): LocalFirstAttempts;
   http: WebhookHttpClient;
@@ -118,6 +128,7 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
   async function attemptRow(
     d: DeliveryRow,
     lastAttempt: boolean,
+    schedulePosition: number,
     beforeRecord?: (o: AttemptOutcome) => Promise<void>,
   ): Promise<AttemptOutcome> {
     if (d.status === 'delivered' || d.status === 'failed') return { kind: 'skipped', reason: `already ${d.status}` };
@@ -148,6 +159,7 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
     const originalTs = d.first_attempt_ts !== null ? Number(d.first_attempt_ts) : ts;
     const headers = signerFor(sub)({ deliveryId: d.id, timestamp: ts, body: d.body });
     if (attempt > 1) Object.assign(headers, retryHeaders(attempt, originalTs));
+    const requestHeaders = sentHeaders(headers);
     const res = await http.post(sub.targetUrl, d.body, headers);
     const delivered = res.error === undefined && res.statusCode !== undefined && res.statusCode >= 200 && res.statusCode < 300;
     const status: DeliveryStatus = delivered ? 'delivered' : lastAttempt ? 'failed' : 'retrying';
@@ -158,7 +170,13 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
       ? { kind: 'delivered', attempt, statusCode: res.statusCode! }
       : lastAttempt
         ? { kind: 'failed', attempt, error }
-        : { kind: 'retry', attempt, error, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
+        : {
+            kind: 'retry',
+            attempt,
+            error,
+            delayMs: retryDelay(schedule, schedulePosition, retryAfterMs),
+            ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
+          };
     await beforeRecord?.(outcome);
     await record(d, {
       status,
@@ -167,6 +185,9 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
       durationMs: res.durationMs,
       error: res.error ?? null,
       responseBody: res.statusCode !== undefined ? res.responseBody : null,
+      requestHeaders,
+      responseHeaders: res.statusCode !== undefined ? res.headers : null,
+      nextRetryAt: outcome.kind === 'retry' ? new Date(Date.now() + outcome.delayMs) : null,
       firstAttemptTs: originalTs,
       affectsHealth: true,
     });
@@ -183,7 +204,7 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
     // Subscriptions that already have a delivery of this event (an earlier run of this job,
     // a replay) are left to it: this job never sends one twice.
     const rows: DeliveryRow[] = subs
-      .filter((sub) => sub.status === 'ACTIVE' && sub.matches(event.event_type) && !have.has(sub.id))
+      .filter((sub) => sub.status === 'ACTIVE' && sub.matches(event) && !have.has(sub.id))
       .map((sub) => {
         const id = deliveryIdOf(sub.id, event.id);
         const body = bodyOf(id, sub.id);
@@ -203,11 +224,10 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
       });
     return Promise.all(
       rows.map(async (d) => {
-        const outcome = await attemptRow(d, lastAttempt, async (o) => {
+        const outcome = await attemptRow(d, lastAttempt, 1, async (o) => {
           // Queued before the outcome is written: a crash in between repeats a send (at least once)
           // but never strands a delivery in `retrying` with no job to retry it.
-          if (o.kind === 'retry')
-            await queueRuns({ id: d.id, app_id: d.app_id, run: 0, attempt_base: 1, delayMs: retryDelay(schedule, 1, o.retryAfterMs) });
+          if (o.kind === 'retry') await queueRuns({ id: d.id, app_id: d.app_id, run: 0, attempt_base: 1, delayMs: o.delayMs });
         });
         if (outcome.kind === 'wait') {
           // Over its throttle: stored as pending and queued as a run of its own, no attempt spent.
@@ -250,7 +270,7 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
         },
       };
     },
-    async attempt({ deliveryId, appId, run, lastAttempt, queuedAt }) {
+    async attempt({ deliveryId, appId, run, lastAttempt, schedulePosition, queuedAt }) {
       const d = await loadOne(`${appId}/${deliveryId}`);
       if (!d) {
         // A retry queued just before its first attempt's outcome was written: wait for the row.
@@ -259,7 +279,7 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
           : { kind: 'skipped', reason: 'delivery no longer exists' };
       }
       if (d.run !== run) return { kind: 'skipped', reason: `superseded by run ${d.run}` };
-      return attemptRow(d, lastAttempt);
+      return attemptRow(d, lastAttempt, schedulePosition);
     },
     async close() {
       await http.close();

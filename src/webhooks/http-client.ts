@@ -109,7 +109,7 @@ export function createWebhookHttpClient(options: HttpClientOptions): WebhookHttp
       if ('refused' in target) return Promise.resolve(done({ headers: {}, responseBody: '', error: target.refused }));
       return new Promise<PostResult>((resolve) => {
         const attempt = new Attempt(timeoutMs, (r) => resolve(done(r)));
-        target.pool.dispatch({ method: 'POST', path: target.path, headers: { ...BASE_HEADERS, ...headers }, body }, attempt);
+        target.pool.dispatch({ method: 'POST', path: target.path, headers: sentHeaders(headers), body }, attempt);
       });
     },
     async close() {
@@ -121,6 +121,9 @@ export function createWebhookHttpClient(options: HttpClientOptions): WebhookHttp
 }
 
 const BASE_HEADERS = { 'content-type': 'application/json', 'user-agent': 'messaging-gateway-webhooks/1' };
+
+/** The headers a POST sends: the fixed ones and the delivery's own (signature, ids). The attempt log shows them. */
+export const sentHeaders = (headers: Record<string, string>): Record<string, string> => ({ ...BASE_HEADERS, ...headers });
 
 /**
  * One attempt's dispatch handler: collects the answer from the parser's callbacks and settles

@@ -16,7 +16,12 @@ export interface DeliveryLog {
   duration: number;
   error_message: string | null;
   request_body: string;
+  /** The headers as sent (signature included); null on rows written before they were kept. */
+  request_headers: Record<string, string> | null;
   response_body: string | null;
+  response_headers: Record<string, string | string[]> | null;
+  /** When the next attempt is due, on an attempt that left its delivery `retrying`. */
+  next_retry_at: string | null;
   created_at: string;
   cursor: string;
 }
@@ -37,7 +42,7 @@ export async function listDeliveryLogs(
   deps: Deps,
   appId: string,
   subscriptionId: string,
-  page: { limit: number; after?: string; status?: DeliveryStatus },
+  page: { limit: number; after?: string; status?: DeliveryStatus; deliveryId?: string },
 ): Promise<Result<{ logs: DeliveryLog[]; hasMore: boolean }>> {
   const { sql } = deps;
   if (!isUuid(subscriptionId)) return fail('NOT_FOUND', `No webhook subscription ${subscriptionId}`);
@@ -50,24 +55,28 @@ export async function listDeliveryLogs(
     before = c.value;
   }
   const rows = await sql<
-    (Omit<DeliveryLog, 'cursor' | 'duration' | 'created_at' | 'request_body'> & {
+    (Omit<DeliveryLog, 'cursor' | 'duration' | 'created_at' | 'request_body' | 'next_retry_at'> & {
       n: string;
       duration_ms: number;
       created_at: Date;
+      next_retry_at: Date | null;
       request_body: string | null;
     })[]
   >`
     SELECT l.n::text AS n, l.id, l.delivery_id, l.event_id, l.event_type, l.status, l.status_code, l.attempt_count, l.duration_ms,
-           l.error_message, COALESCE(l.request_body, d.body) AS request_body, l.response_body, l.created_at
+           l.error_message, COALESCE(l.request_body, d.body) AS request_body, l.response_body, l.created_at,
+           l.request_headers, l.response_headers, l.next_retry_at
       FROM webhook_delivery_logs l
       LEFT JOIN webhook_deliveries d ON d.id = l.delivery_id AND d.app_id = l.app_id
      WHERE l.app_id = ${appId} AND l.subscription_id = ${subscriptionId}
        ${before !== undefined ? sql`AND l.n < ${before}::bigint` : sql``}
        ${page.status ? sql`AND l.status = ${page.status}` : sql``}
+       ${page.deliveryId ? sql`AND l.delivery_id = ${page.deliveryId}` : sql``}
      ORDER BY l.n DESC
      LIMIT ${page.limit + 1}`;
-  const logs = rows.slice(0, page.limit).map(({ n, duration_ms, created_at, request_body, ...r }) => ({
+  const logs = rows.slice(0, page.limit).map(({ n, duration_ms, created_at, request_body, next_retry_at, ...r }) => ({
     ...r,
+    next_retry_at: next_retry_at?.toISOString() ?? null,
     request_body: capBody(request_body ?? ''),
     duration: duration_ms,
     created_at: created_at.toISOString(),

@@ -9,7 +9,7 @@ import { enqueueDeliveryRuns } from './delivery-queue.js';
 import { createDeliveries, deliveryIdOf } from './fan-out.js';
 import { isUuid, loadSubscriptionForSend } from './subscriptions.js';
 
-export const replayInput = z.object({
+export const replayInput = z.strictObject({
   /** An ISO 8601 time (events created after it) or an event cursor (events after it). */
   since: z.string().min(1).max(300),
 });
@@ -63,11 +63,11 @@ export async function replaySubscription(deps: Deps, appId: string, subscription
   let truncated = false;
   while (scanned < max) {
     const take = Math.min(PAGE, max - scanned);
-    const rows = await sql<{ id: string; seq: number; event_type: string; created_at: string }[]>`
-      SELECT id, seq, event_type, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at
+    const rows = await sql<{ id: string; seq: number; event_type: string; event_alias: string | null; created_at: string }[]>`
+      SELECT id, seq, event_type, event_alias, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at
         FROM events WHERE app_id = ${appId} AND seq > ${last?.seq ?? afterSeq}
        ORDER BY seq LIMIT ${take}`;
-    for (const r of rows) if (matches(r.event_type)) matched.push(r);
+    for (const r of rows) if (matches(r)) matched.push(r);
     scanned += rows.length;
     if (rows.length) last = rows.at(-1);
     if (rows.length < take) break;

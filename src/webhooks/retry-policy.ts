@@ -1,8 +1,12 @@
-/** A failed attempt that should be retried; carries the receiver's Retry-After, if any. */
+/**
+ * A failed attempt that should be retried; carries the receiver's Retry-After, if any, and the
+ * delay already decided (and shown in the attempt log as its next retry time).
+ */
 export class DeliveryAttemptError extends Error {
   constructor(
     message: string,
     readonly retryAfterMs?: number,
+    readonly delayMs?: number,
   ) {
     super(message);
     this.name = 'DeliveryAttemptError';

@@ -12,7 +12,7 @@ export const isUuid = (s: string) => UUID.test(s);
 const pattern = eventPatternSchema;
 const patterns = z.array(pattern).min(1).max(50);
 
-export const createSubscriptionInput = z.object({
+export const createSubscriptionInput = z.strictObject({
   name: z.string().trim().min(1).max(200),
   target_url: z.string().min(1).max(2048),
   event_patterns: patterns,
@@ -23,7 +23,7 @@ export const createSubscriptionInput = z.object({
 });
 export type CreateSubscriptionInput = z.infer<typeof createSubscriptionInput>;
 
-export const updateSubscriptionInput = z.object({
+export const updateSubscriptionInput = z.strictObject({
   name: z.string().trim().min(1).max(200).optional(),
   target_url: z.string().min(1).max(2048).optional(),
   event_patterns: patterns.optional(),

@@ -4,7 +4,7 @@ import { fail, ok, type Result } from '../errors.js';
 import { systemEvent } from '../ledger/event-types.js';
 import { createAttemptLog } from './attempt-log.js';
 import { buildDeliveryBody } from './body.js';
-import { createWebhookHttpClient } from './http-client.js';
+import { createWebhookHttpClient, sentHeaders } from './http-client.js';
 import { signatureHeaders } from './signing.js';
 import { loadSubscriptionForSend } from './subscriptions.js';
 
@@ -50,7 +50,8 @@ export async function sendTestDelivery(deps: Deps, appId: string, subscriptionId
     connectionsPerOrigin: 1,
   });
   try {
-    const res = await http.post(sub.targetUrl, body, signatureHeaders({ deliveryId, timestamp: ts, body, secrets: sub.secrets }));
+    const headers = signatureHeaders({ deliveryId, timestamp: ts, body, secrets: sub.secrets });
+    const res = await http.post(sub.targetUrl, body, headers);
     const success = res.error === undefined && res.statusCode !== undefined && res.statusCode >= 200 && res.statusCode < 300;
     await createAttemptLog(deps).record({
       deliveryId: null,
@@ -65,6 +66,8 @@ export async function sendTestDelivery(deps: Deps, appId: string, subscriptionId
       error: res.error ?? null,
       requestBody: body,
       responseBody: res.statusCode !== undefined ? res.responseBody : null,
+      requestHeaders: sentHeaders(headers),
+      responseHeaders: res.statusCode !== undefined ? res.headers : null,
       firstAttemptTs: ts,
       affectsHealth: false,
     });

@@ -81,7 +81,7 @@ describe('platform connections over REST', () => {
     ['SMS', { account_sid: `AC${'a1'.repeat(16)}`, auth_token: 't' }, ['config', 'from']],
     ['EMAIL', { smtp_url: 'https://mail.example.com', from: 'a@b.co' }, ['config', 'smtp_url']],
     ['TELEGRAM', { ...sampleConfigs().TELEGRAM, api_base_url: 'not a url' }, ['config', 'api_base_url']],
-    ['TELEGRAM', { ...sampleConfigs().TELEGRAM, unknown_field: 1 }, ['config']],
+    ['TELEGRAM', { ...sampleConfigs().TELEGRAM, unknown_field: 1 }, ['config', 'unknown_field']],
   ] as const)('%s: refuses an invalid config %j with VALIDATION_ERROR at %j, writing nothing', async (platform, config, path) => {
     const before = await s.deps.sql`SELECT count(*)::int AS n FROM platform_connections`;
     const r = await req('POST', '/v1/platform-connections', a, { platform_name: platform, name: 'bad', config });
@@ -213,5 +213,19 @@ describe('platform connections over GraphQL', () => {
     const writer = await s.createKey(a.appId, ['events:write']);
     const r = await gql(writer, `{ platformConnections { id } }`);
     expect(r.json.errors[0].extensions.code).toBe('FORBIDDEN');
+  });
+});
+
+describe('GET /v1/platforms', () => {
+  it('lists every platform with the JSON Schema of its config and its write-only fields', async () => {
+    const r = await req('GET', '/v1/platforms', a);
+    expect(r.status).toBe(200);
+    expect(r.json.data.map((p: { name: string }) => p.name)).toEqual([...PLATFORM_NAMES]);
+    const telegram = r.json.data.find((p: { name: string }) => p.name === 'TELEGRAM');
+    expect(telegram.config_schema.type).toBe('object');
+    expect(telegram.config_schema.required).toContain('bot_token');
+    expect(telegram.secret_fields).toContain('bot_token');
+    const reader = await s.createKey(a.appId, ['events:read']);
+    expect((await req('GET', '/v1/platforms', reader)).status).toBe(403);
   });
 });

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { revokeApiKey } from '../../src/auth/api-keys.js';
 import { freePort, spawnService, startTestStack, type AppCredentials, type ChildService, type TestStack } from '../helpers/stack.js';
+import { apiFetch } from '../helpers/openapi-contract.js';
 
 let s: TestStack;
 let a: AppCredentials;
@@ -107,7 +108,7 @@ describe('revocation across processes', () => {
     webs = ports.map((port) => spawnService('src/web.ts', { ...s.env, PORT: String(port), LOG_LEVEL: 'info' }));
     await Promise.all(webs.map((w) => w.waitFor(/web listening/)));
     const k = await s.createKey(a.appId, ['events:read']);
-    const get = (port: number) => fetch(`http://127.0.0.1:${port}/v1/events`, { headers: k.headers });
+    const get = (port: number) => apiFetch(`http://127.0.0.1:${port}/v1/events`, { headers: k.headers });
     // Both processes have served the key (and would have cached it, if anything cached).
     for (const port of ports) expect((await get(port)).status).toBe(200);
     for (const port of ports) expect((await get(port)).status).toBe(200);

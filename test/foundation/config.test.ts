@@ -18,6 +18,16 @@ describe('config', () => {
     expect(() => parseConfig({ SECRETS_KEY: 'short' })).toThrow(/^SECRETS_KEY: .*32/);
     expect(() => parseConfig({ WORKER_QUEUES: 'ledger,bogus' })).toThrow(/^WORKER_QUEUES: unknown queue bogus/);
     expect(() => parseConfig({ RATE_LIMIT_PER_MINUTE: '0' })).toThrow(/^RATE_LIMIT_PER_MINUTE: /);
+    for (const bad of ['{', '{"TELEGRAM":{"recipient":{"rate":0,"perMs":1000,"burst":0}}}', '{"TELEGRAM":{"sender":{}}}'])
+      expect(() => parseConfig({ PLATFORM_RATE_BUDGETS: bad }), bad).toThrow(/^PLATFORM_RATE_BUDGETS: /);
+  });
+
+  it('reads PLATFORM_RATE_BUDGETS as per-platform replacements of single budgets', () => {
+    const budget = { rate: 250, perMs: 1000, burst: 0 };
+    expect(parseConfig({ PLATFORM_RATE_BUDGETS: JSON.stringify({ WHATSAPP: { connection: budget } }) }).PLATFORM_RATE_BUDGETS).toEqual({
+      WHATSAPP: { connection: budget },
+    });
+    expect(parseConfig({}).PLATFORM_RATE_BUDGETS).toEqual({});
   });
 
   it('requires ADMIN_TOKEN and SECRETS_KEY in production', () => {

@@ -7,6 +7,7 @@ import { closeDeps, createDeps, type Deps } from '../../src/deps.js';
 import { createApp } from '../../src/http/app.js';
 import { createTestEnv, type TestEnv } from '../helpers/stack.js';
 import { createApplication } from '../../src/apps/applications.js';
+import { apiFetch } from '../helpers/openapi-contract.js';
 
 // The app is built here rather than through startTestStack so the test can add routes that
 // fail the ways a real bug would, and read the log lines the service writes.
@@ -30,6 +31,7 @@ beforeAll(async () => {
   web.api.route({
     method: 'get',
     path: '/v1/test-crash',
+    operationId: 'testCrash',
     summary: 'throws like a bug',
     scope: 'events:read',
     responses: {},
@@ -40,6 +42,7 @@ beforeAll(async () => {
   web.api.route({
     method: 'get',
     path: '/v1/test-bad-sql',
+    operationId: 'testBadSql',
     summary: 'runs broken SQL',
     scope: 'events:read',
     responses: {},
@@ -62,7 +65,7 @@ afterAll(async () => {
 });
 
 async function call(method: string, path: string, init: { headers?: Record<string, string>; body?: string } = {}) {
-  const r = await fetch(base + path, { method, headers: init.headers, body: init.body });
+  const r = await apiFetch(base + path, { method, headers: init.headers, body: init.body });
   const text = await r.text();
   return { status: r.status, headers: r.headers, text, json: JSON.parse(text) };
 }

@@ -6,7 +6,9 @@ import { closeDeps, createDeps, type Deps } from '../../src/deps.js';
 import { createLogger } from '../../src/logger.js';
 import { startWeb, type WebServer } from '../../src/web.js';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.js';
+import { PG_HOST, PG_PORT } from '../helpers/servers.js';
 import { createTestEnv, freePort, type TestEnv } from '../helpers/stack.js';
+import { apiFetch } from '../helpers/openapi-contract.js';
 
 // Readiness is tested against backing services the test can take away: its own redis-server
 // on a free port, and the shared PostgreSQL reached through a TCP relay the test can cut.
@@ -15,13 +17,10 @@ import { createTestEnv, freePort, type TestEnv } from '../helpers/stack.js';
 class Relay {
   private server?: Server;
   private sockets = new Set<Socket>();
-  constructor(
-    readonly port: number,
-    private readonly target: number,
-  ) {}
+  constructor(readonly port: number) {}
   async restore(): Promise<void> {
     this.server = createServer((client) => {
-      const upstream = connect(this.target, '127.0.0.1');
+      const upstream = connect(PG_PORT, PG_HOST);
       for (const s of [client, upstream]) {
         this.sockets.add(s);
         s.on('close', () => this.sockets.delete(s));
@@ -48,7 +47,7 @@ let relay: Relay;
 beforeAll(async () => {
   redis = await startRedisServer();
   t = await createTestEnv({ REDIS_URL: redis.url });
-  relay = new Relay(await freePort(), 5432);
+  relay = new Relay(await freePort());
   await relay.restore();
   const dbUrl = new URL(t.env.DATABASE_URL);
   dbUrl.port = String(relay.port);
@@ -65,7 +64,7 @@ afterAll(async () => {
 });
 
 const get = async (path: string, headers: Record<string, string> = {}) => {
-  const r = await fetch(base + path, { headers });
+  const r = await apiFetch(base + path, { headers });
   return { status: r.status, headers: r.headers, json: await r.json().catch(() => undefined) };
 };
 const readyWithin = async (want: number, timeoutMs = 15_000) => {

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, spawnService, startTestStack, type AppCredentials, type ChildService, type TestStack } from '../helpers/stack.js';
+import { apiFetch } from '../helpers/openapi-contract.js';
 
 const LIMIT = 6;
 let s: TestStack;
@@ -21,7 +22,7 @@ afterAll(async () => {
 });
 
 const get = (port: number, auth: AppCredentials, path = '/v1/events') =>
-  fetch(`http://127.0.0.1:${port}${path}`, { headers: auth.headers });
+  apiFetch(`http://127.0.0.1:${port}${path}`, { headers: auth.headers });
 
 describe('rate limit', () => {
   it('two web processes draw on one per-application budget and answer 429 with Retry-After and RateLimit-* headers', async () => {
@@ -66,7 +67,7 @@ describe('rate limit', () => {
   it('does not spend the budget on unauthenticated requests or operations routes', async () => {
     const a = await s.createApp();
     for (let i = 0; i < LIMIT * 2; i++) {
-      expect((await fetch(`http://127.0.0.1:${ports[i % 2]}/v1/events`)).status).toBe(401);
+      expect((await apiFetch(`http://127.0.0.1:${ports[i % 2]}/v1/events`)).status).toBe(401);
       expect((await fetch(`http://127.0.0.1:${ports[i % 2]}/healthz`)).status).toBe(200);
     }
     const r = await get(ports[0], a);
@@ -80,7 +81,7 @@ describe('rate limit', () => {
     expect((await get(ports[0], a)).status).toBe(429);
     for (const port of ports) {
       const abort = new AbortController();
-      const r = await fetch(`http://127.0.0.1:${port}/events/stream`, { headers: a.headers, signal: abort.signal });
+      const r = await apiFetch(`http://127.0.0.1:${port}/events/stream`, { headers: a.headers, signal: abort.signal });
       expect(r.status).toBe(200);
       expect(r.headers.get('content-type')).toMatch(/^text\/event-stream/);
       abort.abort();

@@ -8,6 +8,7 @@ import { enqueue, JOBS, type LedgerEvent } from '../../src/queues.js';
 import { startWorkers } from '../../workers/index.js';
 import type { WorkerHost } from '../../workers/host.js';
 import { createTestEnv, freePort, spawnService, type ChildService, type TestEnv } from '../helpers/stack.js';
+import { apiFetch } from '../helpers/openapi-contract.js';
 
 // A ledger job is made to "run for as long as the test likes" by holding the row lock its
 // transaction needs (the application's ledger_heads row): the job is genuinely in flight —
@@ -144,7 +145,7 @@ describe('SIGTERM', () => {
     const headers = { Authorization: `Bearer ${app.apiKey}`, 'X-Service-App-ID': app.appId, 'Content-Type': 'application/json' };
 
     const lock = await holdLedgerLock(app.appId);
-    const inFlight = fetch(url, { method: 'POST', headers, body: JSON.stringify({ event_type: 'drain.web', payload: { n: 1 } }) });
+    const inFlight = apiFetch(url, { method: 'POST', headers, body: JSON.stringify({ event_type: 'drain.web', payload: { n: 1 } }) });
     inFlight.catch(() => {}); // awaited below; a failure there is the assertion
     await untilBlockedOnLock();
 

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createWindowLimiter } from '../../src/rate-limit.js';
 import { createRedis, type Redis } from '../../src/redis.js';
 import { ItemFailed, tickBatch } from '../../src/tick-batch.js';
+import { SHARED_REDIS_URL } from '../helpers/servers.js';
 
 describe('tickBatch', () => {
   it("hands one turn's calls to run together and answers each caller with its own output", async () => {
@@ -159,7 +160,7 @@ describe('createWindowLimiter (real Redis)', () => {
   let redis: Redis;
   const prefix = `test-wl-${randomBytes(4).toString('hex')}`;
   beforeAll(async () => {
-    redis = createRedis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379/0');
+    redis = createRedis(SHARED_REDIS_URL);
     await new Promise<void>((resolve) => (redis.status === 'ready' ? resolve() : redis.once('ready', () => resolve())));
   });
   afterAll(async () => {

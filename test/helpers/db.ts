@@ -1,8 +1,9 @@
 import { createHash, randomBytes } from 'node:crypto';
 import postgres from 'postgres';
+import { pgDatabaseUrl } from './servers.js';
 
-const PG_BASE = 'postgres://postgres@127.0.0.1:5432';
-export const ADMIN_URL = `${PG_BASE}/postgres`;
+/** The maintenance database of the shared server: where test databases are created and dropped. */
+export const ADMIN_URL = pgDatabaseUrl('postgres');
 /**
  * Names carry a hash of the checkout so that several checkouts on one machine (worktrees, a CI
  * clone) can run their suites at the same time without dropping each other's databases.
@@ -10,7 +11,7 @@ export const ADMIN_URL = `${PG_BASE}/postgres`;
 const CHECKOUT_TAG = createHash('sha256').update(process.cwd()).digest('hex').slice(0, 8);
 export const TEMPLATE_DB = `gw_tpl_${CHECKOUT_TAG}`;
 export const TEST_DB_PREFIX = `gw_t_${CHECKOUT_TAG}_`;
-export const dbUrl = (name: string) => `${PG_BASE}/${name}`;
+export const dbUrl = pgDatabaseUrl;
 
 /** A fresh database cloned from the migrated template: each test file gets its own. */
 export async function createTestDatabase(): Promise<{ name: string; url: string; drop(): Promise<void> }> {

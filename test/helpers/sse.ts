@@ -1,3 +1,5 @@
+import { apiFetch } from './openapi-contract.js';
+
 /** One parsed Server-Sent Events frame (or a comment line such as `: keep-alive`). */
 export interface SseFrame {
   id?: string;
@@ -30,7 +32,7 @@ export async function openSse(
   init: { headers?: Record<string, string>; method?: string; body?: string } = {},
 ): Promise<SseClient> {
   const abort = new AbortController();
-  const r = await fetch(url, {
+  const r = await apiFetch(url, {
     method: init.method ?? 'GET',
     headers: { Accept: 'text/event-stream', ...(init.headers ?? {}) },
     body: init.body,

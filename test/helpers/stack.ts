@@ -14,7 +14,9 @@ import { startWeb, type WebServer } from '../../src/web.js';
 import { startWorkers } from '../../workers/index.js';
 import type { WorkerHost } from '../../workers/host.js';
 import { createTestDatabase } from './db.js';
+import { SHARED_REDIS_URL } from './servers.js';
 import { offCatalogEvents } from './event-audit.js';
+import { apiFetch, contractOf, forgetContract } from './openapi-contract.js';
 
 export interface TestEnv {
   /** Environment variables for this test file: its own database and Redis key prefix. */
@@ -29,7 +31,7 @@ export async function createTestEnv(overrides: Record<string, string> = {}): Pro
   const env: Record<string, string> = {
     NODE_ENV: 'test',
     DATABASE_URL: db.url,
-    REDIS_URL: 'redis://127.0.0.1:6379/0',
+    REDIS_URL: SHARED_REDIS_URL,
     REDIS_PREFIX: `t${randomBytes(5).toString('hex')}`,
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
     ADMIN_TOKEN: 'test-admin-token-0123456789',
@@ -58,7 +60,10 @@ export interface TestStack {
   createApp(scopes?: Scope[]): Promise<AppCredentials>;
   /** Adds a key to an existing application. */
   createKey(appId: string, scopes: Scope[]): Promise<AppCredentials>;
-  /** JSON request helper; `auth` supplies Authorization and X-Service-App-ID. */
+  /**
+   * JSON request helper; `auth` supplies Authorization and X-Service-App-ID. Every answer is
+   * checked against the service's OpenAPI document (test/helpers/openapi-contract.ts).
+   */
   request(
     method: string,
     path: string,
@@ -88,6 +93,7 @@ export async function startTestStack(options: { env?: Record<string, string>; wo
     options.workers === false ? undefined : startWorkers(deps, Array.isArray(options.workers) ? options.workers : t.config.WORKER_QUEUES);
   const web = await startWeb(deps, 0);
   const base = `http://127.0.0.1:${web.port}`;
+  await contractOf(base);
   const creds = (appId: string, k: { keyId: string; apiKey: string }): AppCredentials => ({
     appId,
     apiKey: k.apiKey,
@@ -100,7 +106,7 @@ export async function startTestStack(options: { env?: Record<string, string>; wo
       ...(o.body !== undefined ? { 'Content-Type': 'application/json' } : {}),
       ...(o.headers ?? {}),
     };
-    const r = await fetch(base + path, {
+    const r = await apiFetch(base + path, {
       method,
       headers,
       body: o.body === undefined ? undefined : typeof o.body === 'string' ? o.body : JSON.stringify(o.body),
@@ -132,6 +138,7 @@ export async function startTestStack(options: { env?: Record<string, string>; wo
     gql: (auth, query, variables) => request('POST', '/graphql', { auth, body: { query, variables } }),
     async close() {
       await web.close();
+      forgetContract(base);
       await workers?.close();
       // Every flow this file ran is checked against the event catalog once its writers stopped
       // (not when the file left Postgres unreachable: then there is nothing to read).

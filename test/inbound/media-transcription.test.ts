@@ -7,6 +7,7 @@ import { emailHeaders, form, metaHeaders, slackHeaders, telegramHeaders, twilioH
 import { startFakeTranscription, type FakeTranscriptionServer } from '../fakes/inbound/transcription-server.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
 import { connect, eventsAbout, postWebhook, queuesIdle, waitForEvent, type CreatedConnection } from './helpers.js';
+import { apiFetch } from '../helpers/openapi-contract.js';
 
 /** The smallest valid PNG (1×1): its bytes are sniffed as image/png. */
 const PNG = Buffer.from(
@@ -62,7 +63,7 @@ const postWhatsApp = (payload: object) => {
 };
 
 async function fileContent(id: string): Promise<Buffer> {
-  const r = await fetch(`${s.base}/v1/files/${id}/content`, { headers: app.headers });
+  const r = await apiFetch(`${s.base}/v1/files/${id}/content`, { headers: app.headers });
   expect(r.status).toBe(200);
   return Buffer.from(await r.arrayBuffer());
 }

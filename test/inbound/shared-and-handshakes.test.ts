@@ -132,10 +132,20 @@ describe('verification handshakes', () => {
     expect([fb.status, fb.text]).toEqual([200, '777']);
   });
 
-  it('answers 403 when no connection of the platform has the verify token', async () => {
-    expect((await postWebhook(s, `/webhooks/whatsapp${hub('fb-verify')}`, '', {}, 'GET')).status).toBe(403);
-    expect((await postWebhook(s, waA.path + hub('wrong'), '', {}, 'GET')).status).toBe(403);
-    expect((await postWebhook(s, '/webhooks/whatsapp?hub.mode=subscribe&hub.challenge=1', '', {}, 'GET')).status).toBe(403);
+  it('answers 403 with a JSON {error} saying what is wrong when the handshake cannot succeed', async () => {
+    for (const [path, error] of [
+      [`/webhooks/whatsapp${hub('fb-verify')}`, 'hub.verify_token does not match'],
+      [waA.path + hub('wrong'), 'hub.verify_token does not match'],
+      ['/webhooks/whatsapp?hub.mode=subscribe&hub.challenge=1', 'hub.verify_token is missing'],
+      [`${waA.path}?hub.mode=subscribe&hub.challenge=1`, 'hub.verify_token is missing'],
+      ['/webhooks/whatsapp?hub.mode=unsubscribe&hub.verify_token=verify-A&hub.challenge=1', 'hub.mode must be "subscribe"'],
+      ['/webhooks/messenger?hub.mode=subscribe&hub.verify_token=fb-verify', 'hub.challenge is missing'],
+    ]) {
+      const r = await postWebhook(s, path, '', {}, 'GET');
+      expect(r.status, path).toBe(403);
+      expect(r.contentType, path).toMatch(/^application\/json/);
+      expect(JSON.parse(r.text), path).toEqual({ error });
+    }
     expect((await postWebhook(s, `/webhooks/slack${hub('verify-A')}`, '', {}, 'GET')).status).toBe(404);
   });
 

@@ -6,7 +6,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApplication } from '../../src/apps/applications.js';
 import { createSql, type Sql } from '../../src/db.js';
 import { renderEventDocs } from '../../src/ledger/event-docs.js';
-import { RESERVED_PREFIXES, SYSTEM_EVENTS, systemEvent, type SystemEventType } from '../../src/ledger/event-types.js';
+import {
+  EVENT_ALIASES,
+  eventAlias,
+  RESERVED_PREFIXES,
+  SYSTEM_EVENTS,
+  systemEvent,
+  type SystemEventType,
+} from '../../src/ledger/event-types.js';
 import { projectRoot } from '../../src/project-root.js';
 import { offCatalogEvents } from '../helpers/event-audit.js';
 import { createTestEnv, type TestEnv } from '../helpers/stack.js';
@@ -265,6 +272,57 @@ describe('the event catalog', () => {
     expect(systemEvent('webhook.test').payload).toStrictEqual({ message: 'Test delivery from the messaging gateway' });
   });
 
+  it("gives SPEC 6.1's second names from the payload: a status's own name, an inbound's platform form", () => {
+    const status = (st: 'sent' | 'delivered' | 'read' | 'failed') =>
+      eventAlias(
+        systemEvent('message.status', {
+          kind: 'platform',
+          status: st,
+          external_message_id: 'x',
+          origin_event_id: null,
+          platform: 'whatsapp',
+          timestamp: 't',
+        }),
+      );
+    expect([status('sent'), status('delivered'), status('read'), status('failed')]).toEqual([
+      null,
+      'message.delivered',
+      'message.read',
+      'message.failed',
+    ]);
+    const failedSend = systemEvent('message.status', {
+      kind: 'send_failed',
+      message_id: randomUUID(),
+      platform: 'telegram',
+      error: { code: 'RECIPIENT_BLOCKED', message: 'blocked' },
+      conversation_id: randomUUID(),
+    });
+    expect(eventAlias(failedSend)).toBe('message.failed');
+    const message = { text: 'a', role: 'user' as const, type: 'text' as const };
+    const inbound = { message, external_message_id: '1', conversation_id: randomUUID(), timestamp: 't', edited: false };
+    expect(eventAlias(systemEvent('message.inbound', { ...inbound, platform: 'telegram' }))).toBe('message.telegram.inbound');
+    expect(eventAlias(systemEvent('message.inbound', { ...inbound, platform: 'email' }))).toBe('message.email.inbound');
+    // Only documented names are stored: a payload off its schema, or a custom type, gets none.
+    expect(eventAlias({ event_type: 'message.inbound', payload: { platform: 'myspace' } })).toBeNull();
+    expect(eventAlias({ event_type: 'message.status', payload: { status: 'read' } })).toBe('message.read');
+    expect(eventAlias({ event_type: 'order.read', payload: { status: 'read' } })).toBeNull();
+  });
+
+  it('never names an alias like a stored type, and keeps every alias under a reserved prefix', () => {
+    // A listing looks a name up in one column: an alias that was also a type would be ambiguous.
+    for (const [name, type] of EVENT_ALIASES) {
+      expect(Object.hasOwn(SYSTEM_EVENTS, name), name).toBe(false);
+      expect(
+        RESERVED_PREFIXES.some((p) => name.startsWith(p)),
+        name,
+      ).toBe(true);
+      expect(Object.hasOwn(SYSTEM_EVENTS, type), type).toBe(true);
+    }
+    // SPEC 6.1's rows that are not stored types.
+    for (const name of ['message.delivered', 'message.read', 'message.failed', 'message.telegram.inbound'])
+      expect(EVENT_ALIASES.has(name), name).toBe(true);
+  });
+
   it('generates docs/events.md: the committed file is what `npm run docs:events` writes', () => {
     expect(readFileSync(join(root, 'docs/events.md'), 'utf8'), 'run `npm run docs:events` and commit docs/events.md').toBe(
       renderEventDocs(),
@@ -304,6 +362,50 @@ describe('the catalog check every test stack runs on close', () => {
     // Not reserved, so a client may post it; the service only ever delivers its own.
     await store(randomUUID(), 'webhook.test', { a: 1 });
     expect(await offCatalogEvents(sql)).toEqual([]);
+  });
+
+  it("gives rows written before the aliases existed the writer's alias (the migration's backfill)", async () => {
+    const message = { text: 'a', role: 'user' as const, type: 'text' as const };
+    const built = [
+      ...(['sent', 'delivered', 'read', 'failed'] as const).map((status) =>
+        systemEvent('message.status', {
+          kind: 'platform',
+          status,
+          external_message_id: 'x',
+          origin_event_id: null,
+          platform: 'sms',
+          timestamp: 't',
+        }),
+      ),
+      systemEvent('message.status', {
+        kind: 'send_failed',
+        message_id: randomUUID(),
+        platform: 'slack',
+        error: { code: 'X', message: 'x' },
+        conversation_id: randomUUID(),
+      }),
+      ...['telegram', 'whatsapp', 'messenger', 'instagram', 'slack', 'discord', 'sms', 'email'].map((platform) =>
+        systemEvent('message.inbound', {
+          message,
+          platform,
+          external_message_id: '1',
+          conversation_id: randomUUID(),
+          timestamp: 't',
+          edited: false,
+        }),
+      ),
+      systemEvent('link_code.generated', { link_code_id: randomUUID(), user_id: randomUUID(), expires_at: 't' }),
+      { event_type: 'order.placed', payload: { status: 'read', platform: 'telegram' } },
+    ];
+    const ids = built.map(() => randomUUID());
+    for (const [i, e] of built.entries()) await store(ids[i], e.event_type, e.payload);
+    const migration = readFileSync(join(root, 'migrations/1700000000082_event_aliases.sql'), 'utf8');
+    const backfill = migration.split('-- Down Migration')[0].match(/^UPDATE events [^;]+;/gm)!;
+    expect(backfill.length).toBeGreaterThan(0);
+    for (const statement of backfill) await sql.unsafe(statement);
+    const rows = await sql<{ id: string; event_alias: string | null }[]>`SELECT id, event_alias FROM events WHERE id = ANY(${ids}::uuid[])`;
+    const byId = new Map(rows.map((r) => [r.id, r.event_alias]));
+    expect(ids.map((id) => byId.get(id))).toEqual(built.map((e) => eventAlias(e)));
   });
 
   it('reports a system event whose payload breaks its schema, and a reserved-prefix type the catalog lacks', async () => {

@@ -189,6 +189,8 @@ describe('event schemas', () => {
     const ok = await s.request('POST', '/v1/event-schemas', { auth: a, body: { name: 'x.z', json_schema: { type: 'object' } } });
     const dup = await s.request('POST', '/v1/event-schemas', { auth: a, body: { name: 'x.z', json_schema: { type: 'object' } } });
     expect(dup.status).toBe(409);
+    const got = await s.request('GET', `/v1/event-schemas/${ok.json.id}`, { auth: a });
+    expect(got.json).toMatchObject({ id: ok.json.id, name: 'x.z', json_schema: { type: 'object' }, enforce_validation: false });
     expect((await s.request('GET', `/v1/event-schemas/${ok.json.id}`, { auth: b })).status).toBe(404);
     expect((await s.request('DELETE', `/v1/event-schemas/${ok.json.id}`, { auth: b })).status).toBe(404);
     expect((await s.request('DELETE', `/v1/event-schemas/${ok.json.id}`, { auth: a })).status).toBe(204);
@@ -219,6 +221,34 @@ describe('GET /v1/events', () => {
     expect(exact.json.data).toHaveLength(4);
   });
 
+  it('pages back newest first with order=desc, and filters by user and conversation', async () => {
+    const app = await s.createApp();
+    const [pu] = await s.deps.sql<{ id: string; user_id: string }[]>`
+      INSERT INTO platform_users (app_id, platform, external_id, name) VALUES (${app.appId}, 'TELEGRAM', '777', 'Ann') RETURNING id, user_id`;
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const edges = i % 2 ? [{ edge_type: 'customer', target_node_type: 'platform_user', target_node_id: pu.id }] : [];
+      ids.push((await post(app, { event_type: 'back.one', payload: { i }, edges })).json.id);
+    }
+    const newest = await s.request('GET', '/v1/events?order=desc&limit=2', { auth: app });
+    expect(newest.json.data.map((e: { id: string }) => e.id)).toEqual([ids[4], ids[3]]);
+    expect(newest.json.has_more).toBe(true);
+    const older = await s.request('GET', `/v1/events?order=desc&limit=10&before=${newest.json.next_cursor}`, { auth: app });
+    expect(older.json.data.map((e: { id: string }) => e.id)).toEqual([ids[2], ids[1], ids[0]]);
+    expect(older.json.has_more).toBe(false);
+    const between = await s.request('GET', `/v1/events?after=${older.json.data[2].cursor}&before=${newest.json.data[1].cursor}`, {
+      auth: app,
+    });
+    expect(between.json.data.map((e: { id: string }) => e.id)).toEqual([ids[1], ids[2]]);
+
+    for (const who of [pu.id, pu.user_id]) {
+      const mine = await s.request('GET', `/v1/events?user_id=${who}`, { auth: app });
+      expect(mine.json.data.map((e: { id: string }) => e.id)).toEqual([ids[1], ids[3]]);
+    }
+    const elsewhere = await s.request('GET', `/v1/events?conversation_id=${pu.id}`, { auth: app });
+    expect(elsewhere.json.data).toEqual([]);
+  });
+
   it('answers 400 for a malformed cursor or limit', async () => {
     for (const q of [
       'after=not-a-cursor',
@@ -226,6 +256,8 @@ describe('GET /v1/events', () => {
       'limit=0',
       'limit=501',
       'event_type=BAD',
+      'order=sideways',
+      'before=not-a-cursor',
     ]) {
       const r = await s.request('GET', `/v1/events?${q}`, { auth: a });
       expect(r.status, q).toBe(400);

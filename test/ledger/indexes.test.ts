@@ -16,9 +16,10 @@ beforeAll(async () => {
   appId = apps[0].appId;
   const ids = apps.map((a) => a.appId);
   await deps.sql`
-    INSERT INTO events (id, app_id, seq, created_at, event_type, payload)
+    INSERT INTO events (id, app_id, seq, created_at, event_type, event_alias, payload)
     SELECT gen_random_uuid(), (${ids}::uuid[])[1 + (g % 20)], g, now() + g * interval '1 microsecond',
            (ARRAY['message.inbound','message.outbound','order.placed','order.paid'])[1 + (g % 4)],
+           CASE WHEN g % 4 = 0 THEN (ARRAY['message.telegram.inbound','message.sms.inbound'])[1 + (g / 4) % 2] END,
            jsonb_build_object('amount', g % 1000)
       FROM generate_series(1, 200000) g`;
   [{ id: puId }] = await deps.sql<
@@ -77,6 +78,18 @@ describe('ledger reads are index-backed', () => {
     expect(await fullScansOfData(exact)).toEqual([]);
     const prefix = await plan(
       `SELECT id FROM events e WHERE e.app_id = '${appId}' AND e.event_type LIKE 'order.%' ORDER BY e.seq LIMIT 50`,
+    );
+    expect(await fullScansOfData(prefix)).toEqual([]);
+  });
+
+  it('filters by a SPEC alias through (app_id, event_alias, seq), exact or under a prefix', async () => {
+    const exact = await plan(
+      `SELECT id FROM events e WHERE e.app_id = '${appId}' AND e.event_alias = 'message.sms.inbound' ORDER BY e.seq LIMIT 50`,
+    );
+    expect(exact).toMatch(/events_\w*alias\w*idx/);
+    expect(await fullScansOfData(exact)).toEqual([]);
+    const prefix = await plan(
+      `SELECT id FROM events e WHERE e.app_id = '${appId}' AND (e.event_type LIKE 'message.s%' OR e.event_alias LIKE 'message.s%') ORDER BY e.seq LIMIT 50`,
     );
     expect(await fullScansOfData(prefix)).toEqual([]);
   });

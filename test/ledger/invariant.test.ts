@@ -114,7 +114,15 @@ describe('the ledger invariant', () => {
     const again = await writeEvents(deps.sql, [e, e]);
     const [stored] = await listEvents(deps.sql, app.appId, {}, 1);
     expect(again).toEqual([
-      { id: e.id, app_id: app.appId, seq: first.seq, created_at: stored.created_at, event_type: 'load.tick', conversation_id: null },
+      {
+        id: e.id,
+        app_id: app.appId,
+        seq: first.seq,
+        created_at: stored.created_at,
+        event_type: 'load.tick',
+        event_alias: null,
+        conversation_id: null,
+      },
     ]);
     const [{ n }] = await deps.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM events WHERE app_id = ${app.appId}`;
     expect(n).toBe(1);

@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { QueueEvents, type Job } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { subscribeCommitReports, type CommitReportSubscription } from '../../src/ledger/commit-reports.js';
+import { createCommitWaiter, eventCommitted, type CommitOutcome } from '../../src/ledger/commit-waiter.js';
 import { createLedgerSubmitter, type LedgerSubmitter } from '../../src/ledger/submit.js';
 import { enqueue, JOBS, queuePrefix, type LedgerEvent } from '../../src/queues.js';
 import { createRedis } from '../../src/redis.js';
@@ -10,14 +12,21 @@ let s: TestStack;
 let a: AppCredentials;
 let b: AppCredentials;
 let submitter: LedgerSubmitter;
+let reports: CommitReportSubscription;
 let events: QueueEvents;
 
 beforeAll(async () => {
   s = await startTestStack({ workers: ['ledger'] });
   a = await s.createApp();
   b = await s.createApp();
-  submitter = createLedgerSubmitter(s.deps);
-  await submitter.ready;
+  const replyTo = randomUUID();
+  const commits = createCommitWaiter<CommitOutcome>(s.deps.sql, undefined, eventCommitted);
+  reports = subscribeCommitReports(s.config.REDIS_URL, s.config.REDIS_PREFIX, replyTo, s.deps.logger, {
+    commit: commits.settle,
+    send: () => undefined,
+  });
+  await reports.ready;
+  submitter = createLedgerSubmitter(s.deps, replyTo, commits);
   events = new QueueEvents('ledger', {
     connection: createRedis(s.config.REDIS_URL, 'blocking'),
     prefix: queuePrefix(s.config.REDIS_PREFIX),
@@ -25,7 +34,7 @@ beforeAll(async () => {
   await events.waitUntilReady();
 });
 afterAll(async () => {
-  await submitter.close();
+  await reports.close();
   await events.close();
   await s.close();
 });

@@ -7,6 +7,7 @@ import { SmtpFake } from '../fakes/email.js';
 import { TelegramFake } from '../fakes/telegram.js';
 import { TwilioFake } from '../fakes/sms.js';
 import { WhatsappFake } from '../fakes/whatsapp.js';
+import { apiFetch } from '../helpers/openapi-contract.js';
 
 // The web and worker processes as an operator runs them, logging everything (trace), while
 // sends succeed, are refused for bad credentials, hit 5xx and unreachable platforms.
@@ -48,7 +49,7 @@ afterAll(async () => {
 });
 
 async function call(method: string, path: string, body?: unknown) {
-  const r = await fetch(base + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const r = await apiFetch(base + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   const text = await r.text();
   responses.push(text);
   return { status: r.status, json: JSON.parse(text || 'null') };

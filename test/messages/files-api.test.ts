@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
+import { apiFetch } from '../helpers/openapi-contract.js';
 
 let s: TestStack;
 let a: AppCredentials;
@@ -15,7 +16,7 @@ afterAll(() => s.close());
 async function upload(auth: AppCredentials, parts: [string, Blob | string, string?][]) {
   const form = new FormData();
   for (const [field, value, name] of parts) typeof value === 'string' ? form.set(field, value) : form.set(field, value, name);
-  const r = await fetch(`${s.base}/v1/files`, { method: 'POST', headers: auth.headers, body: form });
+  const r = await apiFetch(`${s.base}/v1/files`, { method: 'POST', headers: auth.headers, body: form });
   return { status: r.status, json: (await r.json()) as any };
 }
 const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==', 'base64');
@@ -34,7 +35,7 @@ describe('files (Postgres storage)', () => {
     });
     const meta = await s.request('GET', `/v1/files/${up.json.id}`, { auth: a });
     expect(meta.json).toEqual(up.json);
-    const content = await fetch(`${s.base}/v1/files/${up.json.id}/content`, { headers: a.headers });
+    const content = await apiFetch(`${s.base}/v1/files/${up.json.id}/content`, { headers: a.headers });
     expect(content.status).toBe(200);
     expect(content.headers.get('content-type')).toBe('image/png');
     expect(content.headers.get('x-content-type-options')).toBe('nosniff');
@@ -45,7 +46,7 @@ describe('files (Postgres storage)', () => {
     const up = await upload(a, [['file', new Blob(['a,b\n1,2\n'], { type: 'text/csv' }), 'x.csv']]);
     expect(up.json.mime_type).toBe('text/csv');
     expect((await s.request('GET', `/v1/files/${up.json.id}`, { auth: b })).status).toBe(404);
-    expect((await fetch(`${s.base}/v1/files/${up.json.id}/content`, { headers: b.headers })).status).toBe(404);
+    expect((await apiFetch(`${s.base}/v1/files/${up.json.id}/content`, { headers: b.headers })).status).toBe(404);
     expect((await s.request('GET', '/v1/files/not-a-uuid', { auth: a })).status).toBe(404);
   });
 
@@ -61,6 +62,18 @@ describe('files (Postgres storage)', () => {
     expect(big.json.error.code).toBe('PAYLOAD_TOO_LARGE');
     const [{ n }] = await s.deps.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM files WHERE filename = 'big.bin'`;
     expect(n).toBe(0);
+  });
+
+  it('keeps a UTF-8 file name, stored as sent and in the download’s Content-Disposition (RFC 6266)', async () => {
+    const up = await upload(a, [['file', new Blob(['bonjour'], { type: 'text/plain' }), 'résumé.txt']]);
+    expect(up.status).toBe(201);
+    expect(up.json.filename).toBe('résumé.txt');
+    const [row] = await s.deps.sql<{ filename: string }[]>`SELECT filename FROM files WHERE id = ${up.json.id}`;
+    expect(row.filename).toBe('résumé.txt');
+    const content = await apiFetch(`${s.base}/v1/files/${up.json.id}/content`, { headers: a.headers });
+    // An ASCII fallback for old clients, then the exact name percent-encoded as UTF-8.
+    expect(content.headers.get('content-disposition')).toBe(`attachment; filename="r?sum?.txt"; filename*=UTF-8''r%C3%A9sum%C3%A9.txt`);
+    expect(content.headers.get('content-type')).toBe('text/plain');
   });
 
   it('needs events:write to upload and events:read to read', async () => {

@@ -4,6 +4,7 @@ import { connect } from '../helpers/connections.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
 import { S3Fake } from '../fakes/s3.js';
 import { TelegramFake } from '../fakes/telegram.js';
+import { apiFetch } from '../helpers/openapi-contract.js';
 
 let s: TestStack;
 let a: AppCredentials;
@@ -33,7 +34,7 @@ afterAll(async () => {
 async function upload(name: string, type: string, data: Buffer) {
   const form = new FormData();
   form.set('file', new Blob([new Uint8Array(data)], { type }), name);
-  const r = await fetch(`${s.base}/v1/files`, { method: 'POST', headers: a.headers, body: form });
+  const r = await apiFetch(`${s.base}/v1/files`, { method: 'POST', headers: a.headers, body: form });
   return { status: r.status, json: (await r.json()) as any };
 }
 
@@ -52,7 +53,7 @@ describe('files in S3-compatible storage (FILE_STORAGE=s3)', () => {
 
     const meta = await s.request('GET', `/v1/files/${up.json.id}`, { auth: a });
     expect(meta.json).toMatchObject({ id: up.json.id, mime_type: 'application/pdf' });
-    const content = await fetch(`${s.base}/v1/files/${up.json.id}/content`, { headers: a.headers });
+    const content = await apiFetch(`${s.base}/v1/files/${up.json.id}/content`, { headers: a.headers });
     expect(content.headers.get('content-type')).toBe('application/pdf');
     expect(Buffer.from(await content.arrayBuffer())).toEqual(pdf);
   });

@@ -5,6 +5,7 @@ import { startWeb, type WebServer } from '../../src/web.js';
 import { TelegramFake } from '../fakes/telegram.js';
 import { connect } from '../helpers/connections.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
+import { apiFetch } from '../helpers/openapi-contract.js';
 
 // The send path keeps each connection per process (web and send worker), cleared by the
 // `connections` change feed. The cache entries outlive the test by far, so only the
@@ -55,7 +56,7 @@ beforeEach(() => {
 });
 
 const sendVia = (base: string, auth: AppCredentials, connectionId: string, to: string) =>
-  fetch(`${base}/v1/messages`, {
+  apiFetch(`${base}/v1/messages`, {
     method: 'POST',
     headers: { ...auth.headers, 'Content-Type': 'application/json' },
     body: JSON.stringify({ platform_connection_id: connectionId, to_external_id: to, message: `to ${to}` }),

@@ -12,6 +12,7 @@ import { SlackFake } from '../fakes/slack.js';
 import { TwilioFake } from '../fakes/sms.js';
 import { TelegramFake } from '../fakes/telegram.js';
 import { WhatsappFake } from '../fakes/whatsapp.js';
+import { apiFetch } from '../helpers/openapi-contract.js';
 
 let s: TestStack;
 let a: AppCredentials;
@@ -251,7 +252,7 @@ describe('files and e-mail threading', () => {
   async function upload(name: string, type: string, data: Buffer) {
     const form = new FormData();
     form.set('file', new Blob([new Uint8Array(data)], { type }), name);
-    const r = await fetch(`${s.base}/v1/files`, { method: 'POST', headers: a.headers, body: form });
+    const r = await apiFetch(`${s.base}/v1/files`, { method: 'POST', headers: a.headers, body: form });
     expect(r.status).toBe(201);
     return (await r.json()) as { id: string; mime_type: string };
   }

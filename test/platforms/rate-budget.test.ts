@@ -2,8 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
 import { holdConnection, paceSend, reserveSendSlot } from '../../src/platforms/rate-budget.js';
 import { createRedis } from '../../src/redis.js';
+import { SHARED_REDIS_URL } from '../helpers/servers.js';
 
-const redis = createRedis('redis://127.0.0.1:6379/0', 'blocking');
+const redis = createRedis(SHARED_REDIS_URL, 'blocking');
 afterAll(() => redis.quit());
 const prefix = () => `t${randomBytes(5).toString('hex')}`;
 

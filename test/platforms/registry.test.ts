@@ -8,6 +8,7 @@ import { createSchema } from '../../src/graphql/schema.js';
 import { Api } from '../../src/http/api.js';
 import { registerConnectionRoutes } from '../../src/http/connections.js';
 import { registerConversationRoutes } from '../../src/http/conversations.js';
+import { documentOptions } from '../../src/http/openapi.js';
 import { codeInMessage, deepLinksFor } from '../../src/identity/link-codes.js';
 import { ADAPTERS, type Registry } from '../../src/platforms/registry.js';
 import { PLATFORM_NAMES, REPLY_POLICIES, type PlatformAdapter, type PlatformName } from '../../src/platforms/types.js';
@@ -208,7 +209,7 @@ describe('the API enums', () => {
     registerConnectionRoutes(api);
     registerConversationRoutes(api);
     type Schema = { properties: Record<string, { enum?: string[] } & Schema>; items?: Schema };
-    const doc = api.openapi({ title: 't', version: '1' }) as {
+    const doc = api.openapi(documentOptions({ PUBLIC_BASE_URL: 'http://localhost', publicBaseUrlConfigured: false })) as {
       paths: Record<string, Record<string, { requestBody?: unknown; responses: Record<string, unknown> }>>;
     };
     const json = (x: unknown) => (x as { content: { 'application/json': { schema: Schema } } }).content['application/json'].schema;

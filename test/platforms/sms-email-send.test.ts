@@ -1,3 +1,4 @@
+import { smtpError } from '../../src/platforms/email/send.js';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { emailSend, subjectOf } from '../../src/platforms/email/send.js';
 import { smsSend } from '../../src/platforms/sms/send.js';
@@ -180,5 +181,15 @@ describe('E-mail send', () => {
     expect(emailSend.secretFields).toEqual(['smtp_url', 'inbound_secret']);
     expect(emailSend.configSchema.safeParse({ smtp_url: 'http://x', from: 'a@b.co' }).success).toBe(false);
     expect(emailSend.configSchema.safeParse({ smtp_url: 'smtps://u:p@smtp.example.com:465', from: 'Help <a@b.co>' }).success).toBe(true);
+  });
+});
+
+describe('an SMTP failure', () => {
+  it('that went silent mid-session is DELIVERY_UNCERTAIN (the server may have queued it); one before the session is retried', () => {
+    const timeout = (timeoutType: string) => Object.assign(new Error('Timeout'), { code: 'ETIMEDOUT', timeoutType });
+    expect(smtpError(timeout('SOCKET_TIMEOUT'))).toMatchObject({ code: 'DELIVERY_UNCERTAIN', retryable: false });
+    for (const t of ['CONNECT_TIMEOUT', 'GREETING_TIMEOUT', 'UPGRADE_TIMEOUT'])
+      expect(smtpError(timeout(t)), t).toMatchObject({ code: 'PLATFORM_UNAVAILABLE', retryable: true });
+    expect(smtpError(Object.assign(new Error('refused'), { code: 'ECONNREFUSED' }))).toMatchObject({ retryable: true });
   });
 });

@@ -59,6 +59,12 @@ describe('a platform that never answers', () => {
     }, 'the send job to finish');
     expect(state).not.toMatch(/delayed|waiting|active/);
     expect(tg.heard.get('said into the void')).toBe(1);
+    const [event] = await until(async () => {
+      const e = await s.deps.sql<{ payload: Record<string, unknown> }[]>`
+        SELECT payload FROM events WHERE app_id = ${a.appId} AND event_type = 'message.status' AND payload->>'message_id' = ${id}`;
+      return e.length ? e : undefined;
+    }, 'the message.status event');
+    expect(event.payload).toMatchObject({ status: 'failed', error: { code: 'DELIVERY_UNCERTAIN' } });
     const rest = await s.request('GET', `/v1/messages/${id}`, { auth: a });
     expect(rest.json).toMatchObject({ status: 'failed', error: { code: 'DELIVERY_UNCERTAIN' } });
   });

@@ -8,8 +8,10 @@ import { createS3Store } from '../../src/files/storage.js';
 import { pruneIdempotencyKeys } from '../../src/idempotency.js';
 import { pruneLinkCodes } from '../../src/identity/link-codes.js';
 import { pruneMessages } from '../../src/messages/messages.js';
+import { prunePortalSessions } from '../../src/portal/sessions.js';
 import { enqueue, MAINTENANCE_TASKS, queuePrefix } from '../../src/queues.js';
 import { deleteInBatches } from '../../src/retention/batched-delete.js';
+import { createRedis, type Redis } from '../../src/redis.js';
 import { purgeOldLogs } from '../../src/webhooks/attempt-log.js';
 import { startWorkerHost, type WorkerHost } from '../../workers/host.js';
 import { maintenanceProcessor } from '../../workers/maintenance.js';
@@ -100,6 +102,29 @@ describe('link_codes', () => {
     const live = await code(-1);
     expect(await pruneLinkCodes(deps.sql, 7)).toBe(1);
     expect(await count('link_codes', [old, recent, live])).toEqual([recent, live].sort());
+  });
+});
+
+describe('portal_sessions', () => {
+  it('drops links and sessions that ended longer ago than the retention and keeps live and recently ended ones', async () => {
+    const row = async (o: { tokenDaysAgo: number; expiresDaysAgo?: number; revokedDaysAgo?: number }) => {
+      const [{ id }] = await deps.sql<{ id: string }[]>`
+        INSERT INTO portal_sessions (app_id, areas, token_expires_at, expires_at, revoked_at)
+        VALUES (${appId}, ${['all']}, now() - ${o.tokenDaysAgo} * interval '1 day',
+                ${o.expiresDaysAgo === undefined ? null : deps.sql`now() - ${o.expiresDaysAgo} * interval '1 day'`},
+                ${o.revokedDaysAgo === undefined ? null : deps.sql`now() - ${o.revokedDaysAgo} * interval '1 day'`})
+        RETURNING id`;
+      return id;
+    };
+    const unusedLongAgo = await row({ tokenDaysAgo: 9 });
+    const expiredLongAgo = await row({ tokenDaysAgo: 10, expiresDaysAgo: 9 });
+    const revokedLongAgo = await row({ tokenDaysAgo: 10, expiresDaysAgo: -1, revokedDaysAgo: 8 });
+    const unusedRecently = await row({ tokenDaysAgo: 1 });
+    const live = await row({ tokenDaysAgo: 10, expiresDaysAgo: -1 });
+    const revokedRecently = await row({ tokenDaysAgo: 10, expiresDaysAgo: 6, revokedDaysAgo: 6.5 });
+    expect(await prunePortalSessions(deps.sql, 7)).toBe(3);
+    const all = [unusedLongAgo, expiredLongAgo, revokedLongAgo, unusedRecently, live, revokedRecently];
+    expect(await count('portal_sessions', all)).toEqual([unusedRecently, live, revokedRecently].sort());
   });
 });
 
@@ -206,14 +231,17 @@ describe('webhook_delivery_logs and webhook_deliveries', () => {
 describe('the maintenance queue', () => {
   let host: WorkerHost;
   let events: QueueEvents;
+  let eventsRedis: Redis;
   beforeAll(async () => {
     host = startWorkerHost(deps, [maintenanceProcessor]);
-    events = new QueueEvents('maintenance', { connection: { host: '127.0.0.1', port: 6379 }, prefix: queuePrefix(t.config.REDIS_PREFIX) });
+    eventsRedis = createRedis(t.config.REDIS_URL, 'blocking');
+    events = new QueueEvents('maintenance', { connection: eventsRedis, prefix: queuePrefix(t.config.REDIS_PREFIX) });
     await events.waitUntilReady();
   });
   afterAll(async () => {
     await host.close();
     await events.close();
+    eventsRedis.disconnect();
   });
 
   it('schedules every maintenance task when its worker starts', async () => {

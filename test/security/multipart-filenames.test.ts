@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
+import { apiFetch } from '../helpers/openapi-contract.js';
 
 let s: TestStack;
 let a: AppCredentials;
@@ -22,7 +23,7 @@ function multipart(disposition: Buffer | string): Buffer {
 }
 
 async function upload(body: Buffer) {
-  const r = await fetch(`${s.base}/v1/files`, {
+  const r = await apiFetch(`${s.base}/v1/files`, {
     method: 'POST',
     headers: { ...a.headers, 'Content-Type': `multipart/form-data; boundary=${BOUNDARY}` },
     body: new Uint8Array(body),

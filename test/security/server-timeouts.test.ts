@@ -164,7 +164,7 @@ describe('web server timeouts', () => {
   it('logs a client that disconnects from a stream at info, not error', async () => {
     const { sock } = await rawSocket();
     sock.write(
-      `GET /events/stream?mark=1 HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\nAuthorization: Bearer ${apiKey}\r\nX-Service-App-ID: ${appId}\r\n\r\n`,
+      `GET /events/stream?eventTypes=* HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\nAuthorization: Bearer ${apiKey}\r\nX-Service-App-ID: ${appId}\r\n\r\n`,
     );
     await within(once(sock, 'data'), 5_000, 'the stream to open');
     sock.destroy();

@@ -6,6 +6,7 @@ import { JOBS, type LedgerEvent } from '../../src/queues.js';
 import type { SseClient } from '../helpers/sse.js';
 import { createTestEnv, freePort, spawnService, type AppCredentials, type ChildService, type TestEnv } from '../helpers/stack.js';
 import { commit, parse, stream, until } from './helpers.js';
+import { apiFetch } from '../helpers/openapi-contract.js';
 
 let t: TestEnv;
 let deps: Deps;
@@ -55,7 +56,7 @@ describe('two web processes', () => {
     const conv = randomUUID();
     const [marker] = await commit(deps, app.appId, [{ event_type: 'marker' }]);
     const [{ seq: markerSeq }] = await deps.sql<{ seq: number }[]>`SELECT seq FROM events WHERE id = ${marker}`;
-    const markerCursor = (await fetch(`${webs[0].base}/v1/events/${marker}`, { headers: app.headers }).then((r) => r.json()))
+    const markerCursor = (await apiFetch(`${webs[0].base}/v1/events/${marker}`, { headers: app.headers }).then((r) => r.json()))
       .cursor as string;
 
     type Attrs = { type: string; c: string | null; u: string | null };

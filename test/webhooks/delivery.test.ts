@@ -167,6 +167,41 @@ describe('retries', () => {
     expect(d).toEqual({ status: 'delivered', attempt_count: 3 });
   });
 
+  it("logs each attempt's headers as sent, the receiver's response headers, and when the next attempt is due", async () => {
+    const rx = await receiver();
+    rx.answer({ status: 503, body: 'down', headers: { 'x-receiver': 'busy' } }, { status: 503 }, { status: 204 });
+    const sub = await subscribe(a, rx.url, ['attempt.detail']);
+    await emit(a, 'attempt.detail');
+    const got = await rx.waitFor(3);
+    const logs = await eventually(async () => {
+      const l = await logsOf(sub.id);
+      return l.length === 3 && l;
+    });
+    const [third, second, first] = logs;
+    for (const [log, req] of [
+      [first, got[0]],
+      [second, got[1]],
+      [third, got[2]],
+    ] as const) {
+      for (const name of ['x-service-signature', 'x-service-timestamp', 'x-service-delivery-id', 'content-type', 'user-agent'])
+        expect(log.request_headers[name], name).toBe(req.headers[name]);
+    }
+    expect(third.request_headers['x-service-retry-count']).toBe('2');
+    expect(first.response_headers['x-receiver']).toBe('busy');
+    // Each retry was due when its log said (~300 ms, then ~600 ms, ±10%), and made right then:
+    // the first attempt's from the in-process path, the second's from the queue's backoff.
+    for (const [log, at, before, next, delay] of [
+      [first, got[0].at, 0, got[1].at, 300],
+      [second, got[1].at, 1, got[2].at, 600],
+    ] as const) {
+      const due = Date.parse(log.next_retry_at);
+      expect(due - at, `attempt ${before + 1}`).toBeGreaterThanOrEqual(delay * 0.9 - 50);
+      expect(due, `attempt ${before + 1}`).toBeLessThanOrEqual(next + 50);
+      expect(next - due).toBeLessThan(1000);
+    }
+    expect(third.next_retry_at).toBeNull();
+  });
+
   it('marks a delivery failed after the last attempt, counting a slow 2xx as a failure', async () => {
     const rx = await receiver();
     rx.answer({ status: 500 }, { status: 500 }, { status: 200, delayMs: 1200 });

@@ -30,11 +30,12 @@ function smtpServerUrl(config: EmailConfig): string {
 
 /**
  * SMTP failures by reply code: 5xx refusals are permanent (a bad mailbox → INVALID_RECIPIENT,
- * bad login → PLATFORM_AUTH_FAILED), 4xx are the server asking us to come back later, and
- * connection trouble is the server being unavailable.
+ * bad login → PLATFORM_AUTH_FAILED), 4xx are the server asking us to come back later,
+ * connection trouble is the server being unavailable, and a session that stopped answering
+ * midway is DELIVERY_UNCERTAIN.
  */
-function smtpError(err: unknown): PlatformError {
-  const e = err as { code?: string; responseCode?: number; response?: string; command?: string };
+export function smtpError(err: unknown): PlatformError {
+  const e = err as { code?: string; responseCode?: number; response?: string; command?: string; timeoutType?: string };
   const reply = e.response?.slice(0, 300);
   const extra = { platformCode: e.responseCode ?? e.code, platformMessage: reply };
   const rc = e.responseCode;
@@ -50,6 +51,14 @@ function smtpError(err: unknown): PlatformError {
       return platformError('INVALID_RECIPIENT', `The SMTP server refused the recipient (${rc})`, extra);
     return platformError('PLATFORM_REJECTED', `The SMTP server refused the message (${rc})`, extra);
   }
+  // A session that went silent after it was set up may have gone silent after the message's
+  // final dot: the server may have queued it, and SMTP has no way to ask. Not sent again.
+  if (e.code === 'ETIMEDOUT' && e.timeoutType === 'SOCKET_TIMEOUT')
+    return platformError(
+      'DELIVERY_UNCERTAIN',
+      'The SMTP server stopped answering during the session; it may or may not have accepted the message, so it was not sent again',
+      { platformCode: e.code },
+    );
   if (e.code && ['ECONNECTION', 'ETIMEDOUT', 'ESOCKET', 'EDNS', 'ECONNREFUSED', 'ECONNRESET', 'ETLS', 'EPROTOCOL'].includes(e.code)) {
     return platformError('PLATFORM_UNAVAILABLE', `Could not reach the SMTP server (${e.code})`, { platformCode: e.code });
   }

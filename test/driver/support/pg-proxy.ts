@@ -1,4 +1,5 @@
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
+import { PG_HOST, PG_PORT } from '../../helpers/servers.js';
 
 /**
  * A TCP proxy on loopback in front of a PostgreSQL server, to inject the faults a restart or
@@ -36,7 +37,7 @@ function startingUp(): Buffer {
   return Buffer.concat([head, body]);
 }
 
-export async function startPgProxy(upstreamPort = 5432): Promise<PgProxy> {
+export async function startPgProxy(): Promise<PgProxy> {
   const open = new Set<Socket>();
   let refuse = 0;
   let sessions = 0;
@@ -51,7 +52,7 @@ export async function startPgProxy(upstreamPort = 5432): Promise<PgProxy> {
       client.once('data', () => client.end(startingUp()));
       return;
     }
-    const upstream = createConnection({ host: '127.0.0.1', port: upstreamPort });
+    const upstream = createConnection({ host: PG_HOST, port: PG_PORT });
     upstream.on('error', () => client.destroy());
     client.on('close', () => upstream.destroy());
     upstream.on('close', () => client.destroy());

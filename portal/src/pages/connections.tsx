@@ -1,0 +1,249 @@
+import { useCallback, useEffect, useState } from 'react';
+import { api, errorText } from '../api.ts';
+import { Badge, CopyButton, ErrorNote, Field, when } from '../components/ui.tsx';
+import schemas from '../generated/platform-schemas.json';
+import type { Connection } from '../types.ts';
+
+interface PropertySchema {
+  type?: string;
+  pattern?: string;
+  format?: string;
+  writeOnly?: boolean;
+  enum?: string[];
+}
+interface ConfigSchema {
+  properties?: Record<string, PropertySchema>;
+  required?: string[];
+}
+/** Each platform's config as JSON Schema, generated at build time from the service's own zod schemas. */
+const CONFIG_SCHEMAS = schemas as Record<string, ConfigSchema>;
+const PLATFORMS = Object.keys(CONFIG_SCHEMAS);
+
+export function Connections() {
+  const [list, setList] = useState<Connection[]>();
+  const [error, setError] = useState<string>();
+  const [creating, setCreating] = useState(false);
+  const [created, setCreated] = useState<Connection>();
+  const load = useCallback(
+    () =>
+      api<{ data: Connection[] }>('GET', '/v1/platform-connections').then(
+        (r) => setList(r.data),
+        (e) => setError(errorText(e)),
+      ),
+    [],
+  );
+  useEffect(() => void load(), [load]);
+
+  return (
+    <section aria-labelledby="conn-title">
+      <div className="heading">
+        <h1 id="conn-title">Connections</h1>
+        <button type="button" onClick={() => setCreating((c) => !c)} aria-expanded={creating}>
+          New connection
+        </button>
+      </div>
+      {creating ? (
+        <CreateConnection
+          onCreated={(c) => {
+            setCreating(false);
+            setCreated(c);
+            void load();
+          }}
+        />
+      ) : null}
+      {created ? (
+        <div className="secret-once" role="status">
+          <strong>{created.name} is connected.</strong>
+          <p>Paste this inbound webhook URL into the platform's console (for Telegram: its setWebhook call):</p>
+          <code className="secret" data-testid="webhook-url">
+            {created.webhook_url}
+          </code>{' '}
+          <CopyButton text={created.webhook_url} label="Copy URL" />
+        </div>
+      ) : null}
+      <ErrorNote error={error} />
+      {!list ? (
+        <p>Loading…</p>
+      ) : list.length === 0 ? (
+        <p>No connections yet.</p>
+      ) : (
+        <ul className="deliveries">
+          {list.map((c) => (
+            <ConnectionCard key={c.id} connection={c} />
+          ))}
+        </ul>
+      )}
+    </section>
+  );
+}
+
+function ConnectionCard({ connection: c }: { connection: Connection }) {
+  return (
+    <li className="card" data-connection-id={c.id}>
+      <div className="heading">
+        <h2>{c.name}</h2>
+        <Badge tone="">{c.platform_name}</Badge>
+        <Badge tone={c.status.toLowerCase()}>{c.status}</Badge>
+        <Badge tone={c.health.status}>health: {c.health.status}</Badge>
+      </div>
+      <dl className="facts">
+        <dt>Inbound webhook URL</dt>
+        <dd>
+          <code className="clip">{c.webhook_url}</code> <CopyButton text={c.webhook_url} label="Copy" />
+        </dd>
+        <dt>Last inbound received</dt>
+        <dd>{when(c.health.last_inbound_at)}</dd>
+        <dt>Last send succeeded</dt>
+        <dd>{when(c.health.last_success_at)}</dd>
+        <dt>Last platform error</dt>
+        <dd>{c.health.last_error ? `${c.health.last_error} (${when(c.health.last_error_at)})` : 'none'}</dd>
+      </dl>
+      <details>
+        <summary>Send a test message</summary>
+        <TestMessage connectionId={c.id} />
+      </details>
+    </li>
+  );
+}
+
+function TestMessage({ connectionId }: { connectionId: string }) {
+  const [to, setTo] = useState('');
+  const [text, setText] = useState('Hello from the developer portal');
+  const [result, setResult] = useState<string>();
+  const [error, setError] = useState<string>();
+  const id = connectionId.slice(0, 8);
+  return (
+    <form
+      className="card inline"
+      aria-label="Test message"
+      onSubmit={async (e) => {
+        e.preventDefault();
+        setError(undefined);
+        setResult(undefined);
+        try {
+          const r = await api<{ id: string; status: string; external_message_id?: string }>('POST', '/v1/messages', {
+            platform_connection_id: connectionId,
+            to_external_id: to.trim(),
+            message: text,
+          });
+          setResult(`Message ${r.status}${r.external_message_id ? ` (platform id ${r.external_message_id})` : ''}.`);
+        } catch (err) {
+          setError(errorText(err));
+        }
+      }}
+    >
+      <Field id={`to-${id}`} label="Recipient's platform id">
+        <input id={`to-${id}`} value={to} onChange={(e) => setTo(e.currentTarget.value)} required />
+      </Field>
+      <Field id={`text-${id}`} label="Text">
+        <input id={`text-${id}`} value={text} onChange={(e) => setText(e.currentTarget.value)} required />
+      </Field>
+      <button type="submit">Send</button>
+      {result ? (
+        <p className="notice" role="status">
+          {result}
+        </p>
+      ) : null}
+      <ErrorNote error={error} />
+    </form>
+  );
+}
+
+/** A form drawn from the platform's config schema; secret fields are password inputs and never read back. */
+function CreateConnection({ onCreated }: { onCreated: (c: Connection) => void }) {
+  const [platform, setPlatform] = useState(PLATFORMS[0]);
+  const [name, setName] = useState('');
+  const [config, setConfig] = useState<Record<string, string>>({});
+  const [error, setError] = useState<string>();
+  const schema = CONFIG_SCHEMAS[platform];
+  const required = new Set(schema.required ?? []);
+  const fields = Object.entries(schema.properties ?? {});
+  return (
+    <form
+      className="card"
+      aria-label="New connection"
+      onSubmit={async (e) => {
+        e.preventDefault();
+        setError(undefined);
+        const values = Object.fromEntries(Object.entries(config).filter(([k, v]) => v.trim() !== '' && schema.properties?.[k]));
+        try {
+          onCreated(
+            await api<Connection>('POST', '/v1/platform-connections', { platform_name: platform, name: name.trim(), config: values }),
+          );
+        } catch (err) {
+          setError(errorText(err));
+        }
+      }}
+    >
+      <Field id="conn-platform" label="Platform">
+        <select
+          id="conn-platform"
+          value={platform}
+          onChange={(e) => {
+            setPlatform(e.currentTarget.value);
+            setConfig({});
+          }}
+        >
+          {PLATFORMS.map((p) => (
+            <option key={p} value={p}>
+              {p.charAt(0) + p.slice(1).toLowerCase()}
+            </option>
+          ))}
+        </select>
+      </Field>
+      <Field id="conn-name" label="Name">
+        <input id="conn-name" value={name} onChange={(e) => setName(e.currentTarget.value)} required />
+      </Field>
+      {fields.map(([key, p]) => (
+        <Field
+          key={`${platform}.${key}`}
+          id={`cfg-${key}`}
+          label={`${fieldLabel(key)}${required.has(key) ? '' : ' (optional)'}`}
+          hint={p.writeOnly ? 'Secret: stored encrypted, never shown again' : undefined}
+        >
+          {p.enum ? (
+            <select id={`cfg-${key}`} value={config[key] ?? ''} onChange={(e) => setConfig({ ...config, [key]: e.currentTarget.value })}>
+              <option value="">—</option>
+              {p.enum.map((v) => (
+                <option key={v}>{v}</option>
+              ))}
+            </select>
+          ) : (
+            <input
+              id={`cfg-${key}`}
+              name={key}
+              type={p.writeOnly ? 'password' : p.format === 'uri' ? 'url' : p.format === 'email' ? 'email' : 'text'}
+              autoComplete={p.writeOnly ? 'new-password' : 'off'}
+              required={required.has(key)}
+              pattern={p.pattern ? jsPattern(p.pattern) : undefined}
+              value={config[key] ?? ''}
+              onChange={(e) => setConfig({ ...config, [key]: e.currentTarget.value })}
+            />
+          )}
+        </Field>
+      ))}
+      <ErrorNote error={error} />
+      <div className="actions">
+        <button type="submit">Connect</button>
+      </div>
+    </form>
+  );
+}
+
+/** HTML's `pattern` is anchored and compiled with the v flag; the schema's are anchored already. */
+function jsPattern(pattern: string): string | undefined {
+  const inner = pattern.replace(/^\^/, '').replace(/\$$/, '');
+  try {
+    new RegExp(`^(?:${inner})$`, 'v');
+    return inner;
+  } catch {
+    return undefined;
+  }
+}
+
+/** `api_base_url` → "API base URL": config keys as words. */
+function fieldLabel(key: string): string {
+  const words = key.split('_').map((w) => (/^(api|url|id|smtp|imap|sms)$/.test(w) ? w.toUpperCase() : w));
+  const text = words.join(' ');
+  return text.charAt(0).toUpperCase() + text.slice(1);
+}

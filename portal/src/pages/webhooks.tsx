@@ -1,0 +1,164 @@
+import { useCallback, useEffect, useState } from 'react';
+import { Link } from 'wouter';
+import { api, errorText } from '../api.ts';
+import { Badge, ErrorNote, Field, SecretOnce } from '../components/ui.tsx';
+import { matchingTypes, patternListProblem, splitPatterns } from '../patterns.ts';
+import type { Subscription } from '../types.ts';
+
+export function Webhooks() {
+  const [subs, setSubs] = useState<Subscription[]>();
+  const [error, setError] = useState<string>();
+  const [creating, setCreating] = useState(false);
+  const [created, setCreated] = useState<Subscription>();
+  const load = useCallback(
+    () =>
+      api<{ data: Subscription[] }>('GET', '/v1/webhook-subscriptions').then(
+        (r) => setSubs(r.data),
+        (e) => setError(errorText(e)),
+      ),
+    [],
+  );
+  useEffect(() => void load(), [load]);
+
+  return (
+    <section aria-labelledby="wh-title">
+      <div className="heading">
+        <h1 id="wh-title">Webhooks</h1>
+        <button type="button" onClick={() => setCreating((c) => !c)} aria-expanded={creating}>
+          New webhook
+        </button>
+      </div>
+      {creating ? (
+        <CreateWebhook
+          onCreated={(s) => {
+            setCreating(false);
+            setCreated(s);
+            void load();
+          }}
+        />
+      ) : null}
+      {created?.secret ? (
+        <SecretOnce title={`Signing secret of ${created.name}`} secret={created.secret}>
+          <p>
+            <Link href={`/webhooks/${created.id}`}>Open {created.name}</Link>
+          </p>
+        </SecretOnce>
+      ) : null}
+      <ErrorNote error={error} />
+      {!subs ? (
+        <p>Loading…</p>
+      ) : subs.length === 0 ? (
+        <p>No webhooks yet. A webhook posts every event matching its patterns to your URL, signed with its secret.</p>
+      ) : (
+        <div className="table-wrap">
+          <table>
+            <caption className="sr-only">Webhook subscriptions</caption>
+            <thead>
+              <tr>
+                <th scope="col">Name</th>
+                <th scope="col">URL</th>
+                <th scope="col" className="wide-only">
+                  Patterns
+                </th>
+                <th scope="col">Status</th>
+                <th scope="col" className="wide-only">
+                  Failures in a row
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {subs.map((s) => (
+                <tr key={s.id}>
+                  <td>
+                    <Link href={`/webhooks/${s.id}`}>{s.name}</Link>
+                  </td>
+                  <td className="clip">{s.target_url}</td>
+                  <td className="wide-only">{s.event_patterns.join(', ')}</td>
+                  <td>
+                    <Badge tone={s.status.toLowerCase()}>{s.status}</Badge>
+                  </td>
+                  <td className="wide-only">{s.consecutive_failures}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </section>
+  );
+}
+
+function CreateWebhook({ onCreated }: { onCreated: (s: Subscription) => void }) {
+  const [name, setName] = useState('');
+  const [url, setUrl] = useState('');
+  const [patterns, setPatterns] = useState('');
+  const [error, setError] = useState<string>();
+  const [busy, setBusy] = useState(false);
+  const list = splitPatterns(patterns);
+  const problem = patterns ? patternListProblem(list) : undefined;
+  const matches = matchingTypes(list);
+  const urlProblem = url && !/^https?:\/\/\S+$/.test(url) ? 'an http(s) URL' : undefined;
+  const ready = name.trim() && url && list.length > 0 && !problem && !urlProblem;
+  return (
+    <form
+      className="card"
+      aria-label="New webhook"
+      onSubmit={async (e) => {
+        e.preventDefault();
+        if (!ready) return;
+        setBusy(true);
+        setError(undefined);
+        try {
+          onCreated(
+            await api<Subscription>('POST', '/v1/webhook-subscriptions', { name: name.trim(), target_url: url, event_patterns: list }),
+          );
+        } catch (err) {
+          setError(errorText(err));
+        } finally {
+          setBusy(false);
+        }
+      }}
+    >
+      <Field id="wh-name" label="Name">
+        <input id="wh-name" value={name} onChange={(e) => setName(e.currentTarget.value)} required />
+      </Field>
+      <Field id="wh-url" label="Endpoint URL" problem={urlProblem} hint="Your receiver; it answers 2xx within 30 s to acknowledge">
+        <input
+          id="wh-url"
+          type="url"
+          value={url}
+          onChange={(e) => setUrl(e.currentTarget.value)}
+          required
+          placeholder="https://example.com/hooks"
+        />
+      </Field>
+      <Field
+        id="wh-patterns"
+        label="Event patterns"
+        problem={problem}
+        hint={
+          list.length && !problem
+            ? matches.length
+              ? `Matches ${matches.join(', ')}${list.some((p) => !p.includes('*') && !matches.includes(p)) ? ' and your custom types' : ''}`
+              : 'Matches your custom event types only'
+            : 'Exact types, prefix.* or *, separated by commas or spaces'
+        }
+      >
+        <input
+          id="wh-patterns"
+          value={patterns}
+          aria-invalid={problem ? true : undefined}
+          aria-describedby={problem ? 'wh-patterns-problem' : 'wh-patterns-hint'}
+          onChange={(e) => setPatterns(e.currentTarget.value)}
+          placeholder="message.*"
+        />
+      </Field>
+      <ErrorNote error={error} />
+      <div className="actions">
+        <button type="submit" disabled={!ready || busy}>
+          Create webhook
+        </button>
+      </div>
+    </form>
+  );
+}

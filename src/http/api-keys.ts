@@ -1,0 +1,61 @@
+import { z } from 'zod';
+import { createApiKey, listApiKeys, revokeApiKey } from '../auth/api-keys.js';
+import { scopeSchema } from '../auth/scopes.js';
+import { AppError } from '../errors.js';
+import type { Api } from './api.js';
+
+const keyOut = z.object({
+  id: z.string(),
+  key_prefix: z.string().describe('the first characters of the key, to recognise it'),
+  scopes: z.array(scopeSchema),
+  created_at: z.string(),
+  last_used_at: z.string().nullable().describe('to the minute'),
+  revoked_at: z.string().nullable(),
+});
+
+/** The application's API keys: list (never the values), create (the value shown once), revoke. */
+export function registerApiKeyRoutes(api: Api): void {
+  api.route({
+    method: 'get',
+    path: '/v1/api-keys',
+    operationId: 'listApiKeys',
+    summary: "The application's API keys, live first: prefix, scopes, last use",
+    scope: 'admin',
+    responses: { 200: { description: 'Every key', schema: z.object({ data: z.array(keyOut) }) } },
+    handler: async ({ deps, principal }) => ({ status: 200, body: { data: await listApiKeys(deps.sql, principal.appId) } }),
+  });
+
+  api.route({
+    method: 'post',
+    path: '/v1/api-keys',
+    operationId: 'createApiKey',
+    summary: 'Create an API key with some of the caller\u2019s scopes; its value is returned this once',
+    scope: 'admin',
+    body: z.strictObject({ scopes: z.array(scopeSchema).min(1) }),
+    responses: { 201: { description: 'The key, with its value', schema: keyOut.extend({ api_key: z.string() }) } },
+    handler: async ({ deps, principal, body }) => {
+      const scopes = [...new Set(body.scopes)];
+      // A key cannot hand out more than it holds.
+      const beyond = scopes.filter((scope) => !principal.scopes.includes(scope));
+      if (beyond.length) throw new AppError('FORBIDDEN', `The caller lacks the scopes it tries to grant: ${beyond.join(', ')}`);
+      const key = await createApiKey(deps.sql, principal.appId, scopes);
+      const record = (await listApiKeys(deps.sql, principal.appId)).find((k) => k.id === key.keyId);
+      return { status: 201, headers: { 'Cache-Control': 'no-store' }, body: { ...record, api_key: key.apiKey } };
+    },
+  });
+
+  api.route({
+    method: 'delete',
+    path: '/v1/api-keys/:id',
+    operationId: 'revokeApiKey',
+    summary: 'Revoke an API key at once, in every process; portal sessions it opened end with it',
+    scope: 'admin',
+    params: z.object({ id: z.string().max(100) }),
+    responses: { 204: { description: 'Revoked' } },
+    errors: ['NOT_FOUND'],
+    handler: async ({ deps, principal, params }) => {
+      if (!(await revokeApiKey(deps.sql, params.id, principal.appId))) throw new AppError('NOT_FOUND', 'No live API key with this id');
+      return { status: 204 };
+    },
+  });
+}

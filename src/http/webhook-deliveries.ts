@@ -1,0 +1,47 @@
+import { z } from 'zod';
+import { unwrap } from '../errors.js';
+import { deliveriesOfEvent, getDelivery } from '../webhooks/deliveries.js';
+import type { Api } from './api.js';
+import { deliveryStatus, logOut } from './webhooks.js';
+
+const deliveryOut = z.object({
+  id: z.string(),
+  subscription_id: z.string(),
+  event_id: z.string(),
+  event_type: z.string(),
+  status: deliveryStatus,
+  attempt_count: z.number(),
+  last_status_code: z.number().nullable(),
+  last_error: z.string().nullable(),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+
+/** Deliveries as such (one event to one subscription), beside each subscription's attempt log. */
+export function registerWebhookDeliveryRoutes(api: Api): void {
+  api.route({
+    method: 'get',
+    path: '/v1/webhook-deliveries',
+    operationId: 'listEventDeliveries',
+    summary: 'The webhook deliveries an event caused, one per subscription it matched',
+    scope: 'admin',
+    query: z.strictObject({ event_id: z.string().max(100) }),
+    responses: { 200: { description: 'Every delivery of the event, oldest first', schema: z.object({ data: z.array(deliveryOut) }) } },
+    handler: async ({ deps, principal, query }) => ({
+      status: 200,
+      body: { data: await deliveriesOfEvent(deps, principal.appId, query.event_id) },
+    }),
+  });
+
+  api.route({
+    method: 'get',
+    path: '/v1/webhook-deliveries/:id',
+    operationId: 'getWebhookDelivery',
+    summary: 'One delivery with its attempts, newest first: request headers and body as sent, the answer, next retry time',
+    scope: 'admin',
+    params: z.object({ id: z.string().max(100) }),
+    responses: { 200: { description: 'The delivery', schema: deliveryOut.extend({ attempts: z.array(logOut) }) } },
+    errors: ['NOT_FOUND'],
+    handler: async ({ deps, principal, params }) => ({ status: 200, body: unwrap(await getDelivery(deps, principal.appId, params.id)) }),
+  });
+}
