@@ -112,7 +112,7 @@ export async function pruneFiles(sql: Sql, days: number, store?: BlobStore): Pro
       SELECT f.id, f.storage, f.storage_key FROM files f
        WHERE f.created_at < now() - ${days} * interval '1 day'
          AND (f.storage <> 's3' OR ${store !== undefined})
-         AND NOT EXISTS (SELECT 1 FROM outbound_messages m WHERE m.status IN ('queued', 'sending') AND f.id = ANY(m.file_ids))
+         AND NOT EXISTS (SELECT 1 FROM outbound_messages m WHERE m.finished_at IS NULL AND f.id = ANY(m.file_ids))
        LIMIT ${limit}`;
     for (const r of rows) if (r.storage === 's3' && r.storage_key) await store!.delete(r.storage_key);
     if (rows.length === 0) return 0;
