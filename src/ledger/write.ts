@@ -46,6 +46,16 @@ export async function writeEvents(sql: Sql, events: LedgerEvent[]): Promise<Comm
   return completeCommitted(sql, unique, committed);
 }
 
+/**
+ * The same write inside a transaction the caller owns, for a fact that must commit together
+ * with its event (a send's `sent` state and its `message.outbound`): same head locks, same
+ * ordering invariant. Returns only the events this transaction inserted; an id already in
+ * the ledger is skipped. Take the heads' locks last in the transaction: they are held until it commits.
+ */
+export function writeEventsIn(tx: Tx, events: LedgerEvent[]): Promise<CommittedEvent[]> {
+  return insertPrepared(tx, prepareEvents(uniqueEvents(events)));
+}
+
 const uniqueEvents = (events: LedgerEvent[]) => [...new Map(events.map((e) => [e.id, e])).values()];
 
 interface PreparedApp {
@@ -86,43 +96,10 @@ function prepareEvents(unique: LedgerEvent[]): Map<string, PreparedApp> {
 async function insertPrepared(tx: Tx, perApp: Map<string, PreparedApp>): Promise<CommittedEvent[]> {
   const appIds = [...perApp.keys()];
   if (appIds.length === 0) return [];
-  return insertLocked(tx, perApp, lockHeads(tx, appIds));
-}
-
-/**
- * The same write inside a transaction the caller owns, for a fact that must commit together
- * with its event (a send's `sent` state and its `message.outbound`): same head locks, same
- * ordering invariant. The events are known only once the caller's own statement has answered
- * (which messages its UPDATE settled), so the heads of `appIds` are locked now — pipelined in
- * the same round trip, after the caller's statement, and held until commit — and the events
- * inserted when `events` resolves. Returns only the events this transaction inserted (an id
- * already in the ledger is skipped). An event of an application not in `appIds` is refused:
- * its head would not be locked.
- */
-export async function writeEventsWhenKnown(tx: Tx, appIds: string[], events: Promise<LedgerEvent[]>): Promise<CommittedEvent[]> {
-  const sorted = [...new Set(appIds)].sort();
-  if (sorted.length === 0) return [];
-  const locked = lockHeads(tx, sorted);
-  let perApp: Map<string, PreparedApp>;
-  try {
-    perApp = prepareEvents(uniqueEvents(await events));
-  } catch (err) {
-    await locked.catch(() => {});
-    throw err;
-  }
-  for (const appId of perApp.keys())
-    if (!sorted.includes(appId)) {
-      await locked.catch(() => {});
-      throw new Error(`an event of application ${appId}, whose ledger head this write did not lock`);
-    }
-  return insertLocked(tx, perApp, locked);
-}
-
-/** Sends (without waiting) the statements that create and lock the applications' heads, in sorted order. */
-function lockHeads(tx: Tx, sortedAppIds: string[]): Promise<void> {
+  const out: CommittedEvent[] = [];
   // Sent together (postgres.js pipelines them on the one connection): the head rows must
-  // exist before the lock, and nothing needs the answer of the INSERT in between.
-  const heads = tx`INSERT INTO ledger_heads (app_id) SELECT unnest(${sortedAppIds}::uuid[]) ORDER BY 1 ON CONFLICT DO NOTHING`;
+  // exist before the first UPDATE, and nothing needs the answer of the INSERT in between.
+  const heads = tx`INSERT INTO ledger_heads (app_id) SELECT unnest(${appIds}::uuid[]) ORDER BY 1 ON CONFLICT DO NOTHING`;
   heads.catch(() => {});
   // The heads are locked (in sorted order) by a statement of their own, so that each insert
   // below starts — and takes its snapshot — only once a concurrent writer of the same
@@ -130,55 +107,48 @@ function lockHeads(tx: Tx, sortedAppIds: string[]): Promise<void> {
   // id from being written twice. (events is partitioned by created_at, so no unique index
   // on the id alone can do it, and a retry gets a new created_at; an id belongs to one
   // application, so its writers are the ones this lock serialises.)
-  const locked = tx`SELECT 1 FROM ledger_heads WHERE app_id = ANY(${sortedAppIds}::uuid[]) ORDER BY app_id FOR UPDATE`;
+  const locked = tx`SELECT 1 FROM ledger_heads WHERE app_id = ANY(${appIds}::uuid[]) ORDER BY app_id FOR UPDATE`;
   locked.catch(() => {});
-  // The INSERT's own failure, if it failed, is the one to report.
-  return heads.then(
-    () => locked.then(() => undefined),
-    (err) =>
-      locked.then(
-        () => Promise.reject(err),
-        () => Promise.reject(err),
-      ),
-  );
-}
-
-async function insertLocked(tx: Tx, perApp: Map<string, PreparedApp>, locked: Promise<void>): Promise<CommittedEvent[]> {
-  await locked;
-  const out: CommittedEvent[] = [];
-  // prepareEvents keys the applications in sorted order, the order their heads were locked in.
-  for (const [appId, { n, rows, edges }] of perApp) {
-    // One statement per application writes its events and their edges; an edge joins the
-    // inserted rows, so an event already written by an earlier attempt adds no edge twice.
-    const inserted = await tx<CommittedEvent[]>`
-      WITH head AS (
-        UPDATE ledger_heads h
-           SET seq = h.seq + ${n},
-               last_at = GREATEST(clock_timestamp(), h.last_at + interval '1 microsecond') + ${n - 1} * interval '1 microsecond'
-         WHERE h.app_id = ${appId}
-     RETURNING h.seq - ${n} AS base_seq, h.last_at - ${n - 1} * interval '1 microsecond' AS base_at
-      ), ins AS (
-        INSERT INTO events (id, app_id, seq, created_at, event_type, event_alias, payload, attachments,
-                            origin_event_id, conversation_id, platform_connection_id, validation_errors)
-        SELECT r.id, ${appId}, head.base_seq + r.ord, head.base_at + (r.ord - 1) * interval '1 microsecond',
-               r.event_type, r.event_alias, r.payload, r.attachments, r.origin_event_id, r.conversation_id,
-               r.platform_connection_id, r.validation_errors
-          FROM head, jsonb_to_recordset(${rows}::text::jsonb) AS r(
-               ord int, id uuid, event_type text, event_alias text, payload jsonb, attachments jsonb, origin_event_id uuid,
-               conversation_id uuid, platform_connection_id uuid, validation_errors jsonb)
-         WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.id = r.id)
-        ORDER BY r.ord
-        RETURNING id, app_id, seq, created_at, event_type, event_alias, conversation_id
-      ), edges AS (
-        INSERT INTO event_edges (event_id, app_id, event_seq, event_created_at, edge_type, target_node_type, target_node_id, ord)
-        SELECT r.event_id, ${appId}, ins.seq, ins.created_at, r.edge_type, r.target_node_type, r.target_node_id, r.ord
-          FROM jsonb_to_recordset(${edges}::text::jsonb) AS r(
-               event_id uuid, edge_type text, target_node_type text, target_node_id uuid, ord int)
-          JOIN ins ON ins.id = r.event_id
-      )
-      SELECT id, app_id, seq, ${tx.unsafe(CREATED_AT_ISO)} AS created_at, event_type, event_alias, conversation_id FROM ins`;
-    out.push(...inserted);
+  try {
+    await locked;
+    for (const appId of appIds) {
+      const { n, rows, edges } = perApp.get(appId)!;
+      // One statement per application writes its events and their edges; an edge joins the
+      // inserted rows, so an event already written by an earlier attempt adds no edge twice.
+      const inserted = await tx<CommittedEvent[]>`
+        WITH head AS (
+          UPDATE ledger_heads h
+             SET seq = h.seq + ${n},
+                 last_at = GREATEST(clock_timestamp(), h.last_at + interval '1 microsecond') + ${n - 1} * interval '1 microsecond'
+           WHERE h.app_id = ${appId}
+       RETURNING h.seq - ${n} AS base_seq, h.last_at - ${n - 1} * interval '1 microsecond' AS base_at
+        ), ins AS (
+          INSERT INTO events (id, app_id, seq, created_at, event_type, event_alias, payload, attachments,
+                              origin_event_id, conversation_id, platform_connection_id, validation_errors)
+          SELECT r.id, ${appId}, head.base_seq + r.ord, head.base_at + (r.ord - 1) * interval '1 microsecond',
+                 r.event_type, r.event_alias, r.payload, r.attachments, r.origin_event_id, r.conversation_id,
+                 r.platform_connection_id, r.validation_errors
+            FROM head, jsonb_to_recordset(${rows}::text::jsonb) AS r(
+                 ord int, id uuid, event_type text, event_alias text, payload jsonb, attachments jsonb, origin_event_id uuid,
+                 conversation_id uuid, platform_connection_id uuid, validation_errors jsonb)
+           WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.id = r.id)
+          ORDER BY r.ord
+          RETURNING id, app_id, seq, created_at, event_type, event_alias, conversation_id
+        ), edges AS (
+          INSERT INTO event_edges (event_id, app_id, event_seq, event_created_at, edge_type, target_node_type, target_node_id, ord)
+          SELECT r.event_id, ${appId}, ins.seq, ins.created_at, r.edge_type, r.target_node_type, r.target_node_id, r.ord
+            FROM jsonb_to_recordset(${edges}::text::jsonb) AS r(
+                 event_id uuid, edge_type text, target_node_type text, target_node_id uuid, ord int)
+            JOIN ins ON ins.id = r.event_id
+        )
+        SELECT id, app_id, seq, ${tx.unsafe(CREATED_AT_ISO)} AS created_at, event_type, event_alias, conversation_id FROM ins`;
+      out.push(...inserted);
+    }
+  } catch (err) {
+    await heads; // its own failure, if it failed, is the one to report
+    throw err;
   }
+  await heads;
   return out;
 }
 

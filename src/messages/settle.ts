@@ -5,13 +5,12 @@ import type { Deps } from '../deps.js';
 import { addSendReports, type SendOutcome } from '../ledger/commit-reports.js';
 import { createGroupCommit } from '../ledger/group-commit.js';
 import { addWakes } from '../ledger/wake.js';
-import { writeEventsWhenKnown } from '../ledger/write.js';
+import { writeEventsIn } from '../ledger/write.js';
 import type { Redis } from '../redis.js';
-import { tickBatch } from '../tick-batch.js';
 import { fanOutCommitted, type FanOutServices } from '../webhooks/fan-out.js';
 import { outboundEvent, promoteSuccessors } from './delivery.js';
 import type { MessageRow } from './messages.js';
-import type { PartyResolver, SendParties } from './parties.js';
+import type { PartyResolver } from './parties.js';
 
 /** A send the platform accepted, to be recorded as sent by the claim's holder. */
 export interface AcceptedSend {
@@ -26,9 +25,6 @@ export interface AcceptedSend {
 
 /** Records an accepted send; resolves true when this call recorded it (false: its claim had lapsed and it was settled otherwise). */
 export type SettleSent = (send: AcceptedSend) => Promise<boolean>;
-
-/** A send whose parties are known: what the serial section needs, with no statement of its own. */
-type Resolved = AcceptedSend & { parties: SendParties };
 
 /** Most sends one settling transaction carries. */
 const SETTLE_BATCH_MAX = 500;
@@ -47,29 +43,26 @@ const HEALTH_EVERY_MS = 1000;
  */
 export function createSentSettler(deps: Deps, services: FanOutServices, parties: PartyResolver, redis: Redis = deps.redis): SettleSent {
   const healthAt = new Map<string, number>();
-  // The recipients' platform users and conversations are resolved before the serial section
-  // (calls of one turn together, batches overlapping): a group commit then holds no round trip
-  // but its own transaction's.
-  const partiesOf = tickBatch<AcceptedSend, SendParties>((sends) => parties.resolve(sends), { maxBatch: SETTLE_BATCH_MAX });
-  const settle = createGroupCommit<Resolved, { settled: Set<string>; bookkeeping: Promise<void> }>(async (sends) => {
+  const settle = createGroupCommit<AcceptedSend, { settled: Set<string>; bookkeeping: Promise<void> }>(async (sends) => {
+    const resolved = await parties.resolve(sends);
+    const events = sends.map((s, i) => outboundEvent(s.msg, s.conn, s.externalMessageId, resolved[i]));
     const rows = JSON.stringify(sends.map((s) => ({ id: s.msg.id, x: s.externalMessageId, claim: s.claim })));
     const { settled, committed } = await transaction(deps.sql, async (tx) => {
-      // The messages' rows first, the ledger heads after them in the same round trip; the
-      // heads' locks are held until commit.
-      const updated = tx<{ id: string }[]>`
+      // The messages' rows first, the ledger heads last: the heads' locks are held until commit.
+      const updated = await tx<{ id: string }[]>`
         UPDATE outbound_messages m
            SET status = 'sent', external_message_id = r.x, error = NULL, finished_at = now(), claimed_by = NULL, lease_until = NULL
           FROM jsonb_to_recordset(${rows}::text::jsonb) AS r(id uuid, x text, claim uuid)
          WHERE m.id = r.id AND m.status = 'sending' AND m.claimed_by = r.claim
-        RETURNING m.id`.then((u) => new Set(u.map((r) => r.id)));
-      const committed = await writeEventsWhenKnown(
-        tx,
-        sends.map((s) => s.msg.app_id),
-        updated.then((ids) =>
-          sends.filter((s) => ids.has(s.msg.id)).map((s) => outboundEvent(s.msg, s.conn, s.externalMessageId, s.parties)),
+        RETURNING m.id`;
+      const ids = new Set(updated.map((u) => u.id));
+      return {
+        settled: ids,
+        committed: await writeEventsIn(
+          tx,
+          events.filter((e) => ids.has(e.id)),
         ),
-      );
-      return { settled: await updated, committed };
+      };
     });
 
     const pipeline = redis.pipeline();
@@ -97,10 +90,10 @@ export function createSentSettler(deps: Deps, services: FanOutServices, parties:
     const bookkeeping = Promise.all([
       addParticipants(
         deps.sql,
-        sends.flatMap((s) => {
+        sends.flatMap((s, i) => {
           const created = at.get(s.msg.id);
           if (!created) return [];
-          const p = s.parties;
+          const p = resolved[i];
           return [p.recipient, p.system].map((u) => ({
             conversation_id: p.conversationId,
             platform_user_id: u.id,
@@ -120,7 +113,7 @@ export function createSentSettler(deps: Deps, services: FanOutServices, parties:
     return { settled, bookkeeping };
   }, SETTLE_BATCH_MAX);
   return async (send) => {
-    const { settled, bookkeeping } = await settle({ ...send, parties: await partiesOf(send) });
+    const { settled, bookkeeping } = await settle(send);
     await bookkeeping;
     return settled.has(send.msg.id);
   };
