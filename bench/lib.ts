@@ -561,6 +561,53 @@ export function renderReadme(): void {
   writeFileSync(file, next);
 }
 
+/** What PostgreSQL did over one measured window (see `measureDb`). */
+export interface DbWindow {
+  /** Transactions committed in the bench database (each statement outside a transaction is one). */
+  commits: number;
+  /** Rows inserted, updated and deleted in it; `hotUpdates` of the updates touched no index. */
+  rowsWritten: number;
+  hotUpdates: number;
+  /** Write-ahead log of the whole server: records, bytes and the syncs that made commits durable. */
+  walRecords: number;
+  walBytes: number;
+  walSyncs: number;
+}
+
+/**
+ * Reads PostgreSQL's own counters at `startMs` and `endMs` from now, as `measureCpu` reads CPU:
+ * counts per unit say where the database's time goes (backends report their counters at most
+ * once a second, so a window of several seconds is needed). The WAL figures are the server's;
+ * on a quiet machine the bench is its only writer.
+ */
+export function measureDb(stack: BenchStack, startMs: number, endMs: number): Promise<DbWindow> {
+  const read = async () => {
+    const [d] = await stack.sql<{ commits: string; written: string; hot: string }[]>`
+      SELECT s.xact_commit AS commits, s.tup_inserted + s.tup_updated + s.tup_deleted AS written,
+             (SELECT sum(n_tup_hot_upd) FROM pg_stat_user_tables) AS hot
+        FROM pg_stat_database s WHERE s.datname = current_database()`;
+    const [w] = await stack.sql<{ records: string; bytes: string; syncs: string }[]>`
+      SELECT wal_records AS records, wal_bytes AS bytes, wal_sync AS syncs FROM pg_stat_wal`;
+    return {
+      commits: Number(d.commits),
+      rowsWritten: Number(d.written),
+      hotUpdates: Number(d.hot ?? 0),
+      walRecords: Number(w.records),
+      walBytes: Number(w.bytes),
+      walSyncs: Number(w.syncs),
+    };
+  };
+  const at = (ms: number) => new Promise<DbWindow>((resolve, reject) => setTimeout(() => read().then(resolve, reject), ms));
+  return Promise.all([at(startMs), at(endMs)]).then(([a, b]) => ({
+    commits: b.commits - a.commits,
+    rowsWritten: b.rowsWritten - a.rowsWritten,
+    hotUpdates: b.hotUpdates - a.hotUpdates,
+    walRecords: b.walRecords - a.walRecords,
+    walBytes: b.walBytes - a.walBytes,
+    walSyncs: b.walSyncs - a.walSyncs,
+  }));
+}
+
 /** CPU seconds per part of the system over one measured window (see `measureCpu`). */
 export interface CpuWindow {
   web: number;

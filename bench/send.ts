@@ -16,6 +16,7 @@ import { performance } from 'node:perf_hooks';
 import { startTelegramProcess } from '../test/fakes/telegram-process.js';
 import {
   measureCpu,
+  measureDb,
   ratio,
   round,
   runLoad,
@@ -26,6 +27,7 @@ import {
   type Bench,
   type BenchStack,
   type CpuWindow,
+  type DbWindow,
   type LoadRequest,
 } from './lib.js';
 
@@ -112,6 +114,18 @@ const perUnit = (cpu: CpuWindow, n: number) => {
   return { web: ms(cpu.web), worker: ms(cpu.worker), postgres: ms(cpu.postgres), redis: ms(cpu.redis), machine: ms(cpu.machine) };
 };
 
+const dbPerUnit = (db: DbWindow, n: number) => {
+  const per = (v: number, digits = 2) => (n > 0 ? round(v / n, digits) : null);
+  return {
+    commits: per(db.commits),
+    rows_written: per(db.rowsWritten),
+    hot_updates: per(db.hotUpdates),
+    wal_records: per(db.walRecords, 1),
+    wal_kb: per(db.walBytes / 1024),
+    wal_syncs: per(db.walSyncs, 3),
+  };
+};
+
 /**
  * (b) many unlimited connections, closed-loop clients waiting for the 201: first POST
  * /v1/events on the same stack (the ledger's ingest rate and CPU per event, the yardstick),
@@ -131,9 +145,10 @@ async function openRun(durationS: number, clients: number, log: (m: string) => v
     const measured = async (what: string, request: (i: number) => LoadRequest) => {
       log(`(b) ${what}: ${clients} closed-loop clients for ${durationS} s`);
       const cpu = measureCpu(stack, warmupS * 1000, (warmupS + durationS) * 1000);
+      const db = measureDb(stack, warmupS * 1000, (warmupS + durationS) * 1000);
       const load = await runLoad(stack.base, { clients, durationS, warmupS, request });
       const c = await cpu;
-      return { load, cpu: perUnit(c, load.ok), cpuWindow: c };
+      return { load, cpu: perUnit(c, load.ok), cpuWindow: c, db: dbPerUnit(await db, load.ok) };
     };
 
     const ingest = await measured('ingest (POST /v1/events, the yardstick)', (i) => ({
@@ -167,6 +182,7 @@ async function openRun(durationS: number, clients: number, log: (m: string) => v
     notes.push(
       `(b) ${CONNECTIONS} connections, ${clients} closed-loop clients, ${durationS} s measured after ${warmupS} s warm-up per phase, one web and one worker process (ledger, send) on one stack: POST /v1/events first (the yardstick: 201 after the ledger commit), then POST /v1/messages to new recipients (statuses ${JSON.stringify(fresh.load.statuses)}; 201 = the platform accepted it and sent + message.outbound are committed), then to ${REPEAT_RECIPIENTS} recipients the run had already sent to (statuses ${JSON.stringify(repeat.load.statuses)})`,
       `(b) CPU per send / per event: user + system time over the measured window of the web process, the worker process, the PostgreSQL backends of the bench database and the Redis server (/proc), and of the whole machine (/proc/stat, all cores: these plus the load generator, the fake and the kernel), divided by the requests answered 2xx in it. ms per unit — ingest: ${JSON.stringify(ingest.cpu)}; sends to new recipients: ${JSON.stringify(fresh.cpu)}; repeat recipients: ${JSON.stringify(repeat.cpu)}`,
+      `(b) PostgreSQL per send / per event over the same windows (pg_stat_database of the bench database: commits, rows inserted + updated + deleted, HOT updates; pg_stat_wal of the server: records, KB, syncs) — ingest: ${JSON.stringify(ingest.db)}; sends to new recipients: ${JSON.stringify(fresh.db)}; repeat recipients: ${JSON.stringify(repeat.db)}`,
     );
 
     const count = Math.max(10_000, Math.round(fresh.load.okPerS * durationS));
@@ -218,12 +234,18 @@ const bench: Bench = {
         repeat_post_p50_ms: b.repeat.load.p50Ms,
         repeat_post_p99_ms: b.repeat.load.p99Ms,
         repeat_machine_cpu_ms_per_send: b.repeat.cpu.machine,
+        open_pg_commits_per_send: b.fresh.db.commits,
+        open_pg_rows_written_per_send: b.fresh.db.rows_written,
+        open_wal_syncs_per_send: b.fresh.db.wal_syncs,
       },
       baselines: {
         allowed_per_s: ALLOWED_PER_S,
         bare_send_calls_per_s: b.bareRate,
         ingest_committed_per_s: b.ingest.load.okPerS,
         ingest_machine_cpu_ms_per_event: b.ingest.cpu.machine,
+        ingest_pg_commits_per_event: b.ingest.db.commits,
+        ingest_pg_rows_written_per_event: b.ingest.db.rows_written,
+        ingest_wal_syncs_per_event: b.ingest.db.wal_syncs,
       },
       ratios: {
         open_sends_per_s_vs_bare_send_calls_per_s: ratio(b.fresh.load.okPerS, b.bareRate),
