@@ -189,8 +189,8 @@ const schema = z
       }),
     /** How long the inbound receiver and worker reuse a connection they looked up (ms). Changes are announced to every process at once; this bounds staleness when an announcement is lost. */
     INBOUND_LOOKUP_CACHE_MS: int(2000, 0),
-    /** How long the send path (web and send worker) reuses a connection it loaded (ms). Changes are announced to every process at once; this bounds staleness when an announcement is lost. */
-    CONNECTION_CACHE_MS: int(2000, 0),
+    /** How long the send path (web and send worker) reuses a connection it loaded (ms). Changes are announced to every process at once, and a watcher that lost Redis drops everything on reconnecting; this bounds staleness only when one announcement is lost. Each expiry reloads and decrypts the connection in every process: at 2 s, 100 busy connections cost 50 loads a second per process. */
+    CONNECTION_CACHE_MS: int(30_000, 0),
     /** Where the service may send requests: webhooks, media downloads, platform APIs (see src/net/outbound-policy.ts). */
     OUTBOUND_ADDRESS_POLICY: z.enum(['public-https', 'any']).optional(),
     /** The earlier name of OUTBOUND_ADDRESS_POLICY, still read when that is unset. */

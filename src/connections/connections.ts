@@ -7,7 +7,7 @@ import { checkOutboundUrl, refusedHost } from '../net/outbound-policy.js';
 import { getAdapter } from '../platforms/registry.js';
 import { PLATFORM_NAMES, type PlatformName } from '../platforms/types.js';
 import { announceChange } from '../change-feed.js';
-import { transaction, type Tx } from '../db.js';
+import { transaction, type Sql, type Tx } from '../db.js';
 import { claimRoutingIds, routingConflict, routingIdsOf } from './routing-ids.js';
 
 export { routingIdsOf } from './routing-ids.js';
@@ -326,19 +326,26 @@ export async function deleteConnection(deps: Deps, appId: string, id: string): P
 
 /** Records a platform call's outcome on the connection's health. */
 export async function recordHealth(deps: Deps, connectionId: string, outcome: { ok: true } | { ok: false; error: string }): Promise<void> {
-  if (outcome.ok) {
-    // Every send succeeds through here: touch the row only when something changes (or once a
-    // second for last_success_at), so a busy connection's sends do not queue on its row lock.
-    await deps.sql`
-      UPDATE platform_connections SET last_success_at = now(), consecutive_failures = 0
-       WHERE id = ${connectionId}
-         AND (consecutive_failures > 0 OR last_success_at IS NULL OR last_success_at < now() - interval '1 second')`;
-  } else {
+  if (outcome.ok) await recordSuccesses(deps.sql, [connectionId]);
+  else
     await deps.sql`
       UPDATE platform_connections SET last_error_at = now(), last_error = ${outcome.error.slice(0, 500)},
              consecutive_failures = consecutive_failures + 1
        WHERE id = ${connectionId}`;
-  }
+}
+
+/**
+ * Records successful platform calls on the connections' health, in one statement (inside the
+ * caller's transaction, if it passes one). Every send succeeds through here: a row is touched
+ * only when something changes (or once a second for last_success_at), so a busy connection's
+ * sends do not queue on its row lock.
+ */
+export async function recordSuccesses(sql: Sql | Tx, connectionIds: string[]): Promise<void> {
+  if (connectionIds.length === 0) return;
+  await sql`
+    UPDATE platform_connections SET last_success_at = now(), consecutive_failures = 0
+     WHERE id = ANY(${connectionIds}::uuid[])
+       AND (consecutive_failures > 0 OR last_success_at IS NULL OR last_success_at < now() - interval '1 second')`;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { recordHealth, type Connection } from '../connections/connections.js';
+import { recordSuccesses, type Connection } from '../connections/connections.js';
 import { addParticipants } from '../conversations/participants.js';
 import { transaction } from '../db.js';
 import type { Deps } from '../deps.js';
@@ -35,9 +35,10 @@ const HEALTH_EVERY_MS = 1000;
  * Records accepted sends, many per transaction (a group commit, one at a time per process): in
  * one transaction each message becomes `sent` — only under the claim its call was made with —
  * and its `message.outbound` event is written by the ledger's own writer (same head locks, same
- * order), so neither ever exists without the other. After the commit, one Redis round trip
- * carries the readers' wakes and the waiting web processes' reports; the webhook fan-out, the
- * conversations' participants, the connections' health and the recipients' next messages follow.
+ * order), so neither ever exists without the other; the connections' health rides along. After
+ * the commit, one Redis round trip carries the readers' wakes and the waiting web processes'
+ * reports; the webhook fan-out, the conversations' participants and the recipients' next
+ * messages follow.
  * A failure before the commit records nothing (its callers retry); after it, a repeat finds the
  * message sent and re-drives what follows through the ledger.
  */
@@ -45,16 +46,25 @@ export function createSentSettler(deps: Deps, services: FanOutServices, parties:
   const healthAt = new Map<string, number>();
   const settle = createGroupCommit<AcceptedSend, { settled: Set<string>; bookkeeping: Promise<void> }>(async (sends) => {
     const resolved = await parties.resolve(sends);
+    const now = Date.now();
+    const healthy = [...new Set(sends.map((s) => s.conn.id))].filter((id) => (healthAt.get(id) ?? 0) + HEALTH_EVERY_MS <= now);
     const events = sends.map((s, i) => outboundEvent(s.msg, s.conn, s.externalMessageId, resolved[i]));
     const rows = JSON.stringify(sends.map((s) => ({ id: s.msg.id, x: s.externalMessageId, claim: s.claim })));
     const { settled, committed } = await transaction(deps.sql, async (tx) => {
       // The messages' rows first, the ledger heads last: the heads' locks are held until commit.
-      const updated = await tx<{ id: string }[]>`
+      const updating = tx<{ id: string }[]>`
         UPDATE outbound_messages m
            SET status = 'sent', external_message_id = r.x, error = NULL, finished_at = now(), claimed_by = NULL, lease_until = NULL
           FROM jsonb_to_recordset(${rows}::text::jsonb) AS r(id uuid, x text, claim uuid)
          WHERE m.id = r.id AND m.status = 'sending' AND m.claimed_by = r.claim
         RETURNING m.id`;
+      updating.catch(() => {});
+      // Pipelined behind the messages' UPDATE, before the heads are locked: the connections'
+      // health costs neither a round trip nor a commit of its own.
+      const health = recordSuccesses(tx, healthy);
+      health.catch(() => {});
+      const updated = await updating;
+      await health;
       const ids = new Set(updated.map((u) => u.id));
       return {
         settled: ids,
@@ -80,8 +90,6 @@ export function createSentSettler(deps: Deps, services: FanOutServices, parties:
         })),
     );
     const at = new Map(committed.map((c) => [c.id, c.created_at]));
-    const now = Date.now();
-    const healthy = [...new Set(sends.map((s) => s.conn.id))].filter((id) => (healthAt.get(id) ?? 0) + HEALTH_EVERY_MS <= now);
     for (const id of healthy) healthAt.set(id, now);
     if (healthAt.size > 10_000) healthAt.clear();
     // Readers and waiting web processes hear at once, and deliveries fan out in commit order
@@ -102,7 +110,6 @@ export function createSentSettler(deps: Deps, services: FanOutServices, parties:
           }));
         }),
       ),
-      ...healthy.map((id) => recordHealth(deps, id, { ok: true })),
       promoteSuccessors(
         deps,
         sends.filter((s) => settled.has(s.msg.id)).map((s) => s.msg),
