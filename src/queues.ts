@@ -77,7 +77,6 @@ function tagUntaggedWebhookJob(d: unknown): unknown {
 /** What a job's retry policy may read from the configuration. */
 export type RetryConfig = Pick<Config, 'WEBHOOK_RETRY_DELAYS_MS'>;
 
-/** A catalog entry; `options` is a function of the job when its retry policy depends on it. */
 /** The send queue's jobs: a web process's batch, or one message. */
 const sendJobSchema = z.union([
   // The sends one web process accepted in one event-loop turn: the fast path, which hands
@@ -103,6 +102,7 @@ type SendJob = z.infer<typeof sendJobSchema>;
 /** The id of a message's own send job: one per message, so a repeat is dropped. */
 export const messageJobId = (messageId: string) => `send-${messageId}`;
 
+/** A catalog entry; `options` is a function of the job when its retry policy depends on it. */
 interface CatalogEntry {
   schema: z.ZodType;
   /** The deterministic job id: a repeat of the same job is dropped. */

@@ -18,11 +18,11 @@ import { createFloodGuard } from './flood-guard.js';
 import { lookupCache } from '../lookup-cache.js';
 import { createSourceLimits, tooMany } from './source-limit.js';
 
-/** Headers a normaliser or signature may need later; everything else is dropped before queueing. */
 /** The receiver's routes: a connection's (or a Meta platform's shared) inbound URL, and the Meta hub handshake. */
 export const INBOUND_ROUTE = '/webhooks/:webhookId/:webhookSecret';
 export const HANDSHAKE_ROUTE = '/webhooks/:platform';
 
+/** Headers a normaliser or signature may need later; everything else is dropped before queueing. */
 const KEPT_HEADERS = ['content-type', 'x-slack-retry-num', 'x-slack-request-timestamp', 'x-signature-timestamp', 'x-gateway-timestamp'];
 
 const digest = (s: string) => createHash('sha256').update(s).digest();
