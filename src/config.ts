@@ -6,6 +6,8 @@ export const QUEUE_NAMES = ['inbound', 'send', 'transcription', 'ledger', 'webho
 export type QueueName = (typeof QUEUE_NAMES)[number];
 
 const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
+/** One send budget of PLATFORM_RATE_BUDGETS: `rate` sends per `perMs`, `burst` more at once. */
+const rateBudget = z.strictObject({ rate: z.number().positive(), perMs: z.number().int().positive(), burst: z.number().int().min(0) });
 const bool = (def: boolean) =>
   z
     .enum(['true', 'false', '1', '0', 'yes', 'no'])
@@ -243,26 +245,16 @@ const schema = z
       .string()
       .default('{}')
       .transform((s, ctx) => {
-        const budget = z
-          .object({ rate: z.number().positive(), perMs: z.number().int().positive(), burst: z.number().int().min(0) })
-          .strict();
-        const parsed = z
-          .record(z.string().regex(/^[A-Z]+$/), z.object({ connection: budget.optional(), recipient: budget.optional() }).strict())
-          .safeParse(
-            (() => {
-              try {
-                return JSON.parse(s);
-              } catch {
-                return undefined;
-              }
-            })(),
-          );
-        if (!parsed.success) {
-          ctx.addIssue({ code: 'custom', message: 'expected JSON {"PLATFORM":{"connection"|"recipient":{"rate":n,"perMs":n,"burst":n}}}' });
+        try {
+          return JSON.parse(s) as unknown;
+        } catch {
+          ctx.addIssue({ code: 'custom', message: 'expected JSON' });
           return z.NEVER;
         }
-        return parsed.data;
-      }),
+      })
+      .pipe(
+        z.record(z.string().regex(/^[A-Z]+$/), z.strictObject({ connection: rateBudget.optional(), recipient: rateBudget.optional() })),
+      ),
     /** Where file bytes live: Postgres (default) or an S3-compatible bucket. */
     FILE_STORAGE: z.enum(['postgres', 's3']).default('postgres'),
     S3_BUCKET: z.string().min(3).optional(),
