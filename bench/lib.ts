@@ -581,7 +581,7 @@ export interface DbWindow {
  * on a quiet machine the bench is its only writer.
  */
 export function measureDb(stack: BenchStack, startMs: number, endMs: number): Promise<DbWindow> {
-  const read = async () => {
+  const read = async (): Promise<DbWindow> => {
     const [d] = await stack.sql<{ commits: string; written: string; hot: string }[]>`
       SELECT s.xact_commit AS commits, s.tup_inserted + s.tup_updated + s.tup_deleted AS written,
              (SELECT sum(n_tup_hot_upd) FROM pg_stat_user_tables) AS hot
@@ -597,15 +597,7 @@ export function measureDb(stack: BenchStack, startMs: number, endMs: number): Pr
       walSyncs: Number(w.syncs),
     };
   };
-  const at = (ms: number) => new Promise<DbWindow>((resolve, reject) => setTimeout(() => read().then(resolve, reject), ms));
-  return Promise.all([at(startMs), at(endMs)]).then(([a, b]) => ({
-    commits: b.commits - a.commits,
-    rowsWritten: b.rowsWritten - a.rowsWritten,
-    hotUpdates: b.hotUpdates - a.hotUpdates,
-    walRecords: b.walRecords - a.walRecords,
-    walBytes: b.walBytes - a.walBytes,
-    walSyncs: b.walSyncs - a.walSyncs,
-  }));
+  return counterWindow(read, startMs, endMs);
 }
 
 /** CPU seconds per part of the system over one measured window (see `measureCpu`). */
@@ -635,7 +627,7 @@ export function measureCpu(stack: BenchStack, startMs: number, endMs: number): P
       }
     }) ?? 0,
   );
-  const read = async () => {
+  const read = async (): Promise<CpuWindow> => {
     const backends = await stack.sql<{ pid: number }[]>`SELECT pid FROM pg_stat_activity WHERE datname = current_database()`;
     return {
       web: stack.web.reduce((n, w) => n + cpuSeconds(w.proc.pid!), 0),
@@ -645,12 +637,13 @@ export function measureCpu(stack: BenchStack, startMs: number, endMs: number): P
       machine: machineBusySeconds(),
     };
   };
-  const at = (ms: number) => new Promise<CpuWindow>((resolve, reject) => setTimeout(() => read().then(resolve, reject), ms));
-  return Promise.all([at(startMs), at(endMs)]).then(([a, b]) => ({
-    web: b.web - a.web,
-    worker: b.worker - a.worker,
-    postgres: b.postgres - a.postgres,
-    redis: b.redis - a.redis,
-    machine: b.machine - a.machine,
-  }));
+  return counterWindow(read, startMs, endMs);
+}
+
+/** Reads monotonic counters at `startMs` and `endMs` from now and answers how much each moved between. */
+function counterWindow<T extends { [K in keyof T]: number }>(read: () => Promise<T>, startMs: number, endMs: number): Promise<T> {
+  const at = (ms: number) => new Promise<T>((resolve, reject) => setTimeout(() => read().then(resolve, reject), ms));
+  return Promise.all([at(startMs), at(endMs)]).then(
+    ([a, b]) => Object.fromEntries(Object.entries(b).map(([k, v]) => [k, (v as number) - a[k as keyof T]])) as T,
+  );
 }
