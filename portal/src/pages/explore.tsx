@@ -2,7 +2,7 @@ import { useEffect, useMemo, useState } from 'react';
 import { api, errorText, qs } from '../api.ts';
 import { CopyButton, ErrorNote, Field } from '../components/ui.tsx';
 import { useSession } from '../session.tsx';
-import type { Page, RestEvent } from '../types.ts';
+import type { Answer, RestEvent } from '../types.ts';
 import { EventDetail } from './event-detail.tsx';
 import { type EventFilter, FilterForm, NO_FILTER } from '../components/filter-form.tsx';
 
@@ -57,7 +57,7 @@ export function Explore() {
     let live = true;
     setError(undefined);
     setEvents(undefined);
-    api<Page<RestEvent>>('GET', query.path).then(
+    api<Answer<'listEvents'>>('GET', query.path).then(
       (r) => {
         if (!live) return;
         setEvents(r.data);

@@ -1,35 +1,25 @@
 import { useCallback, useEffect, useState } from 'react';
 import { api, errorText } from '../api.ts';
 import { ErrorNote, SecretOnce, when } from '../components/ui.tsx';
+import type { Answer } from '../types.ts';
 
 const SCOPES = ['events:read', 'events:write', 'users:read', 'users:write', 'admin'] as const;
 
-interface PortalSession {
-  id: string;
-  areas: string[];
-  created_at: string;
-  exchanged_at: string | null;
-  expires_at: string;
-}
-
-interface ApiKey {
-  id: string;
-  key_prefix: string;
-  scopes: string[];
-  created_at: string;
-  last_used_at: string | null;
-  revoked_at: string | null;
-}
+type ApiKeys = Answer<'listApiKeys'>['data'];
+type PortalSessions = Answer<'listPortalSessions'>['data'];
 
 export function Keys() {
-  const [keys, setKeys] = useState<ApiKey[]>();
-  const [sessions, setSessions] = useState<PortalSession[]>();
+  const [keys, setKeys] = useState<ApiKeys>();
+  const [sessions, setSessions] = useState<PortalSessions>();
   const [scopes, setScopes] = useState<string[]>(['events:read']);
   const [created, setCreated] = useState<string>();
   const [error, setError] = useState<string>();
   const load = useCallback(
     () =>
-      Promise.all([api<{ data: ApiKey[] }>('GET', '/v1/api-keys'), api<{ data: PortalSession[] }>('GET', '/v1/portal/sessions')]).then(
+      Promise.all([
+        api<Answer<'listApiKeys'>>('GET', '/v1/api-keys'),
+        api<Answer<'listPortalSessions'>>('GET', '/v1/portal/sessions'),
+      ]).then(
         ([k, p]) => {
           setKeys(k.data);
           setSessions(p.data);
@@ -57,7 +47,7 @@ export function Keys() {
         aria-label="New API key"
         onSubmit={(e) => {
           e.preventDefault();
-          void run(async () => setCreated((await api<{ api_key: string }>('POST', '/v1/api-keys', { scopes })).api_key));
+          void run(async () => setCreated((await api<Answer<'createApiKey', 201>>('POST', '/v1/api-keys', { scopes })).api_key));
         }}
       >
         <fieldset>

@@ -3,16 +3,18 @@ import { Link } from 'wouter';
 import { api, errorText } from '../api.ts';
 import { Badge, ErrorNote, Field, SecretOnce } from '../components/ui.tsx';
 import { matchingTypes, patternListProblem, splitPatterns } from '../patterns.ts';
-import type { Subscription } from '../types.ts';
+import type { Answer, Subscription } from '../types.ts';
+
+type NewSubscription = Answer<'createWebhook', 201>;
 
 export function Webhooks() {
   const [subs, setSubs] = useState<Subscription[]>();
   const [error, setError] = useState<string>();
   const [creating, setCreating] = useState(false);
-  const [created, setCreated] = useState<Subscription>();
+  const [created, setCreated] = useState<NewSubscription>();
   const load = useCallback(
     () =>
-      api<{ data: Subscription[] }>('GET', '/v1/webhook-subscriptions').then(
+      api<Answer<'listWebhooks'>>('GET', '/v1/webhook-subscriptions').then(
         (r) => setSubs(r.data),
         (e) => setError(errorText(e)),
       ),
@@ -88,7 +90,7 @@ export function Webhooks() {
   );
 }
 
-function CreateWebhook({ onCreated }: { onCreated: (s: Subscription) => void }) {
+function CreateWebhook({ onCreated }: { onCreated: (s: NewSubscription) => void }) {
   const [name, setName] = useState('');
   const [url, setUrl] = useState('');
   const [patterns, setPatterns] = useState('');
@@ -110,7 +112,7 @@ function CreateWebhook({ onCreated }: { onCreated: (s: Subscription) => void }) 
         setError(undefined);
         try {
           onCreated(
-            await api<Subscription>('POST', '/v1/webhook-subscriptions', { name: name.trim(), target_url: url, event_patterns: list }),
+            await api<NewSubscription>('POST', '/v1/webhook-subscriptions', { name: name.trim(), target_url: url, event_patterns: list }),
           );
         } catch (err) {
           setError(errorText(err));
