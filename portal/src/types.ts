@@ -16,23 +16,8 @@ export type Area = Session['areas'][number];
 
 export type RestEvent = Answer<'getEvent'>;
 
-/** An event as the SSE stream (and GraphQL) sends it. */
-export interface StreamEvent {
-  id: string;
-  eventType: string;
-  payload: Record<string, unknown>;
-  edges: {
-    edgeType: string;
-    targetNodeType: 'PLATFORM_USER' | 'FILE';
-    targetNodeId: string;
-    targetPlatformUser: { id: string; externalId: string; name: string | null } | null;
-  }[];
-  createdAt: string;
-  originEventId: string | null;
-  conversationId: string | null;
-  platformConnectionId: string | null;
-  cursor: string;
-}
+/** An event as the SSE stream (and GraphQL) sends it: the typed client's own description of a frame. */
+export type { StreamEvent } from '../../clients/typescript/src/stream.ts';
 
 export type Subscription = Answer<'getWebhook'>;
 
