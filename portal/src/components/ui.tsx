@@ -36,6 +36,15 @@ export function ErrorNote({ error }: { error: string | undefined }) {
   ) : null;
 }
 
+/** What an action did, announced politely; nothing until there is something to say. */
+export function Notice({ text }: { text: string | undefined }) {
+  return text ? (
+    <p className="notice" role="status">
+      {text}
+    </p>
+  ) : null;
+}
+
 /** A label above its control; `hint` and `problem` are tied to the control for screen readers. */
 export function Field({
   id,

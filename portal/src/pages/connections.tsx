@@ -1,6 +1,6 @@
 import { useCallback, useEffect, useState } from 'react';
 import { api, errorText } from '../api.ts';
-import { Badge, CopyButton, ErrorNote, Field, when } from '../components/ui.tsx';
+import { Badge, CopyButton, ErrorNote, Field, Notice, when } from '../components/ui.tsx';
 import schemas from '../generated/platform-schemas.json';
 import type { Answer, Connection } from '../types.ts';
 
@@ -139,11 +139,7 @@ function TestMessage({ connectionId }: { connectionId: string }) {
         <input id={`text-${id}`} value={text} onChange={(e) => setText(e.currentTarget.value)} required />
       </Field>
       <button type="submit">Send</button>
-      {result ? (
-        <p className="notice" role="status">
-          {result}
-        </p>
-      ) : null}
+      <Notice text={result} />
       <ErrorNote error={error} />
     </form>
   );

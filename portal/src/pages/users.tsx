@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'react';
 import { api, errorText, qs } from '../api.ts';
-import { Badge, ErrorNote, Field, SecretOnce, when } from '../components/ui.tsx';
+import { Badge, ErrorNote, Field, Notice, SecretOnce, when } from '../components/ui.tsx';
 import type { Answer, RestEvent, User, UserDetail } from '../types.ts';
 import schemas from '../generated/platform-schemas.json';
 
@@ -189,11 +189,7 @@ function UserPanel({ id, onMerged }: { id: string; onMerged: () => void }) {
         </Field>
         <button type="submit">Merge</button>
       </form>
-      {notice ? (
-        <p className="notice" role="status">
-          {notice}
-        </p>
-      ) : null}
+      <Notice text={notice} />
       <ErrorNote error={error} />
     </article>
   );

@@ -1,7 +1,7 @@
 import { useCallback, useEffect, useState } from 'react';
 import { Link, useLocation } from 'wouter';
 import { api, errorText } from '../api.ts';
-import { Badge, ErrorNote, Field, Json, SecretOnce, when } from '../components/ui.tsx';
+import { Badge, ErrorNote, Field, Json, Notice, SecretOnce, when } from '../components/ui.tsx';
 import type { Answer, DeliveryAttempt, Subscription } from '../types.ts';
 
 /** How often the open page re-reads the attempt log, so retries show up as they happen. */
@@ -144,11 +144,7 @@ export function WebhookDetail({ id }: { id: string }) {
           Delete
         </button>
       </div>
-      {notice ? (
-        <p className="notice" role="status">
-          {notice}
-        </p>
-      ) : null}
+      <Notice text={notice} />
       <ErrorNote error={error} />
       {rotated ? (
         <SecretOnce title="New signing secret" secret={rotated.secret}>
