@@ -1,6 +1,6 @@
 import { useCallback, useEffect, useState } from 'react';
 import { api, errorText } from '../api.ts';
-import { ErrorNote, SecretOnce, when } from '../components/ui.tsx';
+import { ErrorNote, SecretOnce, Table, when } from '../components/ui.tsx';
 import type { Answer } from '../types.ts';
 
 const SCOPES = ['events:read', 'events:write', 'users:read', 'users:write', 'admin'] as const;
@@ -72,91 +72,83 @@ export function Keys() {
       {created ? <SecretOnce title="New API key" secret={created} /> : null}
       <ErrorNote error={error} />
       {keys ? (
-        <div className="table-wrap">
-          <table>
-            <caption className="sr-only">API keys</caption>
-            <thead>
-              <tr>
-                <th scope="col">Prefix</th>
-                <th scope="col">Scopes</th>
-                <th scope="col">Created</th>
-                <th scope="col">Last used</th>
-                <th scope="col">
-                  <span className="sr-only">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {keys.map((k) => (
-                <tr key={k.id}>
-                  <td>
-                    <code>{k.key_prefix}…</code>
-                  </td>
-                  <td>{k.scopes.join(', ')}</td>
-                  <td>{when(k.created_at)}</td>
-                  <td>{when(k.last_used_at)}</td>
-                  <td>
-                    {k.revoked_at ? (
-                      `revoked ${when(k.revoked_at)}`
-                    ) : (
-                      <button
-                        type="button"
-                        className="small danger"
-                        onClick={() =>
-                          window.confirm(`Revoke ${k.key_prefix}…? Requests with it fail at once.`) &&
-                          void run(() => api('DELETE', `/v1/api-keys/${k.id}`))
-                        }
-                      >
-                        Revoke
-                      </button>
-                    )}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <Table
+          caption="API keys"
+          head={
+            <>
+              <th scope="col">Prefix</th>
+              <th scope="col">Scopes</th>
+              <th scope="col">Created</th>
+              <th scope="col">Last used</th>
+              <th scope="col">
+                <span className="sr-only">Actions</span>
+              </th>
+            </>
+          }
+        >
+          {keys.map((k) => (
+            <tr key={k.id}>
+              <td>
+                <code>{k.key_prefix}…</code>
+              </td>
+              <td>{k.scopes.join(', ')}</td>
+              <td>{when(k.created_at)}</td>
+              <td>{when(k.last_used_at)}</td>
+              <td>
+                {k.revoked_at ? (
+                  `revoked ${when(k.revoked_at)}`
+                ) : (
+                  <button
+                    type="button"
+                    className="small danger"
+                    onClick={() =>
+                      window.confirm(`Revoke ${k.key_prefix}…? Requests with it fail at once.`) &&
+                      void run(() => api('DELETE', `/v1/api-keys/${k.id}`))
+                    }
+                  >
+                    Revoke
+                  </button>
+                )}
+              </td>
+            </tr>
+          ))}
+        </Table>
       ) : null}
       <h2>Portal sessions</h2>
       <p className="muted">Signed-in portal pages and unused sign-in links; ending one signs that page out at once.</p>
       {sessions ? (
-        <div className="table-wrap">
-          <table>
-            <caption className="sr-only">Portal sessions</caption>
-            <thead>
-              <tr>
-                <th scope="col">Areas</th>
-                <th scope="col">Created</th>
-                <th scope="col">Signed in</th>
-                <th scope="col">Ends</th>
-                <th scope="col">
-                  <span className="sr-only">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {sessions.map((p) => (
-                <tr key={p.id} data-session-id={p.id}>
-                  <td>{p.areas.join(', ')}</td>
-                  <td>{when(p.created_at)}</td>
-                  <td>{p.exchanged_at ? when(p.exchanged_at) : 'link not used yet'}</td>
-                  <td>{when(p.expires_at)}</td>
-                  <td>
-                    <button
-                      type="button"
-                      className="small danger"
-                      onClick={() =>
-                        window.confirm('End this portal session?') && void run(() => api('DELETE', `/v1/portal/sessions/${p.id}`))
-                      }
-                    >
-                      End
-                    </button>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <Table
+          caption="Portal sessions"
+          head={
+            <>
+              <th scope="col">Areas</th>
+              <th scope="col">Created</th>
+              <th scope="col">Signed in</th>
+              <th scope="col">Ends</th>
+              <th scope="col">
+                <span className="sr-only">Actions</span>
+              </th>
+            </>
+          }
+        >
+          {sessions.map((p) => (
+            <tr key={p.id} data-session-id={p.id}>
+              <td>{p.areas.join(', ')}</td>
+              <td>{when(p.created_at)}</td>
+              <td>{p.exchanged_at ? when(p.exchanged_at) : 'link not used yet'}</td>
+              <td>{when(p.expires_at)}</td>
+              <td>
+                <button
+                  type="button"
+                  className="small danger"
+                  onClick={() => window.confirm('End this portal session?') && void run(() => api('DELETE', `/v1/portal/sessions/${p.id}`))}
+                >
+                  End
+                </button>
+              </td>
+            </tr>
+          ))}
+        </Table>
       ) : null}
     </section>
   );

@@ -1,7 +1,7 @@
 import { useCallback, useEffect, useState } from 'react';
 import { Link } from 'wouter';
 import { api, errorText } from '../api.ts';
-import { Badge, ErrorNote, Field, SecretOnce } from '../components/ui.tsx';
+import { Badge, ErrorNote, Field, SecretOnce, Table } from '../components/ui.tsx';
 import { matchingTypes, patternListProblem, splitPatterns } from '../patterns.ts';
 import type { Answer, Subscription } from '../types.ts';
 
@@ -52,39 +52,36 @@ export function Webhooks() {
       ) : subs.length === 0 ? (
         <p>No webhooks yet. A webhook posts every event matching its patterns to your URL, signed with its secret.</p>
       ) : (
-        <div className="table-wrap">
-          <table>
-            <caption className="sr-only">Webhook subscriptions</caption>
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">URL</th>
-                <th scope="col" className="wide-only">
-                  Patterns
-                </th>
-                <th scope="col">Status</th>
-                <th scope="col" className="wide-only">
-                  Failures in a row
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {subs.map((s) => (
-                <tr key={s.id}>
-                  <td>
-                    <Link href={`/webhooks/${s.id}`}>{s.name}</Link>
-                  </td>
-                  <td className="clip">{s.target_url}</td>
-                  <td className="wide-only">{s.event_patterns.join(', ')}</td>
-                  <td>
-                    <Badge tone={s.status.toLowerCase()}>{s.status}</Badge>
-                  </td>
-                  <td className="wide-only">{s.consecutive_failures}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <Table
+          caption="Webhook subscriptions"
+          head={
+            <>
+              <th scope="col">Name</th>
+              <th scope="col">URL</th>
+              <th scope="col" className="wide-only">
+                Patterns
+              </th>
+              <th scope="col">Status</th>
+              <th scope="col" className="wide-only">
+                Failures in a row
+              </th>
+            </>
+          }
+        >
+          {subs.map((s) => (
+            <tr key={s.id}>
+              <td>
+                <Link href={`/webhooks/${s.id}`}>{s.name}</Link>
+              </td>
+              <td className="clip">{s.target_url}</td>
+              <td className="wide-only">{s.event_patterns.join(', ')}</td>
+              <td>
+                <Badge tone={s.status.toLowerCase()}>{s.status}</Badge>
+              </td>
+              <td className="wide-only">{s.consecutive_failures}</td>
+            </tr>
+          ))}
+        </Table>
       )}
     </section>
   );
