@@ -1,6 +1,6 @@
 import { useEffect, useMemo, useState } from 'react';
 import { api, errorText, qs } from '../api.ts';
-import { CopyButton, ErrorNote, Field, Table } from '../components/ui.tsx';
+import { CopyButton, ErrorNote, Field, Table, when } from '../components/ui.tsx';
 import { useSession } from '../session.tsx';
 import type { Answer, RestEvent } from '../types.ts';
 import { EventDetail } from './event-detail.tsx';
@@ -134,7 +134,7 @@ export function Explore() {
           >
             {events.map((e) => (
               <tr key={e.id}>
-                <td>{new Date(e.created_at).toLocaleString()}</td>
+                <td>{when(e.created_at)}</td>
                 <td>
                   <button type="button" className="linkish type" onClick={() => setSelected(e.id)}>
                     {e.event_type}
