@@ -1,145 +1,30 @@
-/** The public API's shapes as the portal reads them (GET /v1/openapi.json). */
+/**
+ * The public API's shapes as the portal reads them: taken from the typed client's generated
+ * schema (openapi-typescript over GET /v1/openapi.json), so they cannot drift from the API.
+ */
+import type { operations } from '../../clients/typescript/src/generated/schema.ts';
 
-export type Area = 'all' | 'webhooks';
-
-export interface Session {
-  application_id: string;
-  application_name: string;
-  areas: Area[];
-  theme: { accent_color?: string; logo_url?: string };
-  return_url: string | null;
-  csrf_token: string;
-  expires_at: string;
+/** The JSON body an operation of the API document answers with on the given success status. */
+export type Answer<N extends keyof operations, S extends 200 | 201 | 202 = 200> = operations[N]['responses'] extends {
+  [K in S]: { content: { 'application/json': infer B } };
 }
+  ? B
+  : never;
 
-export interface RestEdge {
-  edge_type: string;
-  target_node_type: 'platform_user' | 'file';
-  target_node_id: string;
-}
+export type Session = Answer<'getPortalSession'>;
+export type Area = Session['areas'][number];
 
-export interface RestEvent {
-  id: string;
-  event_type: string;
-  payload: Record<string, unknown>;
-  edges: RestEdge[];
-  attachments: unknown[];
-  origin_event_id: string | null;
-  conversation_id: string | null;
-  platform_connection_id: string | null;
-  validation_errors?: unknown[];
-  created_at: string;
-  cursor: string;
-}
+export type RestEvent = Answer<'getEvent'>;
 
-/** An event as the SSE stream (and GraphQL) sends it. */
-export interface StreamEvent {
-  id: string;
-  eventType: string;
-  payload: Record<string, unknown>;
-  edges: {
-    edgeType: string;
-    targetNodeType: 'PLATFORM_USER' | 'FILE';
-    targetNodeId: string;
-    targetPlatformUser: { id: string; externalId: string; name: string | null } | null;
-  }[];
-  createdAt: string;
-  originEventId: string | null;
-  conversationId: string | null;
-  platformConnectionId: string | null;
-  cursor: string;
-}
+/** An event as the SSE stream (and GraphQL) sends it: the typed client's own description of a frame. */
+export type { StreamEvent } from '../../clients/typescript/src/stream.ts';
 
-export interface Page<T> {
-  data: T[];
-  next_cursor?: string | null;
-  has_more: boolean;
-}
+export type Subscription = Answer<'getWebhook'>;
 
-export type SubscriptionStatus = 'ACTIVE' | 'PAUSED' | 'DISABLED';
+/** One attempt in a subscription's delivery log (request_headers is null on attempts logged before headers were kept). */
+export type DeliveryAttempt = Answer<'listWebhookDeliveries'>['data'][number];
 
-export interface Subscription {
-  id: string;
-  name: string;
-  target_url: string;
-  event_patterns: string[];
-  status: SubscriptionStatus;
-  max_per_second: number | null;
-  consecutive_failures: number;
-  previous_secret_expires_at: string | null;
-  disabled_at: string | null;
-  created_at: string;
-  updated_at: string;
-  secret?: string;
-}
+export type Connection = Answer<'getPlatformConnection'>;
 
-export type DeliveryStatus = 'pending' | 'retrying' | 'delivered' | 'failed';
-
-/** One attempt in a subscription's delivery log. */
-export interface DeliveryAttempt {
-  id: string;
-  delivery_id: string | null;
-  event_id: string;
-  event_type: string;
-  status: DeliveryStatus;
-  status_code: number | null;
-  attempt_count: number;
-  duration: number;
-  error_message: string | null;
-  request_body: string;
-  /** As sent, signature included; null on attempts logged before headers were kept. */
-  request_headers: Record<string, string> | null;
-  response_body: string | null;
-  response_headers: Record<string, string | string[]> | null;
-  /** When the next attempt is due, while the delivery is retrying. */
-  next_retry_at: string | null;
-  created_at: string;
-  cursor: string;
-}
-
-export interface Connection {
-  id: string;
-  name: string;
-  platform_name: string;
-  config: Record<string, unknown>;
-  webhook_url: string;
-  status: 'ACTIVE' | 'DISABLED';
-  health: {
-    status: 'green' | 'red' | 'unknown';
-    last_success_at: string | null;
-    last_error_at: string | null;
-    last_error: string | null;
-    last_inbound_at: string | null;
-    consecutive_failures: number;
-  };
-  created_at: string;
-}
-
-export interface PlatformUser {
-  id: string;
-  user_id: string;
-  platform: string;
-  external_id: string;
-  name: string | null;
-  platform_connection_id: string | null;
-  is_system_user: boolean;
-}
-
-export interface User {
-  id: string;
-  name: string | null;
-  metadata: Record<string, unknown>;
-  is_system: boolean;
-  created_at: string;
-  platform_users: PlatformUser[];
-}
-
-export interface Conversation {
-  id: string;
-  [field: string]: unknown;
-}
-
-export interface UserDetail extends User {
-  conversations: Conversation[];
-  conversations_next_cursor: string | null;
-}
+export type User = Answer<'listUsers'>['data'][number];
+export type UserDetail = Answer<'getUser'>;

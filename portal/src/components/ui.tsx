@@ -36,6 +36,30 @@ export function ErrorNote({ error }: { error: string | undefined }) {
   ) : null;
 }
 
+/** What an action did, announced politely; nothing until there is something to say. */
+export function Notice({ text }: { text: string | undefined }) {
+  return text ? (
+    <p className="notice" role="status">
+      {text}
+    </p>
+  ) : null;
+}
+
+/** A table that scrolls sideways on narrow screens, captioned for screen readers; `head` is its header cells. */
+export function Table({ caption, head, children }: { caption: string; head: ReactNode; children: ReactNode }) {
+  return (
+    <div className="table-wrap">
+      <table>
+        <caption className="sr-only">{caption}</caption>
+        <thead>
+          <tr>{head}</tr>
+        </thead>
+        <tbody>{children}</tbody>
+      </table>
+    </div>
+  );
+}
+
 /** A label above its control; `hint` and `problem` are tied to the control for screen readers. */
 export function Field({
   id,

@@ -66,15 +66,14 @@ export function useEventStream(filter: EventFilter, paused: boolean) {
       es.addEventListener('error', (e) => {
         es.close();
         if (stopped) return;
+        // A stream that ended because the session did shows the signed-out page (api() sees the 401).
+        api('GET', '/portal/session').catch(() => undefined);
         // The service's own `event: error` frame (the session or key was revoked): do not reconnect.
         if (e instanceof MessageEvent && e.data) {
-          api('GET', '/portal/session').catch(() => undefined);
           setState('ended');
           setEnded((JSON.parse(e.data) as { error?: { message?: string } }).error?.message ?? 'The stream was ended');
           return;
         }
-        // A stream that ended because the session did shows the signed-out page (api() sees the 401).
-        api('GET', '/portal/session').catch(() => undefined);
         setState('reconnecting');
         setReconnects((n) => n + 1);
         retry = setTimeout(open, delay);

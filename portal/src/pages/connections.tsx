@@ -1,8 +1,8 @@
 import { useCallback, useEffect, useState } from 'react';
 import { api, errorText } from '../api.ts';
-import { Badge, CopyButton, ErrorNote, Field, when } from '../components/ui.tsx';
+import { Badge, CopyButton, ErrorNote, Field, Notice, when } from '../components/ui.tsx';
 import schemas from '../generated/platform-schemas.json';
-import type { Connection } from '../types.ts';
+import type { Answer, Connection } from '../types.ts';
 
 interface PropertySchema {
   type?: string;
@@ -26,7 +26,7 @@ export function Connections() {
   const [created, setCreated] = useState<Connection>();
   const load = useCallback(
     () =>
-      api<{ data: Connection[] }>('GET', '/v1/platform-connections').then(
+      api<Answer<'listPlatformConnections'>>('GET', '/v1/platform-connections').then(
         (r) => setList(r.data),
         (e) => setError(errorText(e)),
       ),
@@ -121,7 +121,7 @@ function TestMessage({ connectionId }: { connectionId: string }) {
         setError(undefined);
         setResult(undefined);
         try {
-          const r = await api<{ id: string; status: string; external_message_id?: string }>('POST', '/v1/messages', {
+          const r = await api<Answer<'sendMessage', 201 | 202>>('POST', '/v1/messages', {
             platform_connection_id: connectionId,
             to_external_id: to.trim(),
             message: text,
@@ -139,11 +139,7 @@ function TestMessage({ connectionId }: { connectionId: string }) {
         <input id={`text-${id}`} value={text} onChange={(e) => setText(e.currentTarget.value)} required />
       </Field>
       <button type="submit">Send</button>
-      {result ? (
-        <p className="notice" role="status">
-          {result}
-        </p>
-      ) : null}
+      <Notice text={result} />
       <ErrorNote error={error} />
     </form>
   );
@@ -168,7 +164,11 @@ function CreateConnection({ onCreated }: { onCreated: (c: Connection) => void })
         const values = Object.fromEntries(Object.entries(config).filter(([k, v]) => v.trim() !== '' && schema.properties?.[k]));
         try {
           onCreated(
-            await api<Connection>('POST', '/v1/platform-connections', { platform_name: platform, name: name.trim(), config: values }),
+            await api<Answer<'createPlatformConnection', 201>>('POST', '/v1/platform-connections', {
+              platform_name: platform,
+              name: name.trim(),
+              config: values,
+            }),
           );
         } catch (err) {
           setError(errorText(err));

@@ -2,7 +2,7 @@ import { useEffect, useState } from 'react';
 import { Link } from 'wouter';
 import { api, errorText } from '../api.ts';
 import { Badge, CopyButton, ErrorNote, Json, when } from '../components/ui.tsx';
-import type { DeliveryAttempt, RestEvent, Subscription } from '../types.ts';
+import type { Answer, DeliveryAttempt, RestEvent, Subscription } from '../types.ts';
 
 interface Caused {
   subscription: Subscription;
@@ -35,12 +35,12 @@ export function EventDetail({ id, onOpen }: { id: string; onOpen: (id: string) =
           () => undefined,
         );
       const [subs, deliveries] = await Promise.all([
-        api<{ data: Subscription[] }>('GET', '/v1/webhook-subscriptions'),
-        api<{ data: { id: string; subscription_id: string }[] }>('GET', `/v1/webhook-deliveries?event_id=${encodeURIComponent(id)}`),
+        api<Answer<'listWebhooks'>>('GET', '/v1/webhook-subscriptions'),
+        api<Answer<'listEventDeliveries'>>('GET', `/v1/webhook-deliveries?event_id=${encodeURIComponent(id)}`),
       ]);
       const found = await Promise.all(
         deliveries.data.map(async (d) => {
-          const detail = await api<{ attempts: DeliveryAttempt[] }>('GET', `/v1/webhook-deliveries/${encodeURIComponent(d.id)}`);
+          const detail = await api<Answer<'getWebhookDelivery'>>('GET', `/v1/webhook-deliveries/${encodeURIComponent(d.id)}`);
           const subscription = subs.data.find((s) => s.id === d.subscription_id);
           return subscription ? [{ subscription, attempts: detail.attempts }] : [];
         }),

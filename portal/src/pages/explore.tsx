@@ -1,8 +1,8 @@
 import { useEffect, useMemo, useState } from 'react';
 import { api, errorText, qs } from '../api.ts';
-import { CopyButton, ErrorNote, Field } from '../components/ui.tsx';
+import { CopyButton, ErrorNote, Field, Table, when } from '../components/ui.tsx';
 import { useSession } from '../session.tsx';
-import type { Page, RestEvent } from '../types.ts';
+import type { Answer, RestEvent } from '../types.ts';
 import { EventDetail } from './event-detail.tsx';
 import { type EventFilter, FilterForm, NO_FILTER } from '../components/filter-form.tsx';
 
@@ -57,7 +57,7 @@ export function Explore() {
     let live = true;
     setError(undefined);
     setEvents(undefined);
-    api<Page<RestEvent>>('GET', query.path).then(
+    api<Answer<'listEvents'>>('GET', query.path).then(
       (r) => {
         if (!live) return;
         setEvents(r.data);
@@ -122,33 +122,30 @@ export function Explore() {
           </p>
         ) : null}
         {events ? (
-          <div className="table-wrap">
-            <table>
-              <caption className="sr-only">Events in ledger order</caption>
-              <thead>
-                <tr>
-                  <th scope="col">Created</th>
-                  <th scope="col">Type</th>
-                  <th scope="col">Cursor</th>
-                </tr>
-              </thead>
-              <tbody>
-                {events.map((e) => (
-                  <tr key={e.id}>
-                    <td>{new Date(e.created_at).toLocaleString()}</td>
-                    <td>
-                      <button type="button" className="linkish type" onClick={() => setSelected(e.id)}>
-                        {e.event_type}
-                      </button>
-                    </td>
-                    <td>
-                      <CopyButton text={e.cursor} label="Copy cursor" />
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <Table
+            caption="Events in ledger order"
+            head={
+              <>
+                <th scope="col">Created</th>
+                <th scope="col">Type</th>
+                <th scope="col">Cursor</th>
+              </>
+            }
+          >
+            {events.map((e) => (
+              <tr key={e.id}>
+                <td>{when(e.created_at)}</td>
+                <td>
+                  <button type="button" className="linkish type" onClick={() => setSelected(e.id)}>
+                    {e.event_type}
+                  </button>
+                </td>
+                <td>
+                  <CopyButton text={e.cursor} label="Copy cursor" />
+                </td>
+              </tr>
+            ))}
+          </Table>
         ) : null}
         {events && events.length === 0 ? <p>No events match.</p> : null}
         <div className="actions">

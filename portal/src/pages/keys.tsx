@@ -1,35 +1,25 @@
 import { useCallback, useEffect, useState } from 'react';
 import { api, errorText } from '../api.ts';
-import { ErrorNote, SecretOnce, when } from '../components/ui.tsx';
+import { ErrorNote, SecretOnce, Table, when } from '../components/ui.tsx';
+import type { Answer } from '../types.ts';
 
 const SCOPES = ['events:read', 'events:write', 'users:read', 'users:write', 'admin'] as const;
 
-interface PortalSession {
-  id: string;
-  areas: string[];
-  created_at: string;
-  exchanged_at: string | null;
-  expires_at: string;
-}
-
-interface ApiKey {
-  id: string;
-  key_prefix: string;
-  scopes: string[];
-  created_at: string;
-  last_used_at: string | null;
-  revoked_at: string | null;
-}
+type ApiKeys = Answer<'listApiKeys'>['data'];
+type PortalSessions = Answer<'listPortalSessions'>['data'];
 
 export function Keys() {
-  const [keys, setKeys] = useState<ApiKey[]>();
-  const [sessions, setSessions] = useState<PortalSession[]>();
+  const [keys, setKeys] = useState<ApiKeys>();
+  const [sessions, setSessions] = useState<PortalSessions>();
   const [scopes, setScopes] = useState<string[]>(['events:read']);
   const [created, setCreated] = useState<string>();
   const [error, setError] = useState<string>();
   const load = useCallback(
     () =>
-      Promise.all([api<{ data: ApiKey[] }>('GET', '/v1/api-keys'), api<{ data: PortalSession[] }>('GET', '/v1/portal/sessions')]).then(
+      Promise.all([
+        api<Answer<'listApiKeys'>>('GET', '/v1/api-keys'),
+        api<Answer<'listPortalSessions'>>('GET', '/v1/portal/sessions'),
+      ]).then(
         ([k, p]) => {
           setKeys(k.data);
           setSessions(p.data);
@@ -57,7 +47,7 @@ export function Keys() {
         aria-label="New API key"
         onSubmit={(e) => {
           e.preventDefault();
-          void run(async () => setCreated((await api<{ api_key: string }>('POST', '/v1/api-keys', { scopes })).api_key));
+          void run(async () => setCreated((await api<Answer<'createApiKey', 201>>('POST', '/v1/api-keys', { scopes })).api_key));
         }}
       >
         <fieldset>
@@ -82,91 +72,83 @@ export function Keys() {
       {created ? <SecretOnce title="New API key" secret={created} /> : null}
       <ErrorNote error={error} />
       {keys ? (
-        <div className="table-wrap">
-          <table>
-            <caption className="sr-only">API keys</caption>
-            <thead>
-              <tr>
-                <th scope="col">Prefix</th>
-                <th scope="col">Scopes</th>
-                <th scope="col">Created</th>
-                <th scope="col">Last used</th>
-                <th scope="col">
-                  <span className="sr-only">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {keys.map((k) => (
-                <tr key={k.id}>
-                  <td>
-                    <code>{k.key_prefix}…</code>
-                  </td>
-                  <td>{k.scopes.join(', ')}</td>
-                  <td>{when(k.created_at)}</td>
-                  <td>{when(k.last_used_at)}</td>
-                  <td>
-                    {k.revoked_at ? (
-                      `revoked ${when(k.revoked_at)}`
-                    ) : (
-                      <button
-                        type="button"
-                        className="small danger"
-                        onClick={() =>
-                          window.confirm(`Revoke ${k.key_prefix}…? Requests with it fail at once.`) &&
-                          void run(() => api('DELETE', `/v1/api-keys/${k.id}`))
-                        }
-                      >
-                        Revoke
-                      </button>
-                    )}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <Table
+          caption="API keys"
+          head={
+            <>
+              <th scope="col">Prefix</th>
+              <th scope="col">Scopes</th>
+              <th scope="col">Created</th>
+              <th scope="col">Last used</th>
+              <th scope="col">
+                <span className="sr-only">Actions</span>
+              </th>
+            </>
+          }
+        >
+          {keys.map((k) => (
+            <tr key={k.id}>
+              <td>
+                <code>{k.key_prefix}…</code>
+              </td>
+              <td>{k.scopes.join(', ')}</td>
+              <td>{when(k.created_at)}</td>
+              <td>{when(k.last_used_at)}</td>
+              <td>
+                {k.revoked_at ? (
+                  `revoked ${when(k.revoked_at)}`
+                ) : (
+                  <button
+                    type="button"
+                    className="small danger"
+                    onClick={() =>
+                      window.confirm(`Revoke ${k.key_prefix}…? Requests with it fail at once.`) &&
+                      void run(() => api('DELETE', `/v1/api-keys/${k.id}`))
+                    }
+                  >
+                    Revoke
+                  </button>
+                )}
+              </td>
+            </tr>
+          ))}
+        </Table>
       ) : null}
       <h2>Portal sessions</h2>
       <p className="muted">Signed-in portal pages and unused sign-in links; ending one signs that page out at once.</p>
       {sessions ? (
-        <div className="table-wrap">
-          <table>
-            <caption className="sr-only">Portal sessions</caption>
-            <thead>
-              <tr>
-                <th scope="col">Areas</th>
-                <th scope="col">Created</th>
-                <th scope="col">Signed in</th>
-                <th scope="col">Ends</th>
-                <th scope="col">
-                  <span className="sr-only">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {sessions.map((p) => (
-                <tr key={p.id} data-session-id={p.id}>
-                  <td>{p.areas.join(', ')}</td>
-                  <td>{when(p.created_at)}</td>
-                  <td>{p.exchanged_at ? when(p.exchanged_at) : 'link not used yet'}</td>
-                  <td>{when(p.expires_at)}</td>
-                  <td>
-                    <button
-                      type="button"
-                      className="small danger"
-                      onClick={() =>
-                        window.confirm('End this portal session?') && void run(() => api('DELETE', `/v1/portal/sessions/${p.id}`))
-                      }
-                    >
-                      End
-                    </button>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <Table
+          caption="Portal sessions"
+          head={
+            <>
+              <th scope="col">Areas</th>
+              <th scope="col">Created</th>
+              <th scope="col">Signed in</th>
+              <th scope="col">Ends</th>
+              <th scope="col">
+                <span className="sr-only">Actions</span>
+              </th>
+            </>
+          }
+        >
+          {sessions.map((p) => (
+            <tr key={p.id} data-session-id={p.id}>
+              <td>{p.areas.join(', ')}</td>
+              <td>{when(p.created_at)}</td>
+              <td>{p.exchanged_at ? when(p.exchanged_at) : 'link not used yet'}</td>
+              <td>{when(p.expires_at)}</td>
+              <td>
+                <button
+                  type="button"
+                  className="small danger"
+                  onClick={() => window.confirm('End this portal session?') && void run(() => api('DELETE', `/v1/portal/sessions/${p.id}`))}
+                >
+                  End
+                </button>
+              </td>
+            </tr>
+          ))}
+        </Table>
       ) : null}
     </section>
   );

@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'react';
 import { api, errorText, qs } from '../api.ts';
-import { Badge, ErrorNote, Field, SecretOnce, when } from '../components/ui.tsx';
-import type { Page, RestEvent, User, UserDetail } from '../types.ts';
+import { Badge, ErrorNote, Field, Notice, SecretOnce, when } from '../components/ui.tsx';
+import type { Answer, RestEvent, User, UserDetail } from '../types.ts';
 import schemas from '../generated/platform-schemas.json';
 
 const PLATFORMS = Object.keys(schemas);
@@ -16,7 +16,10 @@ export function Users() {
   const search = async () => {
     setError(undefined);
     try {
-      const r = await api<Page<User>>('GET', `/v1/users${qs({ platform, external_id: externalId.trim(), name_contains: name.trim() })}`);
+      const r = await api<Answer<'listUsers'>>(
+        'GET',
+        `/v1/users${qs({ platform, external_id: externalId.trim(), name_contains: name.trim() })}`,
+      );
       setFound(r.data);
       if (r.data.length === 1) setSelected(r.data[0].id);
     } catch (e) {
@@ -79,7 +82,7 @@ function UserPanel({ id, onMerged }: { id: string; onMerged: () => void }) {
   const [user, setUser] = useState<UserDetail>();
   const [events, setEvents] = useState<RestEvent[]>([]);
   const [error, setError] = useState<string>();
-  const [code, setCode] = useState<{ code: string; expires_at: string; deep_links: { platform: string; url: string }[] }>();
+  const [code, setCode] = useState<Answer<'createLinkCode', 201>>();
   const [source, setSource] = useState('');
   const [notice, setNotice] = useState<string>();
   const [version, setVersion] = useState(0);
@@ -88,7 +91,7 @@ function UserPanel({ id, onMerged }: { id: string; onMerged: () => void }) {
   useEffect(() => {
     let live = true;
     setCode(undefined);
-    Promise.all([api<UserDetail>('GET', `/v1/users/${id}`), api<Page<RestEvent>>('GET', `/v1/users/${id}/events?limit=50`)]).then(
+    Promise.all([api<UserDetail>('GET', `/v1/users/${id}`), api<Answer<'listUserEvents'>>('GET', `/v1/users/${id}/events?limit=50`)]).then(
       ([u, e]) => {
         if (!live) return;
         setUser(u);
@@ -126,8 +129,7 @@ function UserPanel({ id, onMerged }: { id: string; onMerged: () => void }) {
       <ul className="plain">
         {user.conversations.map((c) => (
           <li key={c.id}>
-            {String(c.platform)} {String(c.name ?? c.external_id)} · <code>{c.id}</code> · last event{' '}
-            {when(c.last_event_at as string | null)}
+            {c.platform} {c.name ?? c.external_id} · <code>{c.id}</code> · last event {when(c.last_event_at)}
           </li>
         ))}
       </ul>
@@ -187,11 +189,7 @@ function UserPanel({ id, onMerged }: { id: string; onMerged: () => void }) {
         </Field>
         <button type="submit">Merge</button>
       </form>
-      {notice ? (
-        <p className="notice" role="status">
-          {notice}
-        </p>
-      ) : null}
+      <Notice text={notice} />
       <ErrorNote error={error} />
     </article>
   );

@@ -1,8 +1,8 @@
 import { useCallback, useEffect, useState } from 'react';
 import { Link, useLocation } from 'wouter';
 import { api, errorText } from '../api.ts';
-import { Badge, ErrorNote, Field, Json, SecretOnce, when } from '../components/ui.tsx';
-import type { DeliveryAttempt, Page, Subscription } from '../types.ts';
+import { Badge, ErrorNote, Field, Json, Notice, SecretOnce, when } from '../components/ui.tsx';
+import type { Answer, DeliveryAttempt, Subscription } from '../types.ts';
 
 /** How often the open page re-reads the attempt log, so retries show up as they happen. */
 const POLL_MS = 1_500;
@@ -32,14 +32,14 @@ export function WebhookDetail({ id }: { id: string }) {
   const [log, setLog] = useState<DeliveryAttempt[]>([]);
   const [error, setError] = useState<string>();
   const [notice, setNotice] = useState<string>();
-  const [rotated, setRotated] = useState<{ secret: string; previous_secret_expires_at: string }>();
+  const [rotated, setRotated] = useState<Answer<'rotateWebhookSecret'>>();
   const [, navigate] = useLocation();
   const path = `/v1/webhook-subscriptions/${encodeURIComponent(id)}`;
 
   const load = useCallback(async () => {
     const [s, page] = await Promise.all([
       api<Subscription>('GET', path),
-      api<Page<DeliveryAttempt>>('GET', `${path}/deliveries?limit=100`),
+      api<Answer<'listWebhookDeliveries'>>('GET', `${path}/deliveries?limit=100`),
     ]);
     setSub(s);
     setLog(page.data);
@@ -108,10 +108,7 @@ export function WebhookDetail({ id }: { id: string }) {
           type="button"
           onClick={() =>
             act(async () => {
-              const r = await api<{ success: boolean; status_code: number | null; duration: number; error_message: string | null }>(
-                'POST',
-                `${path}/test`,
-              );
+              const r = await api<Answer<'testWebhook'>>('POST', `${path}/test`);
               return r.success
                 ? `Test event delivered: ${r.status_code} in ${r.duration} ms.`
                 : `Test event failed: ${r.status_code ?? r.error_message ?? 'no answer'} after ${r.duration} ms.`;
@@ -147,11 +144,7 @@ export function WebhookDetail({ id }: { id: string }) {
           Delete
         </button>
       </div>
-      {notice ? (
-        <p className="notice" role="status">
-          {notice}
-        </p>
-      ) : null}
+      <Notice text={notice} />
       <ErrorNote error={error} />
       {rotated ? (
         <SecretOnce title="New signing secret" secret={rotated.secret}>
@@ -181,11 +174,7 @@ function Replay({ path, onDone }: { path: string; onDone: (notice: string) => vo
         e.preventDefault();
         setError(undefined);
         try {
-          const r = await api<{ queued: number; already_queued: number; scanned: number; truncated: boolean; next_since?: string }>(
-            'POST',
-            `${path}/replay`,
-            { since: toSince(since) },
-          );
+          const r = await api<Answer<'replayWebhook', 202>>('POST', `${path}/replay`, { since: toSince(since) });
           onDone(
             `Replay queued ${r.queued} deliver${r.queued === 1 ? 'y' : 'ies'} (${r.already_queued} already queued, ${r.scanned} events looked at)` +
               (r.truncated ? `; more remain: replay again from ${r.next_since}.` : '.'),

@@ -1,18 +1,20 @@
 import { useCallback, useEffect, useState } from 'react';
 import { Link } from 'wouter';
 import { api, errorText } from '../api.ts';
-import { Badge, ErrorNote, Field, SecretOnce } from '../components/ui.tsx';
+import { Badge, ErrorNote, Field, SecretOnce, Table } from '../components/ui.tsx';
 import { matchingTypes, patternListProblem, splitPatterns } from '../patterns.ts';
-import type { Subscription } from '../types.ts';
+import type { Answer, Subscription } from '../types.ts';
+
+type NewSubscription = Answer<'createWebhook', 201>;
 
 export function Webhooks() {
   const [subs, setSubs] = useState<Subscription[]>();
   const [error, setError] = useState<string>();
   const [creating, setCreating] = useState(false);
-  const [created, setCreated] = useState<Subscription>();
+  const [created, setCreated] = useState<NewSubscription>();
   const load = useCallback(
     () =>
-      api<{ data: Subscription[] }>('GET', '/v1/webhook-subscriptions').then(
+      api<Answer<'listWebhooks'>>('GET', '/v1/webhook-subscriptions').then(
         (r) => setSubs(r.data),
         (e) => setError(errorText(e)),
       ),
@@ -50,45 +52,42 @@ export function Webhooks() {
       ) : subs.length === 0 ? (
         <p>No webhooks yet. A webhook posts every event matching its patterns to your URL, signed with its secret.</p>
       ) : (
-        <div className="table-wrap">
-          <table>
-            <caption className="sr-only">Webhook subscriptions</caption>
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">URL</th>
-                <th scope="col" className="wide-only">
-                  Patterns
-                </th>
-                <th scope="col">Status</th>
-                <th scope="col" className="wide-only">
-                  Failures in a row
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {subs.map((s) => (
-                <tr key={s.id}>
-                  <td>
-                    <Link href={`/webhooks/${s.id}`}>{s.name}</Link>
-                  </td>
-                  <td className="clip">{s.target_url}</td>
-                  <td className="wide-only">{s.event_patterns.join(', ')}</td>
-                  <td>
-                    <Badge tone={s.status.toLowerCase()}>{s.status}</Badge>
-                  </td>
-                  <td className="wide-only">{s.consecutive_failures}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <Table
+          caption="Webhook subscriptions"
+          head={
+            <>
+              <th scope="col">Name</th>
+              <th scope="col">URL</th>
+              <th scope="col" className="wide-only">
+                Patterns
+              </th>
+              <th scope="col">Status</th>
+              <th scope="col" className="wide-only">
+                Failures in a row
+              </th>
+            </>
+          }
+        >
+          {subs.map((s) => (
+            <tr key={s.id}>
+              <td>
+                <Link href={`/webhooks/${s.id}`}>{s.name}</Link>
+              </td>
+              <td className="clip">{s.target_url}</td>
+              <td className="wide-only">{s.event_patterns.join(', ')}</td>
+              <td>
+                <Badge tone={s.status.toLowerCase()}>{s.status}</Badge>
+              </td>
+              <td className="wide-only">{s.consecutive_failures}</td>
+            </tr>
+          ))}
+        </Table>
       )}
     </section>
   );
 }
 
-function CreateWebhook({ onCreated }: { onCreated: (s: Subscription) => void }) {
+function CreateWebhook({ onCreated }: { onCreated: (s: NewSubscription) => void }) {
   const [name, setName] = useState('');
   const [url, setUrl] = useState('');
   const [patterns, setPatterns] = useState('');
@@ -110,7 +109,7 @@ function CreateWebhook({ onCreated }: { onCreated: (s: Subscription) => void }) 
         setError(undefined);
         try {
           onCreated(
-            await api<Subscription>('POST', '/v1/webhook-subscriptions', { name: name.trim(), target_url: url, event_patterns: list }),
+            await api<NewSubscription>('POST', '/v1/webhook-subscriptions', { name: name.trim(), target_url: url, event_patterns: list }),
           );
         } catch (err) {
           setError(errorText(err));
