@@ -225,22 +225,11 @@ async function sendOne(ctx: SendContext, job: Job<MessageJob>, data: MessageJob,
   ]);
   const outbound: OutboundMessage = { ...textOnly(msg), files, inReplyTo };
   // Paced last, so as little as possible lies between the budget's clock and the platform's.
-  for (;;) {
-    const wait = await paceSend(
-      deps.redis,
-      deps.config.REDIS_PREFIX,
-      conn.platform,
-      conn.id,
-      msg.to_external_id,
-      deps.config.PLATFORM_RATE_BUDGETS,
-    );
-    if (wait === 0) break;
-    if (wait > PACE_SLEEP_MAX_MS) {
-      // Behind a platform's hold: the slot reserved for this attempt still stands, so keep it.
-      if (data.reserved_attempt !== msg.attempts) await job.updateData({ ...data, reserved_attempt: msg.attempts });
-      return delay(wait);
-    }
-    await sleep(wait);
+  const wait = await pace(deps, conn, msg);
+  if (wait > 0) {
+    // Behind a platform's hold: the slot reserved for this attempt still stands, so keep it.
+    if (data.reserved_attempt !== msg.attempts) await job.updateData({ ...data, reserved_attempt: msg.attempts });
+    return delay(wait);
   }
   const claim = randomUUID();
   if (!(await claimSends(deps, [msg.id], claim, sendLeaseMs(deps.config, msg.file_ids.length))).has(msg.id))
@@ -388,11 +377,10 @@ async function handOver(deps: Deps, msgs: MessageRow[], replyTo: string | undefi
 }
 
 /**
- * Sleeps until a reserved slot, then paces the send as the per-message path does; false when
- * pacing asks for more than a short pause (a platform's hold on the connection).
+ * Paces a send (`paceSend`), sleeping out short waits: 0 once it may go, or a wait longer than
+ * a short pause (a platform's hold on the connection), with nothing spent.
  */
-async function paceUntil(deps: Deps, conn: Connection, msg: MessageRow, at: number): Promise<boolean> {
-  if (at > Date.now()) await sleep(at - Date.now());
+async function pace(deps: Deps, conn: Connection, msg: MessageRow): Promise<number> {
   for (;;) {
     const wait = await paceSend(
       deps.redis,
@@ -402,10 +390,15 @@ async function paceUntil(deps: Deps, conn: Connection, msg: MessageRow, at: numb
       msg.to_external_id,
       deps.config.PLATFORM_RATE_BUDGETS,
     );
-    if (wait === 0) return true;
-    if (wait > PACE_SLEEP_MAX_MS) return false;
+    if (wait === 0 || wait > PACE_SLEEP_MAX_MS) return wait;
     await sleep(wait);
   }
+}
+
+/** Sleeps until a reserved slot, then paces the send as the per-message path does; false when behind a platform's hold. */
+async function paceUntil(deps: Deps, conn: Connection, msg: MessageRow, at: number): Promise<boolean> {
+  if (at > Date.now()) await sleep(at - Date.now());
+  return (await pace(deps, conn, msg)) === 0;
 }
 
 /**
