@@ -314,7 +314,7 @@ async function sendBatch(ctx: SendContext, data: BatchJob) {
     const at = Date.now();
     for (const [k, { m, gi }] of here.entries()) {
       const { waitMs, paced } = admitted[k];
-      if (paced || waitMs <= PACE_SLEEP_MAX_MS) fast[gi].push({ msg: m, paced, at: at + waitMs });
+      if (paced || waitMs <= PACE_SLEEP_MAX_MS) fast[gi].push({ msg: m, conn: connOf(m)!, paced, at: at + waitMs });
       else {
         reserved.push({ m, waitMs });
         cut[gi] = round + 1;
@@ -352,6 +352,8 @@ async function sendBatch(ctx: SendContext, data: BatchJob) {
 /** A message of a batch admitted to go: now (paced), or at `at` once pacing allows. */
 interface Admitted {
   msg: MessageRow;
+  /** Its connection, as the batch loaded it. */
+  conn: Connection;
   paced: boolean;
   at: number;
 }
@@ -411,9 +413,8 @@ async function sendInOrder(ctx: SendContext, admitted: Admitted[], claim: string
   const msgs = admitted.map((a) => a.msg);
   let sent = 0;
   for (let i = 0; i < msgs.length; i++) {
-    const msg = msgs[i];
-    const conn = (await ctx.connections.get(msg.app_id, msg.platform_connection_id))!;
-    if (!admitted[i].paced && !(await paceUntil(deps, conn, msg, admitted[i].at))) {
+    const { msg, conn, paced, at } = admitted[i];
+    if (!paced && !(await paceUntil(deps, conn, msg, at))) {
       // Behind a platform's hold: give this one and the rest back to their own jobs, unsent.
       await releaseClaims(
         deps,
