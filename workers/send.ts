@@ -286,7 +286,9 @@ async function sendBatch(ctx: SendContext, data: BatchJob) {
   const byRecipient = new Map<string, Loaded[]>();
   for (const m of rows) {
     const key = `${m.platform_connection_id}/${m.to_external_id}`;
-    byRecipient.set(key, [...(byRecipient.get(key) ?? []), m]);
+    const group = byRecipient.get(key);
+    if (group) group.push(m);
+    else byRecipient.set(key, [m]);
   }
   const groups = [...byRecipient.values()].map((g) => g.sort((a, b) => a.recipient_seq - b.recipient_seq));
   const eligible = (m: Loaded) => {
