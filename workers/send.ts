@@ -332,11 +332,13 @@ async function sendBatch(ctx: SendContext, data: BatchJob) {
     claim,
     sendLeaseMs(deps.config),
   );
-  // Handed over first: what waits is queued before any platform call of this run can fail.
-  await Promise.all([
-    slow.length ? handOver(deps, slow, data.reply_to) : undefined,
-    ...reserved.map(({ m, waitMs }) => handOver(deps, [m], data.reply_to, waitMs - WAKE_EARLY_MS, m.attempts)),
-  ]);
+  // Handed over first, in one round trip: what waits is queued before any platform call of
+  // this run can fail.
+  const waiting = [
+    ...slow.map((m) => ownJob(m, data.reply_to)),
+    ...reserved.map(({ m, waitMs }) => ownJob(m, data.reply_to, waitMs - WAKE_EARLY_MS, m.attempts)),
+  ];
+  if (waiting.length) await enqueueBulk(deps.queues, 'send', waiting);
 
   const results = await Promise.all(
     fast.map((g) =>
@@ -360,23 +362,25 @@ interface Admitted {
   at: number;
 }
 
-/** Queues each message's own job (dropped if it already has one), telling it who waits for the outcome. */
-async function handOver(deps: Deps, msgs: MessageRow[], replyTo: string | undefined, delayMs = 0, reservedAttempt?: number): Promise<void> {
+/** A message's own job (dropped if it already has one), telling it who waits for the outcome. */
+const ownJob = (m: MessageRow, replyTo: string | undefined, delayMs = 0, reservedAttempt?: number) =>
+  catalogJob(
+    'send',
+    {
+      message_id: m.id,
+      app_id: m.app_id,
+      reply_to: replyTo,
+      ...(reservedAttempt !== undefined ? { reserved_attempt: reservedAttempt } : {}),
+    },
+    delayMs > 0 ? { delay: delayMs } : {},
+  );
+
+/** Queues each message's own job. */
+async function handOver(deps: Deps, msgs: MessageRow[], replyTo: string | undefined, delayMs = 0): Promise<void> {
   await enqueueBulk(
     deps.queues,
     'send',
-    msgs.map((m) =>
-      catalogJob(
-        'send',
-        {
-          message_id: m.id,
-          app_id: m.app_id,
-          reply_to: replyTo,
-          ...(reservedAttempt !== undefined ? { reserved_attempt: reservedAttempt } : {}),
-        },
-        delayMs > 0 ? { delay: delayMs } : {},
-      ),
-    ),
+    msgs.map((m) => ownJob(m, replyTo, delayMs)),
   );
 }
 
