@@ -225,22 +225,11 @@ async function sendOne(ctx: SendContext, job: Job<MessageJob>, data: MessageJob,
   ]);
   const outbound: OutboundMessage = { ...textOnly(msg), files, inReplyTo };
   // Paced last, so as little as possible lies between the budget's clock and the platform's.
-  for (;;) {
-    const wait = await paceSend(
-      deps.redis,
-      deps.config.REDIS_PREFIX,
-      conn.platform,
-      conn.id,
-      msg.to_external_id,
-      deps.config.PLATFORM_RATE_BUDGETS,
-    );
-    if (wait === 0) break;
-    if (wait > PACE_SLEEP_MAX_MS) {
-      // Behind a platform's hold: the slot reserved for this attempt still stands, so keep it.
-      if (data.reserved_attempt !== msg.attempts) await job.updateData({ ...data, reserved_attempt: msg.attempts });
-      return delay(wait);
-    }
-    await sleep(wait);
+  const wait = await pace(deps, conn, msg);
+  if (wait > 0) {
+    // Behind a platform's hold: the slot reserved for this attempt still stands, so keep it.
+    if (data.reserved_attempt !== msg.attempts) await job.updateData({ ...data, reserved_attempt: msg.attempts });
+    return delay(wait);
   }
   const claim = randomUUID();
   if (!(await claimSends(deps, [msg.id], claim, sendLeaseMs(deps.config, msg.file_ids.length))).has(msg.id))
@@ -297,7 +286,9 @@ async function sendBatch(ctx: SendContext, data: BatchJob) {
   const byRecipient = new Map<string, Loaded[]>();
   for (const m of rows) {
     const key = `${m.platform_connection_id}/${m.to_external_id}`;
-    byRecipient.set(key, [...(byRecipient.get(key) ?? []), m]);
+    const group = byRecipient.get(key);
+    if (group) group.push(m);
+    else byRecipient.set(key, [m]);
   }
   const groups = [...byRecipient.values()].map((g) => g.sort((a, b) => a.recipient_seq - b.recipient_seq));
   const eligible = (m: Loaded) => {
@@ -325,7 +316,7 @@ async function sendBatch(ctx: SendContext, data: BatchJob) {
     const at = Date.now();
     for (const [k, { m, gi }] of here.entries()) {
       const { waitMs, paced } = admitted[k];
-      if (paced || waitMs <= PACE_SLEEP_MAX_MS) fast[gi].push({ msg: m, paced, at: at + waitMs });
+      if (paced || waitMs <= PACE_SLEEP_MAX_MS) fast[gi].push({ msg: m, conn: connOf(m)!, paced, at: at + waitMs });
       else {
         reserved.push({ m, waitMs });
         cut[gi] = round + 1;
@@ -341,11 +332,13 @@ async function sendBatch(ctx: SendContext, data: BatchJob) {
     claim,
     sendLeaseMs(deps.config),
   );
-  // Handed over first: what waits is queued before any platform call of this run can fail.
-  await Promise.all([
-    slow.length ? handOver(deps, slow, data.reply_to) : undefined,
-    ...reserved.map(({ m, waitMs }) => handOver(deps, [m], data.reply_to, waitMs - WAKE_EARLY_MS, m.attempts)),
-  ]);
+  // Handed over first, in one round trip: what waits is queued before any platform call of
+  // this run can fail.
+  const waiting = [
+    ...slow.map((m) => ownJob(m, data.reply_to)),
+    ...reserved.map(({ m, waitMs }) => ownJob(m, data.reply_to, waitMs - WAKE_EARLY_MS, m.attempts)),
+  ];
+  if (waiting.length) await enqueueBulk(deps.queues, 'send', waiting);
 
   const results = await Promise.all(
     fast.map((g) =>
@@ -363,36 +356,39 @@ async function sendBatch(ctx: SendContext, data: BatchJob) {
 /** A message of a batch admitted to go: now (paced), or at `at` once pacing allows. */
 interface Admitted {
   msg: MessageRow;
+  /** Its connection, as the batch loaded it. */
+  conn: Connection;
   paced: boolean;
   at: number;
 }
 
-/** Queues each message's own job (dropped if it already has one), telling it who waits for the outcome. */
-async function handOver(deps: Deps, msgs: MessageRow[], replyTo: string | undefined, delayMs = 0, reservedAttempt?: number): Promise<void> {
+/** A message's own job (dropped if it already has one), telling it who waits for the outcome. */
+const ownJob = (m: MessageRow, replyTo: string | undefined, delayMs = 0, reservedAttempt?: number) =>
+  catalogJob(
+    'send',
+    {
+      message_id: m.id,
+      app_id: m.app_id,
+      reply_to: replyTo,
+      ...(reservedAttempt !== undefined ? { reserved_attempt: reservedAttempt } : {}),
+    },
+    delayMs > 0 ? { delay: delayMs } : {},
+  );
+
+/** Queues each message's own job. */
+async function handOver(deps: Deps, msgs: MessageRow[], replyTo: string | undefined, delayMs = 0): Promise<void> {
   await enqueueBulk(
     deps.queues,
     'send',
-    msgs.map((m) =>
-      catalogJob(
-        'send',
-        {
-          message_id: m.id,
-          app_id: m.app_id,
-          reply_to: replyTo,
-          ...(reservedAttempt !== undefined ? { reserved_attempt: reservedAttempt } : {}),
-        },
-        delayMs > 0 ? { delay: delayMs } : {},
-      ),
-    ),
+    msgs.map((m) => ownJob(m, replyTo, delayMs)),
   );
 }
 
 /**
- * Sleeps until a reserved slot, then paces the send as the per-message path does; false when
- * pacing asks for more than a short pause (a platform's hold on the connection).
+ * Paces a send (`paceSend`), sleeping out short waits: 0 once it may go, or a wait longer than
+ * a short pause (a platform's hold on the connection), with nothing spent.
  */
-async function paceUntil(deps: Deps, conn: Connection, msg: MessageRow, at: number): Promise<boolean> {
-  if (at > Date.now()) await sleep(at - Date.now());
+async function pace(deps: Deps, conn: Connection, msg: MessageRow): Promise<number> {
   for (;;) {
     const wait = await paceSend(
       deps.redis,
@@ -402,10 +398,15 @@ async function paceUntil(deps: Deps, conn: Connection, msg: MessageRow, at: numb
       msg.to_external_id,
       deps.config.PLATFORM_RATE_BUDGETS,
     );
-    if (wait === 0) return true;
-    if (wait > PACE_SLEEP_MAX_MS) return false;
+    if (wait === 0 || wait > PACE_SLEEP_MAX_MS) return wait;
     await sleep(wait);
   }
+}
+
+/** Sleeps until a reserved slot, then paces the send as the per-message path does; false when behind a platform's hold. */
+async function paceUntil(deps: Deps, conn: Connection, msg: MessageRow, at: number): Promise<boolean> {
+  if (at > Date.now()) await sleep(at - Date.now());
+  return (await pace(deps, conn, msg)) === 0;
 }
 
 /**
@@ -418,9 +419,8 @@ async function sendInOrder(ctx: SendContext, admitted: Admitted[], claim: string
   const msgs = admitted.map((a) => a.msg);
   let sent = 0;
   for (let i = 0; i < msgs.length; i++) {
-    const msg = msgs[i];
-    const conn = (await ctx.connections.get(msg.app_id, msg.platform_connection_id))!;
-    if (!admitted[i].paced && !(await paceUntil(deps, conn, msg, admitted[i].at))) {
+    const { msg, conn, paced, at } = admitted[i];
+    if (!paced && !(await paceUntil(deps, conn, msg, at))) {
       // Behind a platform's hold: give this one and the rest back to their own jobs, unsent.
       await releaseClaims(
         deps,

@@ -69,7 +69,11 @@ interface PreparedApp {
 // Sent as text (`::text::jsonb`): a jsonb parameter would be serialised again by the driver.
 function prepareEvents(unique: LedgerEvent[]): Map<string, PreparedApp> {
   const byApp = new Map<string, LedgerEvent[]>();
-  for (const e of unique) byApp.set(e.app_id, [...(byApp.get(e.app_id) ?? []), e]);
+  for (const e of unique) {
+    const group = byApp.get(e.app_id);
+    if (group) group.push(e);
+    else byApp.set(e.app_id, [e]);
+  }
   const appIds = [...byApp.keys()].sort();
   return new Map(
     appIds.map((appId) => {

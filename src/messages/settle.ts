@@ -75,19 +75,18 @@ export function createSentSettler(deps: Deps, services: FanOutServices, parties:
       };
     });
 
+    const recorded = sends.filter((s) => settled.has(s.msg.id));
     const pipeline = redis.pipeline();
     addWakes(pipeline, deps.config.REDIS_PREFIX, committed);
     addSendReports(
       pipeline,
       deps.config.REDIS_PREFIX,
-      sends
-        .filter((s) => settled.has(s.msg.id))
-        .map((s) => ({
-          replyTo: s.replyTo,
-          appId: s.msg.app_id,
-          id: s.msg.id,
-          outcome: { status: 'sent', external_message_id: s.externalMessageId } satisfies SendOutcome,
-        })),
+      recorded.map((s) => ({
+        replyTo: s.replyTo,
+        appId: s.msg.app_id,
+        id: s.msg.id,
+        outcome: { status: 'sent', external_message_id: s.externalMessageId } satisfies SendOutcome,
+      })),
     );
     const at = new Map(committed.map((c) => [c.id, c.created_at]));
     for (const id of healthy) healthAt.set(id, now);
@@ -112,7 +111,7 @@ export function createSentSettler(deps: Deps, services: FanOutServices, parties:
       ),
       promoteSuccessors(
         deps,
-        sends.filter((s) => settled.has(s.msg.id)).map((s) => s.msg),
+        recorded.map((s) => s.msg),
       ),
     ]).then(() => undefined);
     bookkeeping.catch(() => undefined); // awaited by every caller below

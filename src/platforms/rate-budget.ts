@@ -11,66 +11,72 @@ const budgetOf = (platform: PlatformName, overrides: BudgetOverrides = {}): Rate
   ...overrides[platform],
 });
 
-// GCRA with reservation over several keys at once. The send is placed at the earliest time
-// every budget allows (`slot`), and every budget is charged for that time at once, so jobs
-// over budget are each delayed exactly once to their own slot instead of all waking at the
-// next free one and racing for it. Returns the wait in ms (0 = send now). Time comes from
-// Redis so every process agrees.
-const RESERVE = `
+// Every script reads the time from Redis, so every process agrees on it.
+const NOW = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local n = #KEYS
-local slot = now
-local tats = {}
-for i = 1, n do
-  local tolerance = tonumber(ARGV[(i - 1) * 2 + 2])
-  local tat = tonumber(redis.call('GET', KEYS[i]) or '0')
-  if tat < now then tat = now end
-  tats[i] = tat
-  if tat - tolerance > slot then slot = tat - tolerance end
-end
-for i = 1, n do
-  local interval = tonumber(ARGV[(i - 1) * 2 + 1])
-  local tolerance = tonumber(ARGV[(i - 1) * 2 + 2])
-  local tat = tats[i]
-  if tat < slot then tat = slot end
-  tat = tat + interval
-  redis.call('SET', KEYS[i], tat, 'PX', math.ceil(tat - now + tolerance) + 1000)
-end
-return slot - now
 `;
 
-// GCRA without reservation, on the moment a send actually goes out: all budgets must allow
-// it now, and only then are all charged. Reservations place jobs; this keeps the sends
-// themselves spaced when jobs start late together (BullMQ wakes delayed jobs on Redis's
-// ~100 ms blocking-timeout tick, and busy workers start them late).
-const PACE = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local n = #KEYS
-local wait = 0
-local tats = {}
-for i = 1, n do
-  local interval = tonumber(ARGV[(i - 1) * 2 + 1])
-  local tolerance = tonumber(ARGV[(i - 1) * 2 + 2])
-  local tat = tonumber(redis.call('GET', KEYS[i]) or '0')
-  if tat < now then tat = now end
-  if tat - tolerance - now > wait then wait = tat - tolerance - now end
-  tats[i] = tat + interval
+// GCRA with reservation over KEYS[first..last] (ARGV: interval and tolerance of each key, in
+// order). The send is placed at the earliest time every budget allows (`slot`), and every
+// budget is charged for that time at once, so jobs over budget are each delayed exactly once
+// to their own slot instead of all waking at the next free one and racing for it. Returns the
+// wait in ms (0 = send now).
+const RESERVE_FN = `
+local function reserve(first, last)
+  local slot = now
+  local tats = {}
+  for i = first, last do
+    local tolerance = tonumber(ARGV[(i - 1) * 2 + 2])
+    local tat = tonumber(redis.call('GET', KEYS[i]) or '0')
+    if tat < now then tat = now end
+    tats[i] = tat
+    if tat - tolerance > slot then slot = tat - tolerance end
+  end
+  for i = first, last do
+    local interval = tonumber(ARGV[(i - 1) * 2 + 1])
+    local tolerance = tonumber(ARGV[(i - 1) * 2 + 2])
+    local tat = tats[i]
+    if tat < slot then tat = slot end
+    tat = tat + interval
+    redis.call('SET', KEYS[i], tat, 'PX', math.ceil(tat - now + tolerance) + 1000)
+  end
+  return slot - now
 end
-if wait > 0 then return wait end
-for i = 1, n do
-  local interval = tonumber(ARGV[(i - 1) * 2 + 1])
-  local tolerance = tonumber(ARGV[(i - 1) * 2 + 2])
-  redis.call('SET', KEYS[i], tats[i], 'PX', math.ceil(interval + tolerance) + 1000)
-end
-return 0
 `;
+
+// GCRA without reservation over KEYS[first..last], on the moment a send actually goes out: all
+// budgets must allow it now, and only then are all charged; otherwise the wait in ms, with
+// nothing charged. Reservations place jobs; this keeps the sends themselves spaced when jobs
+// start late together (BullMQ wakes delayed jobs on Redis's ~100 ms blocking-timeout tick,
+// and busy workers start them late).
+const PACE_FN = `
+local function pace(first, last)
+  local wait = 0
+  local tats = {}
+  for i = first, last do
+    local interval = tonumber(ARGV[(i - 1) * 2 + 1])
+    local tolerance = tonumber(ARGV[(i - 1) * 2 + 2])
+    local tat = tonumber(redis.call('GET', KEYS[i]) or '0')
+    if tat < now then tat = now end
+    if tat - tolerance - now > wait then wait = tat - tolerance - now end
+    tats[i] = tat + interval
+  end
+  if wait > 0 then return wait end
+  for i = first, last do
+    local interval = tonumber(ARGV[(i - 1) * 2 + 1])
+    local tolerance = tonumber(ARGV[(i - 1) * 2 + 2])
+    redis.call('SET', KEYS[i], tats[i], 'PX', math.ceil(interval + tolerance) + 1000)
+  end
+  return 0
+end
+`;
+
+const RESERVE = `${NOW}${RESERVE_FN}return reserve(1, #KEYS)`;
+const PACE = `${NOW}${PACE_FN}return pace(1, #KEYS)`;
 
 // A platform asked us to wait: nothing more goes out on the key until `now + wait`.
-const HOLD = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+const HOLD = `${NOW}
 local until_ = now + tonumber(ARGV[1]) + tonumber(ARGV[2])
 local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
 if until_ > tat then redis.call('SET', KEYS[1], until_, 'PX', math.ceil(until_ - now) + 1000) end
@@ -83,43 +89,11 @@ return 0
 // 1 means the send may go at once; otherwise its slot stands and it may go after `wait` ms
 // (once pacing allows). KEYS: budget connection, budget recipient, pace connection, pace
 // recipient (one hash tag: one Cluster slot). ARGV: interval and tolerance of each key, in order.
-const RESERVE_AND_PACE = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local slot = now
-local tats = {}
-for i = 1, 2 do
-  local tolerance = tonumber(ARGV[(i - 1) * 2 + 2])
-  local tat = tonumber(redis.call('GET', KEYS[i]) or '0')
-  if tat < now then tat = now end
-  tats[i] = tat
-  if tat - tolerance > slot then slot = tat - tolerance end
-end
-for i = 1, 2 do
-  local interval = tonumber(ARGV[(i - 1) * 2 + 1])
-  local tolerance = tonumber(ARGV[(i - 1) * 2 + 2])
-  local tat = tats[i]
-  if tat < slot then tat = slot end
-  tat = tat + interval
-  redis.call('SET', KEYS[i], tat, 'PX', math.ceil(tat - now + tolerance) + 1000)
-end
-if slot > now then return {slot - now, 0} end
-local wait = 0
-local paced = {}
-for i = 3, 4 do
-  local interval = tonumber(ARGV[(i - 1) * 2 + 1])
-  local tolerance = tonumber(ARGV[(i - 1) * 2 + 2])
-  local tat = tonumber(redis.call('GET', KEYS[i]) or '0')
-  if tat < now then tat = now end
-  if tat - tolerance - now > wait then wait = tat - tolerance - now end
-  paced[i] = tat + interval
-end
+const RESERVE_AND_PACE = `${NOW}${RESERVE_FN}${PACE_FN}
+local wait = reserve(1, 2)
 if wait > 0 then return {wait, 0} end
-for i = 3, 4 do
-  local interval = tonumber(ARGV[(i - 1) * 2 + 1])
-  local tolerance = tonumber(ARGV[(i - 1) * 2 + 2])
-  redis.call('SET', KEYS[i], paced[i], 'PX', math.ceil(interval + tolerance) + 1000)
-end
+wait = pace(3, 4)
+if wait > 0 then return {wait, 0} end
 return {0, 1}
 `;
 
