@@ -1,4 +1,4 @@
-import { AppError, unwrap } from '../errors.js';
+import { unwrap } from '../errors.js';
 import {
   createConnection,
   createConnectionInput,
@@ -8,7 +8,7 @@ import {
   updateConnectionInput,
   type PublicConnection,
 } from '../connections/connections.js';
-import { zodDetails } from '../http/zod-details.js';
+import { parseInput } from './results.js';
 import { PLATFORM_NAMES } from '../platforms/types.js';
 import type { GqlContext } from './context.js';
 import type { GraphqlModule } from './schema.js';
@@ -30,15 +30,6 @@ const toNode = (c: PublicConnection) => ({
   },
   createdAt: c.created_at,
 });
-
-function parse<T>(
-  schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: import('zod').ZodError } },
-  v: unknown,
-): T {
-  const r = schema.safeParse(v);
-  if (!r.success) throw new AppError('VALIDATION_ERROR', r.error.issues[0]?.message ?? 'Invalid input', zodDetails(r.error));
-  return r.data;
-}
 
 export const connectionsModule: GraphqlModule = {
   typeDefs: /* GraphQL */ `
@@ -85,12 +76,12 @@ export const connectionsModule: GraphqlModule = {
     Mutation: {
       createPlatformConnection: async (_r, args: { platformName: string; name: string; config: unknown }, ctx: GqlContext) => {
         const { appId } = ctx.need('admin');
-        const input = parse(createConnectionInput, { platform_name: args.platformName, name: args.name, config: args.config });
+        const input = parseInput(createConnectionInput, { platform_name: args.platformName, name: args.name, config: args.config });
         return toNode(unwrap(await createConnection(ctx.deps, appId, input)));
       },
       updatePlatformConnection: async (_r, args: { id: string; name?: string; status?: string; config?: unknown }, ctx: GqlContext) => {
         const { appId } = ctx.need('admin');
-        const patch = parse(
+        const patch = parseInput(
           updateConnectionInput,
           Object.fromEntries(Object.entries({ name: args.name, status: args.status, config: args.config }).filter(([, v]) => v != null)),
         );

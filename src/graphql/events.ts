@@ -1,11 +1,10 @@
 import { AppError, unwrap } from '../errors.js';
-import { firstRange, pageSize } from './results.js';
+import { firstRange, pageSize, parseInput } from './results.js';
 import { createCustomEvent, createEventInput } from '../ledger/create-event.js';
 import { decodeCursor } from '../ledger/cursor.js';
 import { createEventSchema, eventSchemaInput } from '../ledger/event-schemas.js';
 import { getEvent, listEvents, type EventFilters } from '../ledger/read.js';
 import { toEventNode, type EventNode } from '../ledger/shape.js';
-import { zodDetails } from '../http/zod-details.js';
 import type { GqlContext } from './context.js';
 import type { GraphqlModule } from './schema.js';
 
@@ -20,15 +19,6 @@ interface EventsArgs {
   };
   first?: number;
   after?: string;
-}
-
-function parse<T>(
-  schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: import('zod').ZodError } },
-  value: unknown,
-): T {
-  const r = schema.safeParse(value);
-  if (!r.success) throw new AppError('VALIDATION_ERROR', r.error.issues[0]?.message ?? 'Invalid input', zodDetails(r.error));
-  return r.data;
 }
 
 export const eventsModule: GraphqlModule = {
@@ -169,7 +159,7 @@ export const eventsModule: GraphqlModule = {
         ctx: GqlContext,
       ) => {
         const { appId } = ctx.need('events:write');
-        const input = parse(createEventInput, {
+        const input = parseInput(createEventInput, {
           event_type: args.eventType,
           payload: args.payload ?? {},
           edges: (args.edges ?? []).map((e) => ({
@@ -190,7 +180,7 @@ export const eventsModule: GraphqlModule = {
         ctx: GqlContext,
       ) => {
         const { appId } = ctx.need('admin');
-        const input = parse(eventSchemaInput, {
+        const input = parseInput(eventSchemaInput, {
           name: args.name,
           description: args.description ?? null,
           json_schema: args.jsonSchema,

@@ -1,8 +1,8 @@
-import { AppError, unwrap } from '../errors.js';
-import { zodDetails } from '../http/zod-details.js';
+import { unwrap } from '../errors.js';
 import { sendFailure } from '../http/messages.js';
 import { sendMessageInput, submitMessage } from '../messages/messages.js';
 import type { GqlContext } from './context.js';
+import { parseInput } from './results.js';
 import type { GraphqlModule } from './schema.js';
 
 export const messagesModule: GraphqlModule = {
@@ -35,7 +35,7 @@ export const messagesModule: GraphqlModule = {
         ctx: GqlContext,
       ) => {
         const { appId } = ctx.need('events:write');
-        const parsed = sendMessageInput.safeParse({
+        const input = parseInput(sendMessageInput, {
           platform_connection_id: a.platformConnectionId,
           to_external_id: a.toExternalId,
           message: a.message,
@@ -43,9 +43,7 @@ export const messagesModule: GraphqlModule = {
           ...(a.parseMode ? { parse_mode: a.parseMode } : {}),
           ...(a.subject ? { subject: a.subject } : {}),
         });
-        if (!parsed.success)
-          throw new AppError('VALIDATION_ERROR', parsed.error.issues[0]?.message ?? 'Invalid input', zodDetails(parsed.error));
-        const m = unwrap(await submitMessage(ctx.deps, ctx.web, appId, parsed.data));
+        const m = unwrap(await submitMessage(ctx.deps, ctx.web, appId, input));
         if (m.status === 'failed') throw sendFailure(m);
         return {
           id: m.id,

@@ -1,7 +1,5 @@
-import type { ZodError } from 'zod';
-import { AppError, unwrap } from '../errors.js';
-import { firstRange, pageSize } from './results.js';
-import { zodDetails } from '../http/zod-details.js';
+import { unwrap } from '../errors.js';
+import { firstRange, pageSize, parseInput } from './results.js';
 import { listDeliveryLogs, type DeliveryLog } from '../webhooks/logs.js';
 import { replaySubscription, retryDelivery } from '../webhooks/replay.js';
 import {
@@ -51,12 +49,6 @@ const toLogNode = (l: DeliveryLog) => ({
   nextRetryAt: l.next_retry_at,
   createdAt: l.created_at,
 });
-
-function parse<T>(schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: ZodError } }, v: unknown): T {
-  const r = schema.safeParse(v);
-  if (!r.success) throw new AppError('VALIDATION_ERROR', r.error.issues[0]?.message ?? 'Invalid input', zodDetails(r.error));
-  return r.data;
-}
 
 const defined = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
 
@@ -183,7 +175,7 @@ export const webhooksModule: GraphqlModule = {
         ctx: GqlContext,
       ) => {
         const { appId } = ctx.need('admin');
-        const input = parse(
+        const input = parseInput(
           createSubscriptionInput,
           defined({
             name: args.name,
@@ -208,7 +200,7 @@ export const webhooksModule: GraphqlModule = {
         ctx: GqlContext,
       ) => {
         const { appId } = ctx.need('admin');
-        const patch = parse(
+        const patch = parseInput(
           updateSubscriptionInput,
           defined({
             name: args.name ?? undefined,

@@ -40,6 +40,8 @@ export interface RouteSpec<B, Q, P> {
   description?: string;
   /** Scope the API key needs. Leave out for routes outside API-key auth. */
   scope?: Scope;
+  /** Without `scope`: the handler authenticates by the portal session cookie itself, as the OpenAPI document says. */
+  portalCookie?: true;
   /** Rate-limited per application. @default true when `scope` is set */
   rateLimited?: boolean;
   /** Whether X-Service-App-ID must be sent (it must match the key whenever it is). @default true */

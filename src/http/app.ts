@@ -58,8 +58,12 @@ export function createApp(deps: Deps): WebApp {
   const guards = createGuards(deps, web.stamps);
   const api = new Api(deps, guards);
   for (const register of ROUTES) register(api, { deps, web, onShutdown });
+  // Built on first request, once every route is declared: converting every schema takes tens of
+  // milliseconds of the event loop, and this route is unauthenticated.
+  let document: Record<string, unknown> | undefined;
   app.get('/v1/openapi.json', (_req, res) => {
-    res.json(api.openapi(documentOptions(deps.config)));
+    document ??= api.openapi(documentOptions(deps.config));
+    res.json(document);
   });
   app.use(api.router);
   app.use(graphqlRouter(deps, web, guards, createSchema()));

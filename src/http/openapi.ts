@@ -88,7 +88,7 @@ function operation(spec: RouteSpec<unknown, unknown, unknown>): Record<string, u
     // The developer portal's session cookie is the other way in (mutations with X-CSRF-Token).
     op.security = [spec.appIdRequired === false ? { apiKey: [] } : { apiKey: [], appId: [] }, { portalSession: [] }];
     op['x-required-scope'] = spec.scope;
-  } else op.security = spec.path.startsWith('/portal/') && spec.method !== 'post' ? [{ portalSession: [] }] : [];
+  } else op.security = spec.portalCookie ? [{ portalSession: [] }] : [];
   const parameters: unknown[] = [];
   for (const [where, schema] of [
     ['path', spec.params],

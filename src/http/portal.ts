@@ -166,6 +166,7 @@ export function registerPortalRoutes(api: Api, { deps, web }: RouteContext): voi
     path: '/portal/session',
     operationId: 'getPortalSession',
     summary: 'The current portal session (from its cookie)',
+    portalCookie: true,
     responses: { 200: { description: 'Signed in', schema: sessionOut } },
     errors: ['UNAUTHORIZED'],
     handler: async ({ req, res }) => {
@@ -180,6 +181,7 @@ export function registerPortalRoutes(api: Api, { deps, web }: RouteContext): voi
     path: '/portal/session',
     operationId: 'endPortalSession',
     summary: 'Sign out of the portal (needs X-CSRF-Token)',
+    portalCookie: true,
     responses: { 204: { description: 'Signed out; the cookie is cleared' } },
     errors: ['UNAUTHORIZED', 'FORBIDDEN'],
     handler: async ({ req, res, deps }) => {

@@ -235,7 +235,8 @@ export function sessionCookieSecret(cookieHeader: string | undefined): string | 
 
 /**
  * Deletes sign-in links and sessions that ended (expired unused, expired, or revoked) more than
- * `days` ago (PORTAL_SESSION_RETENTION_DAYS), in bounded chunks.
+ * `days` ago (PORTAL_SESSION_RETENTION_DAYS), in bounded chunks. A row ended at the earlier of
+ * its revocation and its session's end (`least` skips a NULL), else when its link expired.
  */
 export async function prunePortalSessions(sql: Sql, days: number): Promise<number> {
   return deleteInBatches(
@@ -244,7 +245,7 @@ export async function prunePortalSessions(sql: Sql, days: number): Promise<numbe
         await sql`
     DELETE FROM portal_sessions WHERE id IN (
       SELECT id FROM portal_sessions
-      WHERE coalesce(least(revoked_at, expires_at), revoked_at, expires_at, token_expires_at) < now() - ${days} * interval '1 day'
+      WHERE coalesce(least(revoked_at, expires_at), token_expires_at) < now() - ${days} * interval '1 day'
       LIMIT ${limit})`
       ).count,
   );

@@ -18,6 +18,8 @@ export interface Delivery {
   updated_at: string;
 }
 
+const COLUMNS = 'id, subscription_id, event_id, event_type, status, attempt_count, last_status_code, last_error, created_at, updated_at';
+
 type DeliveryRow = Omit<Delivery, 'created_at' | 'updated_at'> & { created_at: Date; updated_at: Date };
 
 const toDelivery = (r: DeliveryRow): Delivery => ({ ...r, created_at: r.created_at.toISOString(), updated_at: r.updated_at.toISOString() });
@@ -31,8 +33,7 @@ const ATTEMPTS_LIMIT = 100;
 export async function deliveriesOfEvent(deps: Deps, appId: string, eventId: string): Promise<Delivery[]> {
   if (!isUuid(eventId)) return [];
   const rows = await deps.sql<DeliveryRow[]>`
-    SELECT id, subscription_id, event_id, event_type, status, attempt_count, last_status_code, last_error, created_at, updated_at
-      FROM webhook_deliveries WHERE app_id = ${appId} AND event_id = ${eventId}
+    SELECT ${deps.sql.unsafe(COLUMNS)} FROM webhook_deliveries WHERE app_id = ${appId} AND event_id = ${eventId}
      ORDER BY created_at, id LIMIT ${EVENT_DELIVERIES_LIMIT}`;
   return rows.map(toDelivery);
 }
@@ -42,8 +43,7 @@ export async function getDelivery(deps: Deps, appId: string, id: string): Promis
   const missing = fail('NOT_FOUND', `No webhook delivery ${id}`);
   if (!isUuid(id)) return missing;
   const [row] = await deps.sql<DeliveryRow[]>`
-    SELECT id, subscription_id, event_id, event_type, status, attempt_count, last_status_code, last_error, created_at, updated_at
-      FROM webhook_deliveries WHERE app_id = ${appId} AND id = ${id}`;
+    SELECT ${deps.sql.unsafe(COLUMNS)} FROM webhook_deliveries WHERE app_id = ${appId} AND id = ${id}`;
   if (!row) return missing;
   const logs = await listDeliveryLogs(deps, appId, row.subscription_id, { limit: ATTEMPTS_LIMIT, deliveryId: id });
   if (!logs.ok) return missing;
