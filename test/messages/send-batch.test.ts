@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTelegramFake, type TelegramFake } from '../../chaos/fakes.js';
+import { claimSends } from '../../src/messages/delivery.js';
 import { enqueue } from '../../src/queues.js';
 import { connect, eventually } from '../helpers/connections.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
@@ -123,6 +124,25 @@ describe('a batch of sends', () => {
     } finally {
       tg.onAccept = undefined;
       release();
+    }
+  });
+
+  it('hands a message to one claimer only, however many claim it at once (the claim itself, under the jobs)', async () => {
+    // No job takes it meanwhile: the claimers here are the only ones.
+    await s.deps.queues.send.pause();
+    const [id] = await recordInOneTurn('7003', ['claimed at once']);
+    try {
+      const claims = [randomUUID(), randomUUID(), randomUUID()];
+      const won = await Promise.all(claims.map((claim) => claimSends(s.deps, [id], claim, 60_000)));
+      expect(won.map((w) => w.has(id)).filter(Boolean)).toHaveLength(1);
+      const [row] = await s.deps.sql<{ status: string; claimed_by: string; attempts: number }[]>`
+        SELECT status, claimed_by, attempts FROM outbound_messages WHERE id = ${id}`;
+      expect(row).toEqual({ status: 'sending', claimed_by: claims[won.findIndex((w) => w.has(id))], attempts: 1 });
+    } finally {
+      // Settled here, so the batch job finds nothing to send once the queue runs again.
+      await s.deps.sql`
+        UPDATE outbound_messages SET status = 'failed', finished_at = now(), claimed_by = NULL, lease_until = NULL WHERE id = ${id}`;
+      await s.deps.queues.send.resume();
     }
   });
 
