@@ -38,7 +38,7 @@ export async function hasEarlierPending(deps: Deps, msg: MessageRow): Promise<bo
   const rows = await deps.sql`
     SELECT 1 FROM outbound_messages
      WHERE platform_connection_id = ${msg.platform_connection_id} AND to_external_id = ${msg.to_external_id}
-       AND recipient_seq < ${msg.recipient_seq} AND status IN ('queued', 'sending')
+       AND recipient_seq < ${msg.recipient_seq} AND finished_at IS NULL
      LIMIT 1`;
   return rows.length > 0;
 }
@@ -52,7 +52,7 @@ export async function promoteSuccessor(deps: Deps, msg: MessageRow): Promise<voi
   const [next] = await deps.sql<{ id: string }[]>`
     SELECT id FROM outbound_messages
      WHERE platform_connection_id = ${msg.platform_connection_id} AND to_external_id = ${msg.to_external_id}
-       AND recipient_seq > ${msg.recipient_seq} AND status IN ('queued', 'sending')
+       AND recipient_seq > ${msg.recipient_seq} AND finished_at IS NULL
      ORDER BY recipient_seq LIMIT 1`;
   if (next) await promoteSendJob(deps, next.id);
 }
@@ -77,7 +77,7 @@ export async function promoteSuccessors(deps: Deps, settled: MessageRow[]): Prom
                             ${ms.map((m) => m.recipient_seq)}::bigint[]) AS s(conn, to_id, seq)
     CROSS JOIN LATERAL (
       SELECT id FROM outbound_messages
-       WHERE platform_connection_id = s.conn AND to_external_id = s.to_id AND recipient_seq > s.seq AND status IN ('queued', 'sending')
+       WHERE platform_connection_id = s.conn AND to_external_id = s.to_id AND recipient_seq > s.seq AND finished_at IS NULL
        ORDER BY recipient_seq LIMIT 1) n`;
   await Promise.all(next.map((n) => promoteSendJob(deps, n.id)));
 }
