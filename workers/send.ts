@@ -24,7 +24,7 @@ import {
   type StoredError,
 } from '../src/messages/delivery.js';
 import type { MessageRow } from '../src/messages/messages.js';
-import { createPartyResolver, type PartyResolver } from '../src/messages/parties.js';
+import { createPartyResolver, type PartyResolver, type SendParties } from '../src/messages/parties.js';
 import { createSentSettler, type SettleSent } from '../src/messages/settle.js';
 import { admitSends, holdConnection, paceSend, reserveSendSlot } from '../src/platforms/rate-budget.js';
 import { getAdapter } from '../src/platforms/registry.js';
@@ -234,11 +234,15 @@ async function sendOne(ctx: SendContext, job: Job<MessageJob>, data: MessageJob,
   const claim = randomUUID();
   if (!(await claimSends(deps, [msg.id], claim, sendLeaseMs(deps.config, msg.file_ids.length))).has(msg.id))
     return { skipped: 'claimed or settled elsewhere' };
+  const parties = ctx.parties.resolve([{ msg, conn }]).then(([p]) => p);
+  parties.catch(() => undefined); // a failed lookup is redone by the settle
   const outcome = await callPlatform(deps, conn, outbound);
   if (outcome.ok) {
     // It must outlast a database blip: the platform has the message, so a repeat of this job
     // must find it sent rather than send it twice.
-    await untilAvailable(() => ctx.settleSent({ msg, conn, externalMessageId: outcome.externalMessageId, claim, replyTo: data.reply_to }));
+    await untilAvailable(() =>
+      ctx.settleSent({ msg, conn, externalMessageId: outcome.externalMessageId, claim, replyTo: data.reply_to, parties }),
+    );
     return { status: 'sent', external_message_id: outcome.externalMessageId };
   }
 
@@ -340,16 +344,14 @@ async function sendBatch(ctx: SendContext, data: BatchJob) {
   ];
   if (waiting.length) await enqueueBulk(deps.queues, 'send', waiting);
 
-  const results = await Promise.all(
-    fast.map((g) =>
-      sendInOrder(
-        ctx,
-        g.filter((a) => claimed.has(a.msg.id)),
-        claim,
-        data.reply_to,
-      ),
-    ),
-  );
+  // The parties (recipient, account, conversation) are found or created while the calls are
+  // under way, one round trip for the batch, rather than inside the serial group commit.
+  const going = fast.map((g) => g.filter((a) => claimed.has(a.msg.id)));
+  const flat = going.flat();
+  const resolving = flat.length ? ctx.parties.resolve(flat) : Promise.resolve([]);
+  resolving.catch(() => undefined); // a failed lookup is redone by the settle
+  for (const [i, a] of flat.entries()) a.parties = resolving.then((r) => r[i]);
+  const results = await Promise.all(going.map((g) => sendInOrder(ctx, g, claim, data.reply_to)));
   return { fast: claimed.size, slow: slow.length + reserved.length, sent: results.reduce((n, r) => n + r, 0) };
 }
 
@@ -360,6 +362,8 @@ interface Admitted {
   conn: Connection;
   paced: boolean;
   at: number;
+  /** Its parties, being resolved beside the calls. */
+  parties?: Promise<SendParties | undefined>;
 }
 
 /** A message's own job (dropped if it already has one), telling it who waits for the outcome. */
@@ -419,7 +423,7 @@ async function sendInOrder(ctx: SendContext, admitted: Admitted[], claim: string
   const msgs = admitted.map((a) => a.msg);
   let sent = 0;
   for (let i = 0; i < msgs.length; i++) {
-    const { msg, conn, paced, at } = admitted[i];
+    const { msg, conn, paced, at, parties } = admitted[i];
     if (!paced && !(await paceUntil(deps, conn, msg, at))) {
       // Behind a platform's hold: give this one and the rest back to their own jobs, unsent.
       await releaseClaims(
@@ -434,7 +438,7 @@ async function sendInOrder(ctx: SendContext, admitted: Admitted[], claim: string
     if (outcome.ok) {
       // Recorded before the next call: the ledger then lists the recipient's messages in the
       // order the platform got them.
-      await untilAvailable(() => ctx.settleSent({ msg, conn, externalMessageId: outcome.externalMessageId, claim, replyTo }));
+      await untilAvailable(() => ctx.settleSent({ msg, conn, externalMessageId: outcome.externalMessageId, claim, replyTo, parties }));
       sent++;
       continue;
     }

@@ -326,7 +326,7 @@ export async function deleteConnection(deps: Deps, appId: string, id: string): P
 
 /** Records a platform call's outcome on the connection's health. */
 export async function recordHealth(deps: Deps, connectionId: string, outcome: { ok: true } | { ok: false; error: string }): Promise<void> {
-  if (outcome.ok) await recordSuccesses(deps.sql, [connectionId]);
+  if (outcome.ok) await deps.sql`WITH ${successesOf(deps.sql, [connectionId])} SELECT 1`;
   else
     await deps.sql`
       UPDATE platform_connections SET last_error_at = now(), last_error = ${outcome.error.slice(0, 500)},
@@ -335,17 +335,18 @@ export async function recordHealth(deps: Deps, connectionId: string, outcome: { 
 }
 
 /**
- * Records successful platform calls on the connections' health, in one statement (inside the
- * caller's transaction, if it passes one). Every send succeeds through here: a row is touched
- * only when something changes (or once a second for last_success_at), so a busy connection's
- * sends do not queue on its row lock.
+ * Records successful platform calls on the connections' health, as a CTE of the caller's
+ * statement (every send succeeds through here: src/messages/settle.ts). A row is touched only
+ * when something changes (or once a second for last_success_at), so a busy connection's sends
+ * do not queue on its row lock.
  */
-export async function recordSuccesses(sql: Sql | Tx, connectionIds: string[]): Promise<void> {
-  if (connectionIds.length === 0) return;
-  await sql`
-    UPDATE platform_connections SET last_success_at = now(), consecutive_failures = 0
-     WHERE id = ANY(${connectionIds}::uuid[])
-       AND (consecutive_failures > 0 OR last_success_at IS NULL OR last_success_at < now() - interval '1 second')`;
+export function successesOf(sql: Sql, connectionIds: string[]) {
+  return sql`
+    health AS (
+      UPDATE platform_connections SET last_success_at = now(), consecutive_failures = 0
+       WHERE id = ANY(${connectionIds}::uuid[])
+         AND (consecutive_failures > 0 OR last_success_at IS NULL OR last_success_at < now() - interval '1 second')
+    )`;
 }
 
 /**

@@ -31,19 +31,24 @@ const seenAgain = (sql: Sql) => sql`
         OR EXCLUDED.first_seen_at < conversation_participants.first_seen_at`;
 
 /**
- * The same, from participants the caller already knows (the send path knows each event's
- * parties): no read of the ledger.
+ * The same as a CTE of the ledger's guarded write (src/ledger/write.ts, writeGuardedEvents),
+ * from participants the caller already knows (the send path knows each event's parties): no
+ * read of the ledger, and the participants commit with their events. `ins` is that write's
+ * inserted events.
  */
-export async function addParticipants(
+export function participantsOfInserted(
   sql: Sql,
-  seen: { conversation_id: string; platform_user_id: string; app_id: string; at: string }[],
-): Promise<void> {
-  if (seen.length === 0) return;
-  await sql`
-    INSERT INTO conversation_participants (conversation_id, platform_user_id, app_id, first_seen_at, last_seen_at)
-    SELECT conversation_id, platform_user_id, app_id, min(at), max(at)
-      FROM jsonb_to_recordset(${JSON.stringify(seen)}::text::jsonb) AS r(conversation_id uuid, platform_user_id uuid, app_id uuid, at timestamptz)
-     GROUP BY conversation_id, platform_user_id, app_id
-     ORDER BY conversation_id, platform_user_id
-    ${seenAgain(sql)}`;
+  appId: string,
+  seen: { event_id: string; conversation_id: string; platform_user_id: string }[],
+) {
+  return sql`
+    participants AS (
+      INSERT INTO conversation_participants (conversation_id, platform_user_id, app_id, first_seen_at, last_seen_at)
+      SELECT p.conversation_id, p.platform_user_id, ${appId}, min(ins.created_at), max(ins.created_at)
+        FROM jsonb_to_recordset(${JSON.stringify(seen)}::text::jsonb) AS p(event_id uuid, conversation_id uuid, platform_user_id uuid)
+        JOIN ins ON ins.id = p.event_id
+       GROUP BY p.conversation_id, p.platform_user_id
+       ORDER BY p.conversation_id, p.platform_user_id
+      ${seenAgain(sql)}
+    )`;
 }

@@ -1,3 +1,4 @@
+import type postgres from 'postgres';
 import { transaction, type Sql, type Tx } from '../db.js';
 import { storableText } from '../storable-text.js';
 import type { LedgerEvent } from '../queues.js';
@@ -47,19 +48,35 @@ export async function writeEvents(sql: Sql, events: LedgerEvent[]): Promise<Comm
 }
 
 /**
- * The same write inside a transaction the caller owns, for a fact that must commit together
- * with its event (a send's `sent` state and its `message.outbound`): same head locks, same
- * ordering invariant. Returns only the events this transaction inserted; an id already in
- * the ledger is skipped. Take the heads' locks last in the transaction: they are held until it commits.
+ * The same write in one statement of the caller's, for a fact that must commit together with
+ * its event (a send's `sent` state and its `message.outbound`): `guard` is a data-modifying
+ * CTE named `guard` returning the `id`s whose events are written — the fact's own change
+ * decides, so an event is written exactly when its fact changed, and needs no check against
+ * the ledger. Same head lock and ordering invariant as writeEvents: the guard runs first (the
+ * head's update depends on it), then the application's head is locked until the statement
+ * commits. `extra` adds CTEs after `ins` (e.g. rows keyed by the inserted events). One
+ * application per statement; returns the events written.
  */
-export function writeEventsIn(tx: Tx, events: LedgerEvent[]): Promise<CommittedEvent[]> {
-  return insertPrepared(tx, prepareEvents(uniqueEvents(events)));
+export async function writeGuardedEvents(
+  sql: Sql,
+  appId: string,
+  events: LedgerEvent[],
+  guard: postgres.PendingQuery<postgres.Row[]>,
+  extra?: postgres.PendingQuery<postgres.Row[]>,
+): Promise<CommittedEvent[]> {
+  if (events.some((e) => e.app_id !== appId)) throw new Error('writeGuardedEvents: events of one application only');
+  const prepared = prepareEvents(uniqueEvents(events)).get(appId);
+  if (!prepared) return [];
+  return sql<CommittedEvent[]>`
+    WITH guard AS (${guard}),
+    ${eventCtes(sql, appId, prepared, sql`r.id IN (SELECT id FROM guard)`)}
+    ${extra ? sql`, ${extra}` : sql``}
+    SELECT id, app_id, seq, ${sql.unsafe(CREATED_AT_ISO)} AS created_at, event_type, event_alias, conversation_id FROM ins ORDER BY seq`;
 }
 
 const uniqueEvents = (events: LedgerEvent[]) => [...new Map(events.map((e) => [e.id, e])).values()];
 
 interface PreparedApp {
-  n: number;
   rows: string;
   edges: string;
 }
@@ -92,9 +109,51 @@ function prepareEvents(unique: LedgerEvent[]): Map<string, PreparedApp> {
         validation_errors: e.validation_errors ?? null,
       }));
       const edges = batch.flatMap((e) => e.edges.map((edge, ord) => ({ event_id: e.id, ord, ...edge })));
-      return [appId, { n: batch.length, rows: JSON.stringify(rows), edges: JSON.stringify(edges) }] as const;
+      return [appId, { rows: JSON.stringify(rows), edges: JSON.stringify(edges) }] as const;
     }),
   );
+}
+
+/**
+ * One application's events as common table expressions: `picked` (the rows `keep` admits, in
+ * order), `head` (locks the application's head row and moves it past as many positions: seq
+ * and a strictly increasing created_at), `ins` (the events at those positions) and `edges`
+ * (theirs, joined to the inserted rows). The one implementation of how positions are handed out.
+ */
+function eventCtes(sql: Sql | Tx, appId: string, p: PreparedApp, keep: postgres.PendingQuery<postgres.Row[]>) {
+  return sql`
+    picked AS (
+      SELECT r.*, row_number() OVER (ORDER BY r.ord) AS pos
+        FROM jsonb_to_recordset(${p.rows}::text::jsonb) AS r(
+             ord int, id uuid, event_type text, event_alias text, payload jsonb, attachments jsonb, origin_event_id uuid,
+             conversation_id uuid, platform_connection_id uuid, validation_errors jsonb)
+       WHERE ${keep}
+    ), counted AS (
+      SELECT count(*)::int AS n FROM picked
+    ), head AS (
+      -- Upserted: the head is created by the application's first write, whichever path it takes.
+      INSERT INTO ledger_heads AS h (app_id, seq, last_at)
+      SELECT ${appId}, c.n, clock_timestamp() + (c.n - 1) * interval '1 microsecond' FROM counted c WHERE c.n > 0
+      ON CONFLICT (app_id) DO UPDATE
+         SET seq = h.seq + EXCLUDED.seq,
+             last_at = GREATEST(clock_timestamp(), h.last_at + interval '1 microsecond') + (EXCLUDED.seq - 1) * interval '1 microsecond'
+      RETURNING h.seq AS top_seq, h.last_at AS top_at
+    ), ins AS (
+      INSERT INTO events (id, app_id, seq, created_at, event_type, event_alias, payload, attachments,
+                          origin_event_id, conversation_id, platform_connection_id, validation_errors)
+      SELECT r.id, ${appId}, head.top_seq - c.n + r.pos, head.top_at - (c.n - r.pos) * interval '1 microsecond',
+             r.event_type, r.event_alias, r.payload, r.attachments, r.origin_event_id, r.conversation_id,
+             r.platform_connection_id, r.validation_errors
+        FROM head, counted c, picked r
+      ORDER BY r.pos
+      RETURNING id, app_id, seq, created_at, event_type, event_alias, conversation_id
+    ), edges AS (
+      INSERT INTO event_edges (event_id, app_id, event_seq, event_created_at, edge_type, target_node_type, target_node_id, ord)
+      SELECT r.event_id, ${appId}, ins.seq, ins.created_at, r.edge_type, r.target_node_type, r.target_node_id, r.ord
+        FROM jsonb_to_recordset(${p.edges}::text::jsonb) AS r(
+             event_id uuid, edge_type text, target_node_type text, target_node_id uuid, ord int)
+        JOIN ins ON ins.id = r.event_id
+    )`;
 }
 
 async function insertPrepared(tx: Tx, perApp: Map<string, PreparedApp>): Promise<CommittedEvent[]> {
@@ -116,36 +175,12 @@ async function insertPrepared(tx: Tx, perApp: Map<string, PreparedApp>): Promise
   try {
     await locked;
     for (const appId of appIds) {
-      const { n, rows, edges } = perApp.get(appId)!;
-      // One statement per application writes its events and their edges; an edge joins the
-      // inserted rows, so an event already written by an earlier attempt adds no edge twice.
+      // One statement per application writes its events and their edges. An event an earlier
+      // attempt already wrote is skipped (this snapshot was taken after the lock, so it sees
+      // every earlier writer's commit) and adds no edge twice.
       const inserted = await tx<CommittedEvent[]>`
-        WITH head AS (
-          UPDATE ledger_heads h
-             SET seq = h.seq + ${n},
-                 last_at = GREATEST(clock_timestamp(), h.last_at + interval '1 microsecond') + ${n - 1} * interval '1 microsecond'
-           WHERE h.app_id = ${appId}
-       RETURNING h.seq - ${n} AS base_seq, h.last_at - ${n - 1} * interval '1 microsecond' AS base_at
-        ), ins AS (
-          INSERT INTO events (id, app_id, seq, created_at, event_type, event_alias, payload, attachments,
-                              origin_event_id, conversation_id, platform_connection_id, validation_errors)
-          SELECT r.id, ${appId}, head.base_seq + r.ord, head.base_at + (r.ord - 1) * interval '1 microsecond',
-                 r.event_type, r.event_alias, r.payload, r.attachments, r.origin_event_id, r.conversation_id,
-                 r.platform_connection_id, r.validation_errors
-            FROM head, jsonb_to_recordset(${rows}::text::jsonb) AS r(
-                 ord int, id uuid, event_type text, event_alias text, payload jsonb, attachments jsonb, origin_event_id uuid,
-                 conversation_id uuid, platform_connection_id uuid, validation_errors jsonb)
-           WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.id = r.id)
-          ORDER BY r.ord
-          RETURNING id, app_id, seq, created_at, event_type, event_alias, conversation_id
-        ), edges AS (
-          INSERT INTO event_edges (event_id, app_id, event_seq, event_created_at, edge_type, target_node_type, target_node_id, ord)
-          SELECT r.event_id, ${appId}, ins.seq, ins.created_at, r.edge_type, r.target_node_type, r.target_node_id, r.ord
-            FROM jsonb_to_recordset(${edges}::text::jsonb) AS r(
-                 event_id uuid, edge_type text, target_node_type text, target_node_id uuid, ord int)
-            JOIN ins ON ins.id = r.event_id
-        )
-        SELECT id, app_id, seq, ${tx.unsafe(CREATED_AT_ISO)} AS created_at, event_type, event_alias, conversation_id FROM ins`;
+        WITH ${eventCtes(tx, appId, perApp.get(appId)!, tx`NOT EXISTS (SELECT 1 FROM events e WHERE e.id = r.id)`)}
+        SELECT id, app_id, seq, ${tx.unsafe(CREATED_AT_ISO)} AS created_at, event_type, event_alias, conversation_id FROM ins ORDER BY seq`;
       out.push(...inserted);
     }
   } catch (err) {
