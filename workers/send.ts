@@ -275,7 +275,8 @@ async function sendBatch(ctx: SendContext, data: BatchJob) {
              SELECT 1 FROM outbound_messages p
               WHERE p.platform_connection_id = m.platform_connection_id AND p.to_external_id = m.to_external_id
                 AND p.recipient_seq < m.recipient_seq AND p.finished_at IS NULL AND p.id <> ALL(${ids}::uuid[])) AS waits
-      FROM outbound_messages m JOIN unnest(${apps}::uuid[], ${ids}::uuid[]) AS b(app_id, id) ON m.app_id = b.app_id AND m.id = b.id`;
+      FROM outbound_messages m JOIN unnest(${apps}::uuid[], ${ids}::uuid[]) AS b(app_id, id) ON m.app_id = b.app_id AND m.id = b.id
+     WHERE m.id = ANY(${ids}::uuid[])`;
   const conns = new Map<string, Connection | undefined>();
   await Promise.all(
     [...new Set(rows.map((m) => `${m.app_id}/${m.platform_connection_id}`))].map(async (key) => {

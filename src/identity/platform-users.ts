@@ -108,8 +108,12 @@ export async function upsertPlatformUsers(sql: Sql, keys: PlatformUserKey[]): Pr
         SELECT * FROM jsonb_to_recordset(${input}::text::jsonb)
           AS r(app_id uuid, conn uuid, platform text, external_id text, is_system boolean, user_id uuid)
       ), found AS (
+        -- One index probe per key (LIMIT keeps the lookup a probe: as a join, the planner,
+        -- which takes the input for 100 rows, hashes the whole table while it is small).
         SELECT p.id, p.user_id, p.external_id, p.name, p.app_id, p.platform_connection_id
-          FROM platform_users p JOIN input i ON p.app_id = i.app_id AND p.platform_connection_id = i.conn AND p.external_id = i.external_id
+          FROM input i CROSS JOIN LATERAL (
+            SELECT * FROM platform_users p
+             WHERE p.app_id = i.app_id AND p.platform_connection_id = i.conn AND p.external_id = i.external_id LIMIT 1) p
       ), pu AS (
         INSERT INTO platform_users (app_id, platform_connection_id, platform, external_id, is_system_user, user_id)
         SELECT i.app_id, i.conn, i.platform, i.external_id, i.is_system, i.user_id FROM input i
@@ -155,8 +159,10 @@ export async function upsertConversations(
       WITH input AS (
         SELECT * FROM jsonb_to_recordset(${input}::text::jsonb) AS r(app_id uuid, conn uuid, external_id text)
       ), found AS (
+        -- One index probe per key, as in upsertPlatformUsers.
         SELECT c.id, c.platform_connection_id, c.external_id
-          FROM conversations c JOIN input i ON c.platform_connection_id = i.conn AND c.external_id = i.external_id AND c.thread_id = ''
+          FROM input i CROSS JOIN LATERAL (
+            SELECT * FROM conversations c WHERE c.platform_connection_id = i.conn AND c.external_id = i.external_id AND c.thread_id = '' LIMIT 1) c
       ), ins AS (
         INSERT INTO conversations (app_id, platform_connection_id, external_id, thread_id)
         SELECT i.app_id, i.conn, i.external_id, '' FROM input i

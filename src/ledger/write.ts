@@ -177,9 +177,11 @@ async function insertPrepared(tx: Tx, perApp: Map<string, PreparedApp>): Promise
     for (const appId of appIds) {
       // One statement per application writes its events and their edges. An event an earlier
       // attempt already wrote is skipped (this snapshot was taken after the lock, so it sees
-      // every earlier writer's commit) and adds no edge twice.
+      // every earlier writer's commit) and adds no edge twice. The check is a probe of each
+      // partition's id index per event: written as NOT EXISTS, the planner (which takes the
+      // batch for 100 rows) hash-joins against every event of the ledger until it is large.
       const inserted = await tx<CommittedEvent[]>`
-        WITH ${eventCtes(tx, appId, perApp.get(appId)!, tx`NOT EXISTS (SELECT 1 FROM events e WHERE e.id = r.id)`)}
+        WITH ${eventCtes(tx, appId, perApp.get(appId)!, tx`(SELECT 1 FROM events e WHERE e.id = r.id LIMIT 1) IS NULL`)}
         SELECT id, app_id, seq, ${tx.unsafe(CREATED_AT_ISO)} AS created_at, event_type, event_alias, conversation_id FROM ins ORDER BY seq`;
       out.push(...inserted);
     }

@@ -138,7 +138,7 @@ async function writeAttempts(deps: Deps, records: AttemptRecord[]): Promise<void
           status = r.status, attempt_count = GREATEST(d.attempt_count, r.attempt), last_status_code = r.status_code,
           last_error = r.error, first_attempt_ts = COALESCE(d.first_attempt_ts, r.first_ts), updated_at = now()
           FROM jsonb_to_recordset(${tx.json(deliveries as never)}::jsonb) AS r(id uuid, app_id uuid, status text, attempt int, status_code int, error text, first_ts bigint)
-         WHERE d.id = r.id AND d.app_id = r.app_id`;
+         WHERE d.id = r.id AND d.app_id = r.app_id AND d.id = ANY(${deliveries.map((x) => x.id)}::uuid[])`;
     }
     if (logs.length)
       await tx`

@@ -54,7 +54,7 @@ export async function createDeliveries(deps: Deps, pairs: { subscriptionId: stri
     const untouched = await sql<{ id: string; app_id: string; run: number }[]>`
       SELECT d.id, d.app_id, d.run FROM webhook_deliveries d
         JOIN unnest(${others.map((r) => r.app_id)}::uuid[], ${others.map((r) => r.id)}::uuid[]) AS o(app_id, id) ON d.app_id = o.app_id AND d.id = o.id
-       WHERE d.status = 'pending' AND d.attempt_count = 0`;
+       WHERE d.id = ANY(${others.map((r) => r.id)}::uuid[]) AND d.status = 'pending' AND d.attempt_count = 0`;
     runs.push(...untouched);
   }
   await enqueueDeliveryRuns(deps, runs);
