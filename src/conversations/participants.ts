@@ -15,7 +15,7 @@ export async function recordParticipants(deps: Deps, committed: CommittedEvent[]
     INSERT INTO conversation_participants (conversation_id, platform_user_id, app_id, first_seen_at, last_seen_at)
     SELECT e.conversation_id, x.target_node_id, e.app_id, min(e.created_at), max(e.created_at)
       FROM events e JOIN event_edges x ON x.event_id = e.id
-     WHERE e.id = ANY(${inConversations}::uuid[])
+     WHERE e.id = ANY(${inConversations}::uuid[]) AND x.event_id = ANY(${inConversations}::uuid[])
        AND e.conversation_id IS NOT NULL AND x.target_node_type = 'platform_user'
      GROUP BY e.conversation_id, x.target_node_id, e.app_id
      ORDER BY e.conversation_id, x.target_node_id

@@ -202,7 +202,8 @@ async function completeCommitted(sql: Sql, unique: LedgerEvent[], committed: Com
       ...(await sql<CommittedEvent[]>`
         SELECT e.id, e.app_id, e.seq, ${sql.unsafe(CREATED_AT_ISO.replace('created_at', 'e.created_at'))} AS created_at, e.event_type, e.event_alias, e.conversation_id
           FROM events e
-          JOIN unnest(${earlier.map((x) => x.app_id)}::uuid[], ${earlier.map((x) => x.id)}::uuid[]) AS o(app_id, id) ON e.app_id = o.app_id AND e.id = o.id`),
+          JOIN unnest(${earlier.map((x) => x.app_id)}::uuid[], ${earlier.map((x) => x.id)}::uuid[]) AS o(app_id, id) ON e.app_id = o.app_id AND e.id = o.id
+         WHERE e.id = ANY(${earlier.map((x) => x.id)}::uuid[])`),
     );
   }
   return committed.sort((a, b) => (a.app_id < b.app_id ? -1 : a.app_id > b.app_id ? 1 : a.seq - b.seq));

@@ -67,7 +67,8 @@ export async function loadBodyEvents(
                       WHERE x.event_id = e.id AND x.app_id = e.app_id), '[]') AS edges,
            ARRAY(SELECT d.subscription_id::text FROM webhook_deliveries d WHERE d.app_id = e.app_id AND d.event_id = e.id) AS delivered_to
       FROM unnest(${refs.map((r) => r.app_id)}::uuid[], ${refs.map((r) => r.id)}::uuid[]) AS r(app_id, id)
-      JOIN events e ON e.app_id = r.app_id AND e.id = r.id`;
+      JOIN events e ON e.app_id = r.app_id AND e.id = r.id
+     WHERE e.id = ANY(${refs.map((r) => r.id)}::uuid[])`;
   for (const r of rows) out.set(r.id, { ...r, edges: keyEdges(r.edges) });
   return out;
 }

@@ -91,7 +91,8 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
     const rows = await deps.sql<DeliveryRow[]>`
       SELECT ${deps.sql.unsafe(COLUMNS)}
         FROM unnest(${apps}::uuid[], ${ids}::uuid[]) AS k(app_id, id)
-        JOIN webhook_deliveries d ON d.app_id = k.app_id AND d.id = k.id`;
+        JOIN webhook_deliveries d ON d.app_id = k.app_id AND d.id = k.id
+       WHERE d.id = ANY(${ids}::uuid[])`;
     return new Map(rows.map((r) => [`${r.app_id}/${r.id}`, r]));
   });
   const loadEvent = batchLoader<string, Awaited<ReturnType<typeof loadBodyEvents>> extends Map<string, infer V> ? V : never>(

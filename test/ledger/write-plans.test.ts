@@ -5,7 +5,9 @@ import { createApplication } from '../../src/apps/applications.js';
 import type { Sql } from '../../src/db.js';
 import { closeDeps, createDeps, type Deps } from '../../src/deps.js';
 import { upsertConversations, upsertPlatformUsers } from '../../src/identity/platform-users.js';
+import { recordParticipants } from '../../src/conversations/participants.js';
 import { writeEvents } from '../../src/ledger/write.js';
+import { loadBodyEvents } from '../../src/webhooks/body.js';
 import { createTestEnv, type TestEnv } from '../helpers/stack.js';
 
 /**
@@ -34,6 +36,9 @@ beforeAll(async () => {
     SELECT gen_random_uuid(), ${appId}, g, now() - interval '1 minute' + g * interval '1 microsecond', 'order.placed', '{}'
       FROM generate_series(1, 10000) g`;
   await deps.sql`INSERT INTO ledger_heads (app_id, seq, last_at) VALUES (${appId}, 10000, now())`;
+  await deps.sql`
+    INSERT INTO event_edges (event_id, app_id, event_seq, event_created_at, edge_type, target_node_type, target_node_id, ord)
+    SELECT id, app_id, seq, created_at, 'about', 'file', gen_random_uuid(), 0 FROM events`;
   await deps.sql`
     INSERT INTO users (id, app_id) SELECT md5('u' || g)::uuid, ${appId} FROM generate_series(1, 10000) g`;
   await deps.sql`
@@ -72,7 +77,12 @@ async function fullScans(work: () => Promise<unknown>, tables: string[]): Promis
          WHERE i.inhparent = 'events'::regclass AND NOT EXISTS (SELECT 1 FROM events e WHERE e.tableoid = c.oid)`
     ).map((r) => r.name),
   );
-  return scanned.filter((name) => !empty.has(name) && tables.some((table) => name === table || name.startsWith(`${table}_`)));
+  return scanned.filter(
+    (name) =>
+      !empty.has(name) &&
+      !empty.has(name.replace(/^event_edges_/, 'events_')) &&
+      tables.some((table) => name === table || name.startsWith(`${table}_`)),
+  );
 }
 
 describe('a batch written to a young ledger', () => {
@@ -85,7 +95,25 @@ describe('a batch written to a young ledger', () => {
       edges: [],
       attachments: [],
     }));
-    expect(await fullScans(() => writeEvents(traced, batch), ['events'])).toEqual([]);
+    expect(await fullScans(() => writeEvents(traced, batch), ['events', 'event_edges'])).toEqual([]);
+  });
+
+  it('reads what follows a commit by index: participants, delivery bodies', async () => {
+    const [conversation] = await deps.sql<{ id: string }[]>`SELECT id FROM conversations LIMIT 1`;
+    const committed = await writeEvents(deps.sql, [
+      {
+        id: randomUUID(),
+        app_id: appId,
+        event_type: 'order.placed',
+        payload: {},
+        edges: [],
+        attachments: [],
+        conversation_id: conversation.id,
+      },
+    ]);
+    const asDeps = { sql: traced } as unknown as Deps;
+    expect(await fullScans(() => recordParticipants(asDeps, committed), ['events', 'event_edges'])).toEqual([]);
+    expect(await fullScans(() => loadBodyEvents(traced, committed), ['events', 'event_edges'])).toEqual([]);
   });
 
   it('finds or creates its recipients and conversations by index', async () => {
