@@ -25,7 +25,7 @@ import {
 } from '../src/messages/delivery.js';
 import type { MessageRow } from '../src/messages/messages.js';
 import { createPartyResolver, type PartyResolver, type SendParties } from '../src/messages/parties.js';
-import { createSentSettler, type SettleSent } from '../src/messages/settle.js';
+import { createSentSettler, resolvePartiesAhead, type SettleSent } from '../src/messages/settle.js';
 import { admitSends, holdConnection, paceSend, reserveSendSlot } from '../src/platforms/rate-budget.js';
 import { getAdapter } from '../src/platforms/registry.js';
 import type { OutboundMessage, PlatformError, SendOutcome as PlatformOutcome } from '../src/platforms/types.js';
@@ -234,8 +234,7 @@ async function sendOne(ctx: SendContext, job: Job<MessageJob>, data: MessageJob,
   const claim = randomUUID();
   if (!(await claimSends(deps, [msg.id], claim, sendLeaseMs(deps.config, msg.file_ids.length))).has(msg.id))
     return { skipped: 'claimed or settled elsewhere' };
-  const parties = ctx.parties.resolve([{ msg, conn }]).then(([p]) => p);
-  parties.catch(() => undefined); // a failed lookup is redone by the settle
+  const [parties] = resolvePartiesAhead(ctx.parties, [{ msg, conn }]);
   const outcome = await callPlatform(deps, conn, outbound);
   if (outcome.ok) {
     // It must outlast a database blip: the platform has the message, so a repeat of this job
@@ -349,9 +348,8 @@ async function sendBatch(ctx: SendContext, data: BatchJob) {
   // under way, one round trip for the batch, rather than inside the serial group commit.
   const going = fast.map((g) => g.filter((a) => claimed.has(a.msg.id)));
   const flat = going.flat();
-  const resolving = flat.length ? ctx.parties.resolve(flat) : Promise.resolve([]);
-  resolving.catch(() => undefined); // a failed lookup is redone by the settle
-  for (const [i, a] of flat.entries()) a.parties = resolving.then((r) => r[i]);
+  const ahead = resolvePartiesAhead(ctx.parties, flat);
+  for (const [i, a] of flat.entries()) a.parties = ahead[i];
   const results = await Promise.all(going.map((g) => sendInOrder(ctx, g, claim, data.reply_to)));
   return { fast: claimed.size, slow: slow.length + reserved.length, sent: results.reduce((n, r) => n + r, 0) };
 }

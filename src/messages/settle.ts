@@ -20,7 +20,7 @@ export interface AcceptedSend {
   claim: string;
   /** The web process waiting for the outcome. */
   replyTo?: string;
-  /** Its parties, resolved while the platform call was under way (undefined, or a failed lookup: resolved here). */
+  /** Its parties, resolved while the platform call was under way (resolvePartiesAhead; undefined: resolved here). */
   parties?: Promise<SendParties | undefined>;
 }
 
@@ -56,7 +56,7 @@ export function createSentSettler(deps: Deps, services: FanOutServices, parties:
   const settle = createGroupCommit<AcceptedSend, Flushed>(async (sends) => {
     const resolved = await resolveParties(parties, sends);
     const now = Date.now();
-    const healthy = new Set([...new Set(sends.map((s) => s.conn.id))].filter((id) => (healthAt.get(id) ?? 0) + HEALTH_EVERY_MS <= now));
+    const healthy = new Set(sends.map((s) => s.conn.id).filter((id) => (healthAt.get(id) ?? 0) + HEALTH_EVERY_MS <= now));
     const byApp = new Map<string, number[]>();
     for (const [i, s] of sends.entries()) {
       const group = byApp.get(s.msg.app_id);
@@ -133,9 +133,28 @@ export function createSentSettler(deps: Deps, services: FanOutServices, parties:
   };
 }
 
+/**
+ * Starts resolving the sends' parties now, in one batch, to run beside their platform calls:
+ * one promise per send, undefined if the lookup failed (the settle then resolves it again), so
+ * a send whose call fails leaves no rejection behind.
+ */
+export function resolvePartiesAhead(
+  parties: PartyResolver,
+  sends: { msg: MessageRow; conn: Connection }[],
+): Promise<SendParties | undefined>[] {
+  if (sends.length === 0) return [];
+  const resolving = parties.resolve(sends);
+  return sends.map((_, i) =>
+    resolving.then(
+      (r) => r[i],
+      () => undefined,
+    ),
+  );
+}
+
 /** The sends' parties: those resolved beside their platform calls, the rest in one batch. */
 async function resolveParties(parties: PartyResolver, sends: AcceptedSend[]): Promise<SendParties[]> {
-  const early = await Promise.all(sends.map((s) => s.parties?.catch(() => undefined)));
+  const early = await Promise.all(sends.map((s) => s.parties));
   const missing = sends.filter((_, i) => !early[i]);
   const fetched = missing.length ? await parties.resolve(missing) : [];
   const of = new Map(missing.map((s, i) => [s, fetched[i]]));

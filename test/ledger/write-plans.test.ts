@@ -7,6 +7,7 @@ import { closeDeps, createDeps, type Deps } from '../../src/deps.js';
 import { upsertConversations, upsertPlatformUsers } from '../../src/identity/platform-users.js';
 import { recordParticipants } from '../../src/conversations/participants.js';
 import { writeEvents } from '../../src/ledger/write.js';
+import type { LedgerEvent } from '../../src/queues.js';
 import { loadBodyEvents } from '../../src/webhooks/body.js';
 import { createTestEnv, type TestEnv } from '../helpers/stack.js';
 
@@ -85,32 +86,25 @@ async function fullScans(work: () => Promise<unknown>, tables: string[]): Promis
   );
 }
 
+const orderPlaced = (over: Partial<LedgerEvent> = {}): LedgerEvent => ({
+  id: randomUUID(),
+  app_id: appId,
+  event_type: 'order.placed',
+  payload: {},
+  edges: [],
+  attachments: [],
+  ...over,
+});
+
 describe('a batch written to a young ledger', () => {
   it('checks its event ids against the ledger by index, not by reading every event', async () => {
-    const batch = Array.from({ length: 9 }, () => ({
-      id: randomUUID(),
-      app_id: appId,
-      event_type: 'order.placed',
-      payload: {},
-      edges: [],
-      attachments: [],
-    }));
+    const batch = Array.from({ length: 9 }, () => orderPlaced());
     expect(await fullScans(() => writeEvents(traced, batch), ['events', 'event_edges'])).toEqual([]);
   });
 
   it('reads what follows a commit by index: participants, delivery bodies', async () => {
     const [conversation] = await deps.sql<{ id: string }[]>`SELECT id FROM conversations LIMIT 1`;
-    const committed = await writeEvents(deps.sql, [
-      {
-        id: randomUUID(),
-        app_id: appId,
-        event_type: 'order.placed',
-        payload: {},
-        edges: [],
-        attachments: [],
-        conversation_id: conversation.id,
-      },
-    ]);
+    const committed = await writeEvents(deps.sql, [orderPlaced({ conversation_id: conversation.id })]);
     const asDeps = { sql: traced } as unknown as Deps;
     expect(await fullScans(() => recordParticipants(asDeps, committed), ['events', 'event_edges'])).toEqual([]);
     expect(await fullScans(() => loadBodyEvents(traced, committed), ['events', 'event_edges'])).toEqual([]);
