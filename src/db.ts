@@ -36,6 +36,19 @@ export const poolUseOf = (sql: Sql): PoolUse => poolUse.get(sql) ?? { reserved: 
  */
 const reconnectBackoff = (retries: number) => Math.min(0.05 * 2 ** retries, 1);
 
+/**
+ * `query` run as an unnamed statement: planned at each execution for its parameters and the
+ * tables as they are then. A prepared statement's plan is kept by its connection once it has
+ * run a few times; one kept from a table's first rows reads the whole table ever after, since
+ * nothing replans it as the table grows until its statistics change (never, on a server without
+ * autovacuum). For the hot statements that find rows of a fast-growing table by id; the price is
+ * planning and one more round trip per execution (the driver describes the statement first).
+ */
+export function freshlyPlanned<T extends readonly object[]>(query: postgres.PendingQuery<T>): postgres.PendingQuery<T> {
+  (query as unknown as { options: { prepare?: boolean } }).options.prepare = false;
+  return query;
+}
+
 /** One postgres.js pool per process; every query goes through it. */
 export function createSql(url: string, options: DbOptions = {}): Sql {
   const sql = postgres(url, {

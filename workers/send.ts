@@ -9,6 +9,8 @@ import type { BlobStore } from '../src/files/storage.js';
 import { addSendReports, type SendOutcome } from '../src/ledger/commit-reports.js';
 import {
   claimSends,
+  loadBatch,
+  type BatchMessage,
   hasEarlierPending,
   inboundToReplyTo,
   loadFiles,
@@ -260,22 +262,10 @@ async function sendOne(ctx: SendContext, job: Job<MessageJob>, data: MessageJob,
   throw new Error(`${error.code}: ${error.message}`);
 }
 
-type Loaded = MessageRow & { waits: boolean };
-
 /** A web process's batch: the fast path. */
 async function sendBatch(ctx: SendContext, data: BatchJob) {
   const { deps } = ctx;
-  const apps = data.messages.map((m) => m.app_id);
-  const ids = data.messages.map((m) => m.id);
-  // One query: the messages, each with whether an earlier message to its recipient outside
-  // this batch is still unsettled (it must then wait for it, in its own job).
-  const rows = await deps.sql<Loaded[]>`
-    SELECT m.*, EXISTS (
-             SELECT 1 FROM outbound_messages p
-              WHERE p.platform_connection_id = m.platform_connection_id AND p.to_external_id = m.to_external_id
-                AND p.recipient_seq < m.recipient_seq AND p.finished_at IS NULL AND p.id <> ALL(${ids}::uuid[])) AS waits
-      FROM outbound_messages m JOIN unnest(${apps}::uuid[], ${ids}::uuid[]) AS b(app_id, id) ON m.app_id = b.app_id AND m.id = b.id
-     WHERE m.id = ANY(${ids}::uuid[])`;
+  const rows = await loadBatch(deps.sql, data.messages);
   const conns = new Map<string, Connection | undefined>();
   await Promise.all(
     [...new Set(rows.map((m) => `${m.app_id}/${m.platform_connection_id}`))].map(async (key) => {
@@ -287,7 +277,7 @@ async function sendBatch(ctx: SendContext, data: BatchJob) {
 
   // Per recipient in sequence order: a message may take the fast path only if every earlier
   // one of the batch did. The rest keep their order through their own jobs.
-  const byRecipient = new Map<string, Loaded[]>();
+  const byRecipient = new Map<string, BatchMessage[]>();
   for (const m of rows) {
     const key = `${m.platform_connection_id}/${m.to_external_id}`;
     const group = byRecipient.get(key);
@@ -295,7 +285,7 @@ async function sendBatch(ctx: SendContext, data: BatchJob) {
     else byRecipient.set(key, [m]);
   }
   const groups = [...byRecipient.values()].map((g) => g.sort((a, b) => a.recipient_seq - b.recipient_seq));
-  const eligible = (m: Loaded) => {
+  const eligible = (m: BatchMessage) => {
     const conn = connOf(m);
     return m.status === 'queued' && !m.waits && m.file_ids.length === 0 && conn?.status === 'ACTIVE' && conn.platform !== 'EMAIL';
   };

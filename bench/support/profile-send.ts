@@ -6,10 +6,15 @@
  * then prints the CPU per send of each process and, per statement, its time, calls, rows,
  * buffers and WAL records per send — the figures that found the ledger's full-table anti-joins
  * (bench/README, send). `repeat` first sends to new recipients, then measures sends to
- * recipients seen before. A profiling aid, not a benchmark: pg_stat_statements costs a little
- * itself, and nothing is recorded.
+ * recipients seen before. It also prints the web's and the worker's user and system CPU and
+ * their read/write system calls per send (/proc/PID/io). With PROFILE_EXPLAIN=DIR (a directory
+ * the postgres user can write), auto_explain logs the plans of 3% of the statements, with their
+ * buffers and WAL, into DIR — how the cached plans that read outbound_messages whole were found.
+ * A profiling aid, not a benchmark: pg_stat_statements costs a little itself, and nothing is
+ * recorded.
  */
 import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 const phase = process.argv[2] === 'repeat' ? 'repeat' : 'fresh';
@@ -28,6 +33,18 @@ if (!process.env.PROFILE_SEND_DATABASE_URL) {
       'pg_stat_statements.max': '5000',
       shared_buffers: '128MB',
       max_connections: '100',
+      ...(process.env.PROFILE_EXPLAIN
+        ? {
+            shared_preload_libraries: 'pg_stat_statements,auto_explain',
+            'auto_explain.log_min_duration': '0',
+            'auto_explain.log_analyze': 'on',
+            'auto_explain.log_buffers': 'on',
+            'auto_explain.log_wal': 'on',
+            'auto_explain.sample_rate': '0.03',
+            logging_collector: 'on',
+            log_directory: process.env.PROFILE_EXPLAIN,
+          }
+        : {}),
     },
   });
   try {
@@ -48,6 +65,29 @@ const { startTelegramProcess } = await import('../../test/fakes/telegram-process
 
 const admin = postgres(process.env.PROFILE_SEND_DATABASE_URL, { max: 1, onnotice: () => {} });
 await admin`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`;
+/** user/system CPU seconds and read/write system calls of a process, from /proc. */
+const procCounters = (pid: number) => {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  const io = Object.fromEntries(
+    readFileSync(`/proc/${pid}/io`, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => l.split(': ')),
+  );
+  return { user: Number(stat[11]) / 100, system: Number(stat[12]) / 100, syscr: Number(io.syscr), syscw: Number(io.syscw) };
+};
+const sysWindow = async (web: number, worker: number, ms: number) => {
+  const before = { web: procCounters(web), worker: procCounters(worker) };
+  await new Promise((r) => setTimeout(r, ms));
+  const after = { web: procCounters(web), worker: procCounters(worker) };
+  const diff = (a: ReturnType<typeof procCounters>, b: ReturnType<typeof procCounters>) => ({
+    user: b.user - a.user,
+    system: b.system - a.system,
+    syscr: b.syscr - a.syscr,
+    syscw: b.syscw - a.syscw,
+  });
+  return { web: diff(before.web, after.web), worker: diff(before.worker, after.worker) };
+};
 const fake = await startTelegramProcess({ limits: false, keep: false });
 const stack = await startStack({ workerQueues: 'ledger,send' });
 try {
@@ -80,6 +120,7 @@ try {
   if (phase === 'repeat') await runLoad(stack.base, { clients: CLIENTS, durationS: 6, warmupS: 1, request: fresh });
   await admin`SELECT pg_stat_statements_reset()`;
   const cpu = measureCpu(stack, 0, SECONDS * 1000);
+  const sys = sysWindow(stack.web[0].proc.pid!, stack.workers[0].proc.pid!, SECONDS * 1000);
   const load = await runLoad(stack.base, {
     clients: CLIENTS,
     durationS: SECONDS,
@@ -93,6 +134,11 @@ try {
   console.log(
     `CPU ms per send: web ${per(c.web)}, worker ${per(c.worker)}, PostgreSQL ${per(c.postgres)}, Redis ${per(c.redis)}, machine ${per(c.machine)}`,
   );
+  const s = await sys;
+  for (const [name, v] of Object.entries(s))
+    console.log(
+      `${name}: user ${per(v.user)} ms, system ${per(v.system)} ms, write calls ${(v.syscw / sends).toFixed(2)}, read calls ${(v.syscr / sends).toFixed(2)} per send`,
+    );
   const rows = await admin<
     { calls: number; ms: number; rows: number; blocks: number; wal: number; query: string }[]
   >`SELECT calls, total_exec_time + total_plan_time AS ms, rows, shared_blks_hit + shared_blks_read AS blocks, wal_records AS wal, query

@@ -1,5 +1,5 @@
 import type postgres from 'postgres';
-import { transaction, type Sql, type Tx } from '../db.js';
+import { freshlyPlanned, transaction, type Sql, type Tx } from '../db.js';
 import { storableText } from '../storable-text.js';
 import type { LedgerEvent } from '../queues.js';
 import { eventAlias } from './event-types.js';
@@ -67,11 +67,11 @@ export async function writeGuardedEvents(
   if (events.some((e) => e.app_id !== appId)) throw new Error('writeGuardedEvents: events of one application only');
   const prepared = prepareEvents(uniqueEvents(events)).get(appId);
   if (!prepared) return [];
-  return sql<CommittedEvent[]>`
+  return freshlyPlanned(sql<CommittedEvent[]>`
     WITH guard AS (${guard}),
     ${eventCtes(sql, appId, prepared, sql`r.id IN (SELECT id FROM guard)`)}
     ${extra ? sql`, ${extra}` : sql``}
-    SELECT id, app_id, seq, ${sql.unsafe(CREATED_AT_ISO)} AS created_at, event_type, event_alias, conversation_id FROM ins ORDER BY seq`;
+    SELECT id, app_id, seq, ${sql.unsafe(CREATED_AT_ISO)} AS created_at, event_type, event_alias, conversation_id FROM ins ORDER BY seq`);
 }
 
 const uniqueEvents = (events: LedgerEvent[]) => [...new Map(events.map((e) => [e.id, e])).values()];

@@ -1,5 +1,6 @@
 import { Job } from 'bullmq';
 import type { Connection } from '../connections/connections.js';
+import { freshlyPlanned, type Sql } from '../db.js';
 import type { Deps } from '../deps.js';
 import type { ErrorCode } from '../errors.js';
 import { readFiles } from '../files/files.js';
@@ -31,6 +32,24 @@ export function storedError(e: Pick<PlatformError, 'message' | 'platformCode' | 
 export async function loadMessage(deps: Deps, appId: string, id: string): Promise<MessageRow | undefined> {
   const [msg] = await deps.sql<MessageRow[]>`SELECT * FROM outbound_messages WHERE app_id = ${appId} AND id = ${id}`;
   return msg;
+}
+
+/** A batch job's message, with whether an earlier message to its recipient outside the batch is still unsettled. */
+export type BatchMessage = MessageRow & { waits: boolean };
+
+/**
+ * A batch job's messages in one query, each with whether it must wait for an earlier one (then
+ * it goes through its own job).
+ */
+export async function loadBatch(sql: Sql, messages: { app_id: string; id: string }[]): Promise<BatchMessage[]> {
+  const ids = messages.map((m) => m.id);
+  return freshlyPlanned(sql<BatchMessage[]>`
+    SELECT m.*, EXISTS (
+             SELECT 1 FROM outbound_messages p
+              WHERE p.platform_connection_id = m.platform_connection_id AND p.to_external_id = m.to_external_id
+                AND p.recipient_seq < m.recipient_seq AND p.finished_at IS NULL AND p.id <> ALL(${ids}::uuid[])) AS waits
+      FROM outbound_messages m JOIN unnest(${messages.map((m) => m.app_id)}::uuid[], ${ids}::uuid[]) AS b(app_id, id) ON m.app_id = b.app_id AND m.id = b.id
+     WHERE m.id = ANY(${ids}::uuid[])`);
 }
 
 /** Whether an earlier message to the same recipient of the same connection is still unsettled. */
@@ -96,10 +115,10 @@ export const sendLeaseMs = (config: { PLATFORM_TIMEOUT_MS: number }, files = 0) 
  */
 export async function claimSends(deps: Deps, ids: string[], claim: string, leaseMs: number): Promise<Set<string>> {
   if (ids.length === 0) return new Set();
-  const rows = await deps.sql<{ id: string }[]>`
+  const rows = await freshlyPlanned(deps.sql<{ id: string }[]>`
     UPDATE outbound_messages
        SET status = 'sending', attempts = attempts + 1, claimed_by = ${claim}, lease_until = now() + ${leaseMs} * interval '1 millisecond'
-     WHERE id = ANY(${ids}::uuid[]) AND status = 'queued' RETURNING id`;
+     WHERE id = ANY(${ids}::uuid[]) AND status = 'queued' RETURNING id`);
   return new Set(rows.map((r) => r.id));
 }
 

@@ -1,0 +1,106 @@
+import { randomUUID } from 'node:crypto';
+import postgres from 'postgres';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApplication } from '../../src/apps/applications.js';
+import { createConnectionCache } from '../../src/connections/connection-cache.js';
+import { createConnection, type Connection } from '../../src/connections/connections.js';
+import type { Sql } from '../../src/db.js';
+import { closeDeps, createDeps, type Deps } from '../../src/deps.js';
+import { claimSends, loadBatch } from '../../src/messages/delivery.js';
+import type { MessageRow } from '../../src/messages/messages.js';
+import { createPartyResolver } from '../../src/messages/parties.js';
+import { createSentSettler } from '../../src/messages/settle.js';
+import { createSubscriptionCache } from '../../src/webhooks/subscription-cache.js';
+import { createTestEnv, type TestEnv } from '../helpers/stack.js';
+
+/**
+ * The statements a batch job runs on outbound_messages — load, claim, settle — find their rows
+ * by index however young the table was when the connection first ran them. Each connection
+ * keeps a statement's plan once it has run it a few times (a generic plan, PostgreSQL's plan
+ * cache); one made while the table held a handful of rows reads the table whole, and nothing
+ * replans it as the table grows until statistics change, which on a server without autovacuum
+ * is never. The plans are the ones the server ran (auto_explain, sent back as notices).
+ */
+let t: TestEnv;
+let deps: Deps;
+let traced: Sql;
+const plans: string[] = [];
+let appId: string;
+let conn: Connection;
+let closeSubscriptions: () => Promise<void>;
+
+beforeAll(async () => {
+  t = await createTestEnv();
+  deps = createDeps(t.config);
+  ({ appId } = await createApplication(deps.sql, 'batch-plans', ['events:write']));
+  const made = await createConnection(deps, appId, {
+    platform_name: 'TELEGRAM',
+    name: 'bot',
+    config: { bot_token: '770091:plans-bot_abcdef', api_base_url: 'http://127.0.0.1:9' },
+  });
+  if (!made.ok) throw new Error('connection');
+  const connections = createConnectionCache(deps);
+  conn = (await connections.get(appId, made.value.id))!;
+  traced = postgres(t.config.DATABASE_URL, { max: 1, onnotice: (n) => plans.push(String(n.message)) }) as unknown as Sql;
+  await traced.unsafe(`LOAD 'auto_explain'`);
+  await traced.unsafe(
+    `SET auto_explain.log_min_duration = 0; SET auto_explain.log_level = 'notice'; SET auto_explain.log_nested_statements = on`,
+  );
+  const subscriptions = createSubscriptionCache(deps);
+  closeSubscriptions = () => subscriptions.close();
+}, 120_000);
+afterAll(async () => {
+  await closeSubscriptions?.();
+  await traced?.end();
+  await closeDeps(deps);
+  await t.dropDatabase();
+});
+
+/** `n` queued messages to new recipients, as the web records them. */
+async function queued(n: number): Promise<MessageRow[]> {
+  return deps.sql<MessageRow[]>`
+    INSERT INTO outbound_messages (id, app_id, platform_connection_id, to_external_id, recipient_seq, text)
+    SELECT gen_random_uuid(), ${appId}, ${conn.id}, ${randomUUID()} || g, 1, 'hello' FROM generate_series(1, ${n}) g
+    RETURNING *`;
+}
+
+/** One batch job's statements on `sql`'s connection: load, claim, settle. */
+async function runBatch(sql: Sql): Promise<void> {
+  const batchDeps = { ...deps, sql };
+  const msgs = await queued(8);
+  const loaded = await loadBatch(sql, msgs);
+  expect(loaded).toHaveLength(8);
+  const claim = randomUUID();
+  const claimed = await claimSends(
+    batchDeps,
+    loaded.map((m) => m.id),
+    claim,
+    60_000,
+  );
+  expect(claimed.size).toBe(8);
+  const settle = createSentSettler(
+    batchDeps,
+    { subscriptions: createSubscriptionCache(deps), localFirstAttempts: undefined },
+    createPartyResolver(deps, createConnectionCache(deps)),
+  );
+  const sent = await Promise.all(
+    loaded.map((m) => settle({ msg: { ...m, status: 'sending', claimed_by: claim }, conn, externalMessageId: `x-${m.id}`, claim })),
+  );
+  expect(sent.every(Boolean)).toBe(true);
+}
+
+describe('a batch job on outbound_messages', () => {
+  it('reads its messages by index even with plans its connection made while the table was young', async () => {
+    // Young: the connection runs the batch statements often enough to keep generic plans.
+    for (let i = 0; i < 8; i++) await runBatch(traced);
+    // The table grows (a day of sends, settled) without being analyzed.
+    await deps.sql`
+      INSERT INTO outbound_messages (id, app_id, platform_connection_id, to_external_id, recipient_seq, text, status, external_message_id, finished_at)
+      SELECT gen_random_uuid(), ${appId}, ${conn.id}, 'old' || g, 1, 'hello', 'sent', g::text, now() FROM generate_series(1, 10000) g`;
+    plans.length = 0;
+    await runBatch(traced);
+    expect(plans.length).toBeGreaterThan(0);
+    const scans = plans.filter((p) => /Seq Scan on outbound_messages/.test(p)).map((p) => p.split('\n').slice(0, 4).join(' '));
+    expect(scans).toEqual([]);
+  });
+});
