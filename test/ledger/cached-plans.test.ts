@@ -6,6 +6,7 @@ import { createConnectionCache } from '../../src/connections/connection-cache.js
 import { createConnection, type Connection } from '../../src/connections/connections.js';
 import type { Sql } from '../../src/db.js';
 import { closeDeps, createDeps, type Deps } from '../../src/deps.js';
+import { writeEvents } from '../../src/ledger/write.js';
 import { claimSends, loadBatch } from '../../src/messages/delivery.js';
 import type { MessageRow } from '../../src/messages/messages.js';
 import { createPartyResolver } from '../../src/messages/parties.js';
@@ -14,8 +15,9 @@ import { createSubscriptionCache } from '../../src/webhooks/subscription-cache.j
 import { createTestEnv, type TestEnv } from '../helpers/stack.js';
 
 /**
- * The statements a batch job runs on outbound_messages — load, claim, settle — find their rows
- * by index however young the table was when the connection first ran them. Each connection
+ * The hot writes find their rows by index however young the tables were when the connection
+ * first ran them: a send batch's statements on outbound_messages (load, claim, settle) and the
+ * ledger writer's on events. Each connection
  * keeps a statement's plan once it has run it a few times (a generic plan, PostgreSQL's plan
  * cache); one made while the table held a handful of rows reads the table whole, and nothing
  * replans it as the table grows until statistics change, which on a server without autovacuum
@@ -89,7 +91,15 @@ async function runBatch(sql: Sql): Promise<void> {
   expect(sent.every(Boolean)).toBe(true);
 }
 
-describe('a batch job on outbound_messages', () => {
+/** The first lines of each plan the server ran for `work` that reads `table` whole. */
+async function fullScans(work: () => Promise<unknown>, table: string): Promise<string[]> {
+  plans.length = 0;
+  await work();
+  expect(plans.length).toBeGreaterThan(0);
+  return plans.filter((p) => new RegExp(`Seq Scan on ${table}\\b`).test(p)).map((p) => p.split('\n').slice(0, 4).join(' '));
+}
+
+describe('plans kept from young tables', () => {
   it('reads its messages by index even with plans its connection made while the table was young', async () => {
     // Young: the connection runs the batch statements often enough to keep generic plans.
     for (let i = 0; i < 8; i++) await runBatch(traced);
@@ -97,10 +107,18 @@ describe('a batch job on outbound_messages', () => {
     await deps.sql`
       INSERT INTO outbound_messages (id, app_id, platform_connection_id, to_external_id, recipient_seq, text, status, external_message_id, finished_at)
       SELECT gen_random_uuid(), ${appId}, ${conn.id}, 'old' || g, 1, 'hello', 'sent', g::text, now() FROM generate_series(1, 10000) g`;
-    plans.length = 0;
-    await runBatch(traced);
-    expect(plans.length).toBeGreaterThan(0);
-    const scans = plans.filter((p) => /Seq Scan on outbound_messages/.test(p)).map((p) => p.split('\n').slice(0, 4).join(' '));
+    expect(await fullScans(() => runBatch(traced), 'outbound_messages')).toEqual([]);
+  });
+
+  it("checks the ledger's new event ids by index after the ledger has grown", async () => {
+    const event = () => ({ id: randomUUID(), app_id: appId, event_type: 'order.placed', payload: {}, edges: [], attachments: [] });
+    for (let i = 0; i < 8; i++) await writeEvents(traced, Array.from({ length: 5 }, event));
+    await deps.sql`
+      INSERT INTO events (id, app_id, seq, created_at, event_type, payload)
+      SELECT gen_random_uuid(), ${appId}, 1000000 + g, now() - interval '1 minute' + g * interval '1 microsecond', 'order.placed', '{}'
+        FROM generate_series(1, 10000) g`;
+    // The events of this month's partition: the one the writes go to.
+    const scans = await fullScans(() => writeEvents(traced, Array.from({ length: 5 }, event)), 'events_\\w+');
     expect(scans).toEqual([]);
   });
 });
