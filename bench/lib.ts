@@ -641,7 +641,7 @@ export function measureCpu(stack: BenchStack, startMs: number, endMs: number): P
 }
 
 /** Reads monotonic counters at `startMs` and `endMs` from now and answers how much each moved between. */
-function counterWindow<T extends { [K in keyof T]: number }>(read: () => Promise<T>, startMs: number, endMs: number): Promise<T> {
+export function counterWindow<T extends { [K in keyof T]: number }>(read: () => Promise<T>, startMs: number, endMs: number): Promise<T> {
   const at = (ms: number) => new Promise<T>((resolve, reject) => setTimeout(() => read().then(resolve, reject), ms));
   return Promise.all([at(startMs), at(endMs)]).then(
     ([a, b]) => Object.fromEntries(Object.entries(b).map(([k, v]) => [k, (v as number) - a[k as keyof T]])) as T,

@@ -60,7 +60,7 @@ if (!process.env.PROFILE_SEND_DATABASE_URL) {
 }
 
 const { default: postgres } = await import('postgres');
-const { measureCpu, runLoad, startStack } = await import('../lib.js');
+const { counterWindow, measureCpu, runLoad, startStack } = await import('../lib.js');
 const { startTelegramProcess } = await import('../../test/fakes/telegram-process.js');
 
 const admin = postgres(process.env.PROFILE_SEND_DATABASE_URL, { max: 1, onnotice: () => {} });
@@ -75,18 +75,6 @@ const procCounters = (pid: number) => {
       .map((l) => l.split(': ')),
   );
   return { user: Number(stat[11]) / 100, system: Number(stat[12]) / 100, syscr: Number(io.syscr), syscw: Number(io.syscw) };
-};
-const sysWindow = async (web: number, worker: number, ms: number) => {
-  const before = { web: procCounters(web), worker: procCounters(worker) };
-  await new Promise((r) => setTimeout(r, ms));
-  const after = { web: procCounters(web), worker: procCounters(worker) };
-  const diff = (a: ReturnType<typeof procCounters>, b: ReturnType<typeof procCounters>) => ({
-    user: b.user - a.user,
-    system: b.system - a.system,
-    syscr: b.syscr - a.syscr,
-    syscw: b.syscw - a.syscw,
-  });
-  return { web: diff(before.web, after.web), worker: diff(before.worker, after.worker) };
 };
 const fake = await startTelegramProcess({ limits: false, keep: false });
 const stack = await startStack({ workerQueues: 'ledger,send' });
@@ -120,7 +108,15 @@ try {
   if (phase === 'repeat') await runLoad(stack.base, { clients: CLIENTS, durationS: 6, warmupS: 1, request: fresh });
   await admin`SELECT pg_stat_statements_reset()`;
   const cpu = measureCpu(stack, 0, SECONDS * 1000);
-  const sys = sysWindow(stack.web[0].proc.pid!, stack.workers[0].proc.pid!, SECONDS * 1000);
+  const pids = { web: stack.web[0].proc.pid!, worker: stack.workers[0].proc.pid! };
+  const sys = counterWindow(
+    async () =>
+      Object.fromEntries(
+        Object.entries(pids).flatMap(([name, pid]) => Object.entries(procCounters(pid)).map(([k, v]) => [`${name}.${k}`, v])),
+      ),
+    0,
+    SECONDS * 1000,
+  );
   const load = await runLoad(stack.base, {
     clients: CLIENTS,
     durationS: SECONDS,
@@ -135,9 +131,9 @@ try {
     `CPU ms per send: web ${per(c.web)}, worker ${per(c.worker)}, PostgreSQL ${per(c.postgres)}, Redis ${per(c.redis)}, machine ${per(c.machine)}`,
   );
   const s = await sys;
-  for (const [name, v] of Object.entries(s))
+  for (const name of Object.keys(pids))
     console.log(
-      `${name}: user ${per(v.user)} ms, system ${per(v.system)} ms, write calls ${(v.syscw / sends).toFixed(2)}, read calls ${(v.syscr / sends).toFixed(2)} per send`,
+      `${name}: user ${per(s[`${name}.user`])} ms, system ${per(s[`${name}.system`])} ms, write calls ${(s[`${name}.syscw`] / sends).toFixed(2)}, read calls ${(s[`${name}.syscr`] / sends).toFixed(2)} per send`,
     );
   const rows = await admin<
     { calls: number; ms: number; rows: number; blocks: number; wal: number; query: string }[]

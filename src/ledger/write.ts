@@ -55,7 +55,8 @@ export async function writeEvents(sql: Sql, events: LedgerEvent[]): Promise<Comm
  * the ledger. Same head lock and ordering invariant as writeEvents: the guard runs first (the
  * head's update depends on it), then the application's head is locked until the statement
  * commits. `extra` adds CTEs after `ins` (e.g. rows keyed by the inserted events). One
- * application per statement; returns the events written.
+ * application per statement; returns the events written. Planned at each run (freshlyPlanned):
+ * the guard finds its fact's rows by id in a growing table.
  */
 export async function writeGuardedEvents(
   sql: Sql,

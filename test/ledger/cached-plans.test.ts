@@ -10,7 +10,7 @@ import { writeEvents } from '../../src/ledger/write.js';
 import { claimSends, loadBatch } from '../../src/messages/delivery.js';
 import type { MessageRow } from '../../src/messages/messages.js';
 import { createPartyResolver } from '../../src/messages/parties.js';
-import { createSentSettler } from '../../src/messages/settle.js';
+import { createSentSettler, type SettleSent } from '../../src/messages/settle.js';
 import { createSubscriptionCache } from '../../src/webhooks/subscription-cache.js';
 import { createTestEnv, type TestEnv } from '../helpers/stack.js';
 
@@ -30,6 +30,7 @@ const plans: string[] = [];
 let appId: string;
 let conn: Connection;
 let closeSubscriptions: () => Promise<void>;
+let settle: SettleSent;
 
 beforeAll(async () => {
   t = await createTestEnv();
@@ -50,6 +51,12 @@ beforeAll(async () => {
   );
   const subscriptions = createSubscriptionCache(deps);
   closeSubscriptions = () => subscriptions.close();
+  // Settles through the traced connection, so its plans are the ones kept and read.
+  settle = createSentSettler(
+    { ...deps, sql: traced },
+    { subscriptions, localFirstAttempts: undefined },
+    createPartyResolver(deps, connections),
+  );
 }, 120_000);
 afterAll(async () => {
   await closeSubscriptions?.();
@@ -66,25 +73,20 @@ async function queued(n: number): Promise<MessageRow[]> {
     RETURNING *`;
 }
 
-/** One batch job's statements on `sql`'s connection: load, claim, settle. */
-async function runBatch(sql: Sql): Promise<void> {
-  const batchDeps = { ...deps, sql };
+/** One batch job's statements on the traced connection: load, claim, settle. */
+async function runBatch(): Promise<void> {
+  const sql = traced;
   const msgs = await queued(8);
   const loaded = await loadBatch(sql, msgs);
   expect(loaded).toHaveLength(8);
   const claim = randomUUID();
   const claimed = await claimSends(
-    batchDeps,
+    { ...deps, sql },
     loaded.map((m) => m.id),
     claim,
     60_000,
   );
   expect(claimed.size).toBe(8);
-  const settle = createSentSettler(
-    batchDeps,
-    { subscriptions: createSubscriptionCache(deps), localFirstAttempts: undefined },
-    createPartyResolver(deps, createConnectionCache(deps)),
-  );
   const sent = await Promise.all(
     loaded.map((m) => settle({ msg: { ...m, status: 'sending', claimed_by: claim }, conn, externalMessageId: `x-${m.id}`, claim })),
   );
@@ -102,12 +104,12 @@ async function fullScans(work: () => Promise<unknown>, table: string): Promise<s
 describe('plans kept from young tables', () => {
   it('reads its messages by index even with plans its connection made while the table was young', async () => {
     // Young: the connection runs the batch statements often enough to keep generic plans.
-    for (let i = 0; i < 8; i++) await runBatch(traced);
+    for (let i = 0; i < 8; i++) await runBatch();
     // The table grows (a day of sends, settled) without being analyzed.
     await deps.sql`
       INSERT INTO outbound_messages (id, app_id, platform_connection_id, to_external_id, recipient_seq, text, status, external_message_id, finished_at)
       SELECT gen_random_uuid(), ${appId}, ${conn.id}, 'old' || g, 1, 'hello', 'sent', g::text, now() FROM generate_series(1, 10000) g`;
-    expect(await fullScans(() => runBatch(traced), 'outbound_messages')).toEqual([]);
+    expect(await fullScans(() => runBatch(), 'outbound_messages')).toEqual([]);
   });
 
   it("checks the ledger's new event ids by index after the ledger has grown", async () => {
