@@ -10,16 +10,20 @@
  * their read/write system calls per send (/proc/PID/io). With PROFILE_EXPLAIN=DIR (a directory
  * the postgres user can write), auto_explain logs the plans of 3% of the statements, with their
  * buffers and WAL, into DIR — how the cached plans that read outbound_messages whole were found.
+ * PROFILE_CLIENTS sets the closed-loop clients (32: the bench's); PROFILE_SQL is run on the
+ * bench database before the load, for experiments on the schema (a constraint or an index
+ * dropped). Statement times include planning (track_planning), shown on their own too.
  * A profiling aid, not a benchmark: pg_stat_statements costs a little itself, and nothing is
  * recorded.
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 
 const phase = process.argv[2] === 'repeat' ? 'repeat' : 'fresh';
 const CONNECTIONS = 100;
-const CLIENTS = 32;
+const CLIENTS = Number(process.env.PROFILE_CLIENTS ?? 32);
 const SECONDS = 10;
 
 if (!process.env.PROFILE_SEND_DATABASE_URL) {
@@ -30,6 +34,7 @@ if (!process.env.PROFILE_SEND_DATABASE_URL) {
     settings: {
       shared_preload_libraries: 'pg_stat_statements',
       'pg_stat_statements.track': 'all',
+      'pg_stat_statements.track_planning': 'on',
       'pg_stat_statements.max': '5000',
       shared_buffers: '128MB',
       max_connections: '100',
@@ -79,6 +84,8 @@ const procCounters = (pid: number) => {
 const fake = await startTelegramProcess({ limits: false, keep: false });
 const stack = await startStack({ workerQueues: 'ledger,send' });
 try {
+  // An experiment's schema change (dropped constraints or indexes…), made before the load.
+  if (process.env.PROFILE_SQL) await stack.sql.unsafe(process.env.PROFILE_SQL);
   const app = await stack.createApp(['admin', 'events:write', 'events:read']);
   const headers = { ...app.headers, 'content-type': 'application/json' };
   const conns: string[] = [];
@@ -127,6 +134,8 @@ try {
   const sends = load.ok;
   const per = (seconds: number) => ((seconds * 1000) / sends).toFixed(3);
   console.log(`${phase}: ${load.okPerS} sends/s, p50 ${load.p50Ms} ms, ${sends} sends`);
+  // Below 100 %, the closed loop is bound by waits (round trips, serial sections), not by the cores.
+  console.log(`machine busy ${((c.machine / (SECONDS * cpus().length)) * 100).toFixed(0)}% of ${cpus().length} cores`);
   console.log(
     `CPU ms per send: web ${per(c.web)}, worker ${per(c.worker)}, PostgreSQL ${per(c.postgres)}, Redis ${per(c.redis)}, machine ${per(c.machine)}`,
   );
@@ -136,14 +145,15 @@ try {
       `${name}: user ${per(s[`${name}.user`])} ms, system ${per(s[`${name}.system`])} ms, write calls ${(s[`${name}.syscw`] / sends).toFixed(2)}, read calls ${(s[`${name}.syscr`] / sends).toFixed(2)} per send`,
     );
   const rows = await admin<
-    { calls: number; ms: number; rows: number; blocks: number; wal: number; query: string }[]
-  >`SELECT calls, total_exec_time + total_plan_time AS ms, rows, shared_blks_hit + shared_blks_read AS blocks, wal_records AS wal, query
+    { calls: number; ms: number; plan: number; rows: number; blocks: number; wal: number; query: string }[]
+  >`SELECT calls, total_exec_time + total_plan_time AS ms, total_plan_time AS plan, rows, shared_blks_hit + shared_blks_read AS blocks, wal_records AS wal, query
       FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY 2 DESC LIMIT 25`;
-  console.log('ms/send  calls/send  rows/call  buffers/call  WAL/send  statement');
+  console.log('ms/send  plan/send  calls/send  rows/call  buffers/call  WAL/send  statement');
   for (const r of rows)
     console.log(
       [
         (r.ms / sends).toFixed(4),
+        (r.plan / sends).toFixed(4),
         (r.calls / sends).toFixed(3),
         (Number(r.rows) / r.calls).toFixed(1),
         (Number(r.blocks) / r.calls).toFixed(0),
