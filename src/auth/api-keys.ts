@@ -23,13 +23,19 @@ function hashKey(key: string): Buffer {
 }
 
 /** Creates a key; the plain value is returned here once and never stored. */
-export async function createApiKey(sql: Sql, appId: string, scopes: Scope[]): Promise<{ keyId: string; apiKey: string }> {
+export async function createApiKey(
+  sql: Sql,
+  appId: string,
+  scopes: Scope[],
+): Promise<{ keyId: string; apiKey: string; record: ApiKeyRecord }> {
   const apiKey = KEY_PREFIX + randomBytes(32).toString('base64url');
-  const [row] = await sql<{ id: string }[]>`
+  const [row] = await sql<Pick<ApiKeyRecord, 'id' | 'key_prefix' | 'scopes' | 'created_at'>[]>`
     INSERT INTO api_keys (app_id, key_hash, key_prefix, scopes)
     VALUES (${appId}, ${hashKey(apiKey)}, ${apiKey.slice(0, 10)}, ${scopes})
-    RETURNING id`;
-  return { keyId: row.id, apiKey };
+    RETURNING id, key_prefix, scopes, created_at`;
+  // A new key is neither used nor revoked (and the columns the first migrations had suffice:
+  // applications are created on older schemas by the migration tests).
+  return { keyId: row.id, apiKey, record: { ...row, last_used_at: null, revoked_at: null } };
 }
 
 /**

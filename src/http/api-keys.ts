@@ -39,8 +39,7 @@ export function registerApiKeyRoutes(api: Api): void {
       const beyond = scopes.filter((scope) => !principal.scopes.includes(scope));
       if (beyond.length) throw new AppError('FORBIDDEN', `The caller lacks the scopes it tries to grant: ${beyond.join(', ')}`);
       const key = await createApiKey(deps.sql, principal.appId, scopes);
-      const record = (await listApiKeys(deps.sql, principal.appId)).find((k) => k.id === key.keyId);
-      return { status: 201, headers: { 'Cache-Control': 'no-store' }, body: { ...record, api_key: key.apiKey } };
+      return { status: 201, headers: { 'Cache-Control': 'no-store' }, body: { ...key.record, api_key: key.apiKey } };
     },
   });
 

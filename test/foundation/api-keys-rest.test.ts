@@ -24,6 +24,11 @@ describe('API keys over REST', () => {
     expect((await s.request('POST', '/v1/events', { auth: key, body: { event_type: 'k.x', payload: {} } })).status).toBe(403);
     const list = await s.request('GET', '/v1/api-keys', { auth: app });
     expect(JSON.stringify(list.json)).not.toContain(r.json.api_key);
+    // The 201 is the key's record as the list shows it, plus its value (its use since is marked
+    // off the request's path, so last_used_at is left out).
+    const { api_key: _, last_used_at: __, ...created } = r.json;
+    const { last_used_at: ___, ...listed } = list.json.data.find((k: { id: string }) => k.id === created.id);
+    expect(listed).toEqual(created);
   });
 
   it('lists every key with its prefix, scopes and when it was last used', async () => {
