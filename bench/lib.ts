@@ -198,12 +198,18 @@ export function machineBusySeconds(): number {
   return (user + nice + system + irq + softirq + steal) / 100;
 }
 
+/** Cumulative user and system CPU seconds of a process, from /proc (throws once it is gone). */
+export function cpuTimes(pid: number): { user: number; system: number } {
+  // utime and stime are fields 14 and 15 of stat (11 and 12 after the command name), in clock ticks.
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return { user: Number(fields[11]) / 100, system: Number(fields[12]) / 100 };
+}
+
 /** Cumulative CPU seconds (user + system) of a process, from /proc; 0 once it is gone. */
 export function cpuSeconds(pid: number): number {
   try {
-    // utime and stime are fields 14 and 15 of stat (11 and 12 after the command name), in clock ticks.
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / 100;
+    const { user, system } = cpuTimes(pid);
+    return user + system;
   } catch {
     return 0;
   }

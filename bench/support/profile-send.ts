@@ -65,21 +65,20 @@ if (!process.env.PROFILE_SEND_DATABASE_URL) {
 }
 
 const { default: postgres } = await import('postgres');
-const { counterWindow, measureCpu, runLoad, startStack } = await import('../lib.js');
+const { counterWindow, cpuTimes, measureCpu, runLoad, startStack } = await import('../lib.js');
 const { startTelegramProcess } = await import('../../test/fakes/telegram-process.js');
 
 const admin = postgres(process.env.PROFILE_SEND_DATABASE_URL, { max: 1, onnotice: () => {} });
 await admin`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`;
 /** user/system CPU seconds and read/write system calls of a process, from /proc. */
 const procCounters = (pid: number) => {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
   const io = Object.fromEntries(
     readFileSync(`/proc/${pid}/io`, 'utf8')
       .trim()
       .split('\n')
       .map((l) => l.split(': ')),
   );
-  return { user: Number(stat[11]) / 100, system: Number(stat[12]) / 100, syscr: Number(io.syscr), syscw: Number(io.syscw) };
+  return { ...cpuTimes(pid), syscr: Number(io.syscr), syscw: Number(io.syscw) };
 };
 const fake = await startTelegramProcess({ limits: false, keep: false });
 const stack = await startStack({ workerQueues: 'ledger,send' });
