@@ -161,15 +161,13 @@ export async function paceSend(
   return Number(await redis.eval(PACE, keys.length, ...keys, ...paceParams(b.connection), ...paceParams(b.recipient)));
 }
 
-type WithAdmit = Redis & {
-  gwReserveAndPace(k1: string, k2: string, k3: string, k4: string, ...args: number[]): Promise<[number, number]>;
+type AdmitPipeline = ReturnType<Redis['pipeline']> & {
+  gwReserveAndPace(k1: string, k2: string, k3: string, k4: string, ...args: number[]): AdmitPipeline;
 };
 
 /** The script runs by EVALSHA (ioredis loads it on a NOSCRIPT answer): one short command per send. */
-function withAdmit(redis: Redis): WithAdmit {
-  const r = redis as WithAdmit;
-  if (typeof r.gwReserveAndPace !== 'function') redis.defineCommand('gwReserveAndPace', { numberOfKeys: 4, lua: RESERVE_AND_PACE });
-  return r;
+function defineAdmit(redis: Redis): void {
+  if (!('gwReserveAndPace' in redis)) redis.defineCommand('gwReserveAndPace', { numberOfKeys: 4, lua: RESERVE_AND_PACE });
 }
 
 /** A send's admission: go now (paced), or its reserved slot is `waitMs` away. */
@@ -182,32 +180,36 @@ export interface Admission {
 /**
  * Reserves each send's slot in the connection's and the recipient's budgets (as
  * `reserveSendSlot`, in the order given) and, for a slot that is now, paces it (as `paceSend`).
- * The commands go out together (one round trip).
+ * The scripts go out in one pipeline: one write and one round trip for the batch.
  */
-export function admitSends(
+export async function admitSends(
   redis: Redis,
   redisPrefix: string,
   sends: { platform: PlatformName; connectionId: string; recipient: string }[],
   overrides?: BudgetOverrides,
 ): Promise<Admission[]> {
-  const r = withAdmit(redis);
-  return Promise.all(
-    sends.map(async ({ platform, connectionId, recipient }) => {
-      const b = budgetOf(platform, overrides);
-      const [pc, pr] = paceKeys(redisPrefix, connectionId, recipient);
-      const [wait, paced] = await r.gwReserveAndPace(
-        connectionKey(redisPrefix, connectionId),
-        recipientKey(redisPrefix, connectionId, recipient),
-        pc,
-        pr,
-        ...params(b.connection),
-        ...params(b.recipient),
-        ...paceParams(b.connection),
-        ...paceParams(b.recipient),
-      );
-      return { waitMs: Number(wait), paced: Number(paced) === 1 };
-    }),
-  );
+  defineAdmit(redis);
+  const pipeline = redis.pipeline() as AdmitPipeline;
+  for (const { platform, connectionId, recipient } of sends) {
+    const b = budgetOf(platform, overrides);
+    const [pc, pr] = paceKeys(redisPrefix, connectionId, recipient);
+    pipeline.gwReserveAndPace(
+      connectionKey(redisPrefix, connectionId),
+      recipientKey(redisPrefix, connectionId, recipient),
+      pc,
+      pr,
+      ...params(b.connection),
+      ...params(b.recipient),
+      ...paceParams(b.connection),
+      ...paceParams(b.recipient),
+    );
+  }
+  const replies = (await pipeline.exec()) ?? [];
+  return replies.map(([err, reply]) => {
+    if (err) throw err;
+    const [wait, paced] = reply as [number, number];
+    return { waitMs: Number(wait), paced: Number(paced) === 1 };
+  });
 }
 
 /** After a platform's retry-after: later reservations on the connection start after `waitMs`. */

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
-import { holdConnection, paceSend, reserveSendSlot } from '../../src/platforms/rate-budget.js';
+import { admitSends, holdConnection, paceSend, reserveSendSlot } from '../../src/platforms/rate-budget.js';
 import { createRedis } from '../../src/redis.js';
 import { SHARED_REDIS_URL } from '../helpers/servers.js';
 
@@ -56,5 +56,30 @@ describe('send budgets in Redis', () => {
     expect(reserved).toBeGreaterThan(1900);
     expect(reserved).toBeLessThanOrEqual(2000);
     expect(await paceSend(redis, p, 'DISCORD', 'c1', '124')).toBeGreaterThan(1900);
+  });
+
+  it('admits a batch in the order given, charging the budgets as reservations one by one would', async () => {
+    const p = prefix();
+    const send = (recipient: string) => ({ platform: 'TELEGRAM' as const, connectionId: 'c1', recipient });
+    const admitted = await admitSends(redis, p, [send('a'), send('b'), send('a')]);
+    // Only the first goes at once; chat "b" waits one interval of the connection's 30/s (35 ms),
+    // the second to chat "a" its 1/s per chat.
+    expect(admitted.map((a) => a.paced)).toEqual([true, false, false]);
+    expect(admitted[0].waitMs).toBe(0);
+    expect(admitted[1].waitMs).toBeGreaterThan(0);
+    expect(admitted[1].waitMs).toBeLessThanOrEqual(35);
+    expect(admitted[2].waitMs).toBeGreaterThan(950);
+    expect(admitted[2].waitMs).toBeLessThanOrEqual(1030);
+    // The connection was charged up to the last slot handed out.
+    expect(await reserveSendSlot(redis, p, 'TELEGRAM', 'c1', 'c')).toBeGreaterThan(admitted[2].waitMs);
+  });
+
+  it('admits a batch again after Redis forgot its scripts', async () => {
+    const p = prefix();
+    const send = { platform: 'TELEGRAM' as const, connectionId: 'c1', recipient: 'x' };
+    await admitSends(redis, p, [send]);
+    await redis.script('FLUSH');
+    const [again] = await admitSends(redis, p, [{ ...send, connectionId: 'c2' }]);
+    expect(again.paced).toBe(true);
   });
 });
