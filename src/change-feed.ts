@@ -1,5 +1,5 @@
 import type { Deps } from './deps.js';
-import { createRedis, watchConnection } from './redis.js';
+import { createRedis, type Redis, watchConnection } from './redis.js';
 
 /**
  * Changes announced to every process over Redis pub/sub, for the per-process caches of
@@ -12,7 +12,8 @@ import { createRedis, watchConnection } from './redis.js';
  * reconnection, since announcements made while it was away are gone. Caches keep a TTL as
  * the bound on staleness should an announcement itself be lost.
  */
-export type ChangeTopic = 'connections' | 'webhook-subscriptions';
+const TOPICS = ['connections', 'webhook-subscriptions'] as const;
+export type ChangeTopic = (typeof TOPICS)[number];
 
 /** The watchers of each topic in this process (`Deps.changeWatchers`). */
 export type ChangeWatchers = Map<ChangeTopic, Set<(id?: string) => void>>;
@@ -43,26 +44,72 @@ export interface ChangeWatch {
   close(): Promise<void>;
 }
 
+/** A process's one subscriber connection for every topic, and the subscription of each topic on it. */
+interface Feed {
+  sub: Redis;
+  subscribed: Map<ChangeTopic, Promise<void>>;
+}
+/** Keyed by the process's watchers (one per Deps), so every watcher of a process shares one feed. */
+const feeds = new WeakMap<ChangeWatchers, Feed>();
+
+/** The process's feed, connected on first use and closed with its deps. */
+function feedOf(deps: Deps): Feed {
+  const known = feeds.get(deps.changeWatchers);
+  if (known) return known;
+  const sub = watchConnection(
+    createRedis(deps.config.REDIS_URL, 'blocking', { connectionName: `${deps.config.REDIS_PREFIX}:changes` }),
+    'changes',
+    deps.logger,
+  );
+  const feed: Feed = { sub, subscribed: new Map() };
+  const topicOf = new Map(TOPICS.map((t) => [channel(deps.config.REDIS_PREFIX, t), t]));
+  sub.on('message', (ch: string, id: string) => {
+    const topic = topicOf.get(ch);
+    for (const onChange of (topic && deps.changeWatchers.get(topic)) || []) onChange(id);
+  });
+  // A reconnection resubscribes (ioredis), but what was announced meanwhile is gone.
+  sub.on('ready', () => {
+    for (const [topic] of feed.subscribed) for (const onChange of deps.changeWatchers.get(topic) ?? []) onChange();
+  });
+  feeds.set(deps.changeWatchers, feed);
+  deps.closers.push(() => {
+    feeds.delete(deps.changeWatchers);
+    return sub.quit().then(
+      () => undefined,
+      () => sub.disconnect(),
+    );
+  });
+  return feed;
+}
+
 /**
  * Calls `onChange(id)` for every announced change of `topic`, and `onChange()` (drop
- * everything) once subscribed and on every reconnection. Closed with the process's deps.
+ * everything) once subscribed and on every reconnection. Every watcher of a process shares one
+ * subscriber connection, closed with the process's deps.
  */
 export function watchChanges(deps: Deps, topic: ChangeTopic, onChange: (id?: string) => void): ChangeWatch {
   const local = deps.changeWatchers.get(topic) ?? new Set();
   deps.changeWatchers.set(topic, local.add(onChange));
-  const sub = watchConnection(createRedis(deps.config.REDIS_URL, 'blocking'), `${topic}-changes`, deps.logger);
-  sub.on('message', (_channel: string, id: string) => onChange(id));
-  sub.on('ready', () => onChange());
-  const ready = sub.subscribe(channel(deps.config.REDIS_PREFIX, topic)).then(() => onChange());
-  ready.catch((err) => deps.logger.warn({ err: (err as Error).message, topic }, 'change subscription failed'));
-  let closed: Promise<void> | undefined;
-  const close = () => {
-    local.delete(onChange);
-    return (closed ??= sub.quit().then(
+  const feed = feedOf(deps);
+  let subscribed = feed.subscribed.get(topic);
+  if (!subscribed) {
+    subscribed = feed.sub.subscribe(channel(deps.config.REDIS_PREFIX, topic)).then(
       () => undefined,
-      () => sub.disconnect(),
-    ));
+      (err) => {
+        feed.subscribed.delete(topic); // the next watcher of the topic tries again
+        throw err;
+      },
+    );
+    feed.subscribed.set(topic, subscribed);
+  }
+  const ready = subscribed.then(() => {
+    if (local.has(onChange)) onChange();
+  });
+  ready.catch((err) => deps.logger.warn({ err: (err as Error).message, topic }, 'change subscription failed'));
+  return {
+    ready,
+    close: async () => {
+      local.delete(onChange);
+    },
   };
-  deps.closers.push(close);
-  return { ready, close };
 }

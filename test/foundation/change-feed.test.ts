@@ -55,4 +55,28 @@ describe('the change feed', () => {
     await announceChange(there, 'webhook-subscriptions', 'app-2');
     expect(seen).toEqual([]);
   });
+
+  it('shares one Redis connection between every watcher of a process, whatever their topics', async () => {
+    const feeds = async () =>
+      ((await here.redis.client('LIST')) as string).split('\n').filter((l) => l.includes(` name=${t.config.REDIS_PREFIX}:changes `)).length;
+    const before = await feeds();
+    const own = createDeps(t.config, { logger: createLogger('silent') });
+    const seen: string[] = [];
+    try {
+      const watches = [
+        watchChanges(own, 'connections', (id) => id && seen.push(`a:${id}`)),
+        watchChanges(own, 'connections', (id) => id && seen.push(`b:${id}`)),
+        watchChanges(own, 'webhook-subscriptions', (id) => id && seen.push(`c:${id}`)),
+      ];
+      await Promise.all(watches.map((w) => w.ready));
+      expect(await feeds()).toBe(before + 1);
+      await announceChange(there, 'connections', 'conn-9');
+      await announceChange(there, 'webhook-subscriptions', 'app-9');
+      await until(() => seen.includes('a:conn-9') && seen.includes('b:conn-9') && seen.includes('c:app-9'), 'each watcher told');
+      expect(seen.filter((x) => x.endsWith('conn-9')).sort()).toEqual(['a:conn-9', 'b:conn-9']);
+      expect(seen.filter((x) => x.endsWith('app-9'))).toEqual(['c:app-9']);
+    } finally {
+      await closeDeps(own);
+    }
+  });
 });
