@@ -64,14 +64,13 @@ export interface PlatformUserKey {
   connectionId: string;
   platform: string;
   externalId: string;
-  isSystem?: boolean;
 }
 
 const userKey = (k: { appId: string; connectionId: string; externalId: string }) => `${k.appId}/${k.connectionId}/${k.externalId}`;
 
 /**
  * Finds or creates many platform users (and each new one's user) in one statement: the send
- * path's batch. A new platform user and its user are inserted by the same statement, so one
+ * path's batch of recipients (never a connection's own account, which `upsertPlatformUser` makes). A new platform user and its user are inserted by the same statement, so one
  * never exists without the other; a first sight racing another transaction's loses on the
  * unique key (DO NOTHING waits for the winner) and is read back after. Names are not touched.
  * Returns a map keyed by `appId/connectionId/externalId`.
@@ -86,7 +85,6 @@ export async function upsertPlatformUsers(sql: Sql, keys: PlatformUserKey[]): Pr
       conn: k.connectionId,
       platform: k.platform,
       external_id: k.externalId,
-      is_system: k.isSystem ?? false,
       user_id: randomUUID(),
     })),
   );
@@ -106,7 +104,7 @@ export async function upsertPlatformUsers(sql: Sql, keys: PlatformUserKey[]): Pr
     await sql<Row[]>`
       WITH input AS (
         SELECT * FROM jsonb_to_recordset(${input}::text::jsonb)
-          AS r(app_id uuid, conn uuid, platform text, external_id text, is_system boolean, user_id uuid)
+          AS r(app_id uuid, conn uuid, platform text, external_id text, user_id uuid)
       ), found AS (
         -- One index probe per key (LIMIT keeps the lookup a probe: as a join, the planner,
         -- which takes the input for 100 rows, hashes the whole table while it is small).
@@ -116,13 +114,13 @@ export async function upsertPlatformUsers(sql: Sql, keys: PlatformUserKey[]): Pr
              WHERE p.app_id = i.app_id AND p.platform_connection_id = i.conn AND p.external_id = i.external_id LIMIT 1) p
       ), pu AS (
         INSERT INTO platform_users (app_id, platform_connection_id, platform, external_id, is_system_user, user_id)
-        SELECT i.app_id, i.conn, i.platform, i.external_id, i.is_system, i.user_id FROM input i
+        SELECT i.app_id, i.conn, i.platform, i.external_id, false, i.user_id FROM input i
          WHERE NOT EXISTS (SELECT 1 FROM found f WHERE f.app_id = i.app_id AND f.platform_connection_id = i.conn AND f.external_id = i.external_id)
          ORDER BY i.app_id, i.conn, i.external_id
         ON CONFLICT (app_id, platform_connection_id, external_id) DO NOTHING
         RETURNING id, user_id, external_id, name, app_id, platform_connection_id
       ), u AS (
-        INSERT INTO users (id, app_id, name, is_system) SELECT i.user_id, i.app_id, NULL, i.is_system FROM input i JOIN pu ON pu.user_id = i.user_id
+        INSERT INTO users (id, app_id, name, is_system) SELECT i.user_id, i.app_id, NULL, false FROM input i JOIN pu ON pu.user_id = i.user_id
       )
       SELECT * FROM found UNION ALL SELECT * FROM pu`,
   );

@@ -1,6 +1,7 @@
 import type { ChainableCommander } from 'ioredis';
 import type { Logger } from '../logger.js';
 import { createRedis, watchConnection } from '../redis.js';
+import type { StoredError } from '../messages/delivery.js';
 import type { CommitOutcome } from './commit-waiter.js';
 import type { CommittedEvent } from './write.js';
 
@@ -14,9 +15,7 @@ import type { CommittedEvent } from './write.js';
 const commitReportChannel = (redisPrefix: string, replyTo: string) => `${redisPrefix}:committed:${replyTo}`;
 
 /** What a send's worker reports to the web process waiting on it: the message's final state. */
-export type SendOutcome =
-  | { status: 'sent'; external_message_id: string }
-  | { status: 'failed'; error: { code: string; message: string; platform_code?: string | number; platform_message?: string } };
+export type SendOutcome = { status: 'sent'; external_message_id: string } | { status: 'failed'; error: StoredError };
 
 /**
  * [app_id, id, seq, created_at] per committed event; [app_id, id, reason] per event the

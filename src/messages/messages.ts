@@ -166,7 +166,7 @@ export async function submitMessage(
   return ok(
     outcome.status === 'sent'
       ? { id, status: 'sent', external_message_id: outcome.external_message_id, error: null, created_at: createdAt }
-      : { id, status: 'failed', external_message_id: null, error: outcome.error as MessageRow['error'], created_at: createdAt },
+      : { id, status: 'failed', external_message_id: null, error: outcome.error, created_at: createdAt },
   );
 }
 
