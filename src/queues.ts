@@ -50,7 +50,8 @@ const webhookJobSchema = z.discriminatedUnion('kind', [
     run: z.number().int().min(0).default(0),
     attempt_base: z.number().int().min(0).default(0),
   }),
-  // The repeatable log-retention task.
+  // Webhook log retention, scheduled here until it moved to the maintenance queue: a job an
+  // older release scheduled may still be waiting, and runs the same prune.
   z.object({ kind: z.literal('log-retention') }),
 ]);
 export type WebhookJob = z.infer<typeof webhookJobSchema>;
@@ -122,6 +123,7 @@ export const MAINTENANCE_TASKS = [
   'prune-files',
   'prune-messages',
   'prune-portal-sessions',
+  'prune-webhook-logs',
   'event-partitions',
 ] as const;
 export type MaintenanceTask = (typeof MAINTENANCE_TASKS)[number];

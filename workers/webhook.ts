@@ -1,21 +1,16 @@
 import { DelayedError } from 'bullmq';
-import { retryOptions } from '../src/queues.js';
 import type { Deps } from '../src/deps.js';
 import { purgeOldLogs } from '../src/webhooks/attempt-log.js';
 import { DeliveryAttemptError, retryDelay } from '../src/webhooks/retry-policy.js';
 import type { ProcessorDef } from './host.js';
 
-/** How often the log-retention task runs. */
-const RETENTION_EVERY_MS = 3_600_000;
-
-async function scheduleRetention(deps: Deps): Promise<void> {
-  // Idempotent across processes: every worker upserts the same scheduler (which makes the job ids).
-  const data = { kind: 'log-retention' } as const;
-  await deps.queues.webhook.upsertJobScheduler(
-    'webhook-log-retention',
-    { every: RETENTION_EVERY_MS },
-    { name: data.kind, data, opts: retryOptions('webhook', data, deps.config) },
-  );
+/**
+ * Webhook log retention is a maintenance task now (`prune-webhook-logs`): on this queue it
+ * took a delivery slot and waited behind a backlog of deliveries, just when the logs grow
+ * fastest. The scheduler an older release upserted here is removed (idempotent).
+ */
+async function unscheduleRetention(deps: Deps): Promise<void> {
+  await deps.queues.webhook.removeJobScheduler('webhook-log-retention');
 }
 
 /**
@@ -29,7 +24,7 @@ export const webhookProcessor: ProcessorDef<'webhook'> = {
   queue: 'webhook',
   create(deps, services) {
     const deliverer = services.webhooks;
-    scheduleRetention(deps).catch((err) => deps.logger.warn({ err }, 'could not schedule webhook log retention'));
+    unscheduleRetention(deps).catch((err) => deps.logger.warn({ err }, 'could not remove the old webhook log retention scheduler'));
     return async (job, token) => {
       const data = job.data;
       switch (data.kind) {

@@ -14,8 +14,8 @@ export type Retention =
   /** Nothing deletes rows on a schedule; `because` says why the table stays bounded or must keep them. */
   | { kind: 'kept'; because: string };
 
-/** The scheduled job that applies a retention: a task of the maintenance queue, or the webhook queue's own. */
-export type Pruner = { queue: 'maintenance'; task: MaintenanceTask } | { queue: 'webhook'; task: 'log-retention' };
+/** The scheduled job that applies a retention: a task of the maintenance queue. */
+export type Pruner = { queue: 'maintenance'; task: MaintenanceTask };
 
 const ENTITY = 'a record the API manages (created, read and deleted on request), not a per-request trace';
 
@@ -54,8 +54,16 @@ export const RETENTION = {
     by: { queue: 'maintenance', task: 'prune-portal-sessions' },
   },
   outbound_messages: { kind: 'pruned', variable: 'MESSAGE_RETENTION_DAYS', by: { queue: 'maintenance', task: 'prune-messages' } },
-  webhook_delivery_logs: { kind: 'pruned', variable: 'WEBHOOK_LOG_RETENTION_DAYS', by: { queue: 'webhook', task: 'log-retention' } },
-  webhook_deliveries: { kind: 'pruned', variable: 'WEBHOOK_LOG_RETENTION_DAYS', by: { queue: 'webhook', task: 'log-retention' } },
+  webhook_delivery_logs: {
+    kind: 'pruned',
+    variable: 'WEBHOOK_LOG_RETENTION_DAYS',
+    by: { queue: 'maintenance', task: 'prune-webhook-logs' },
+  },
+  webhook_deliveries: {
+    kind: 'pruned',
+    variable: 'WEBHOOK_LOG_RETENTION_DAYS',
+    by: { queue: 'maintenance', task: 'prune-webhook-logs' },
+  },
   events: { kind: 'partitioned', variable: 'EVENT_RETENTION_DAYS', by: { queue: 'maintenance', task: 'event-partitions' } },
   event_edges: { kind: 'partitioned', variable: 'EVENT_RETENTION_DAYS', by: { queue: 'maintenance', task: 'event-partitions' } },
 } satisfies Record<string, Retention>;

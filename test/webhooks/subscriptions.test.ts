@@ -8,7 +8,7 @@ let rx: Receiver;
 
 beforeAll(async () => {
   // Web only: the test endpoint sends synchronously from the web process.
-  s = await startTestStack({ workers: ['webhook'], env: { WEBHOOK_LOG_RETENTION_DAYS: '30' } });
+  s = await startTestStack({ workers: ['webhook', 'maintenance'], env: { WEBHOOK_LOG_RETENTION_DAYS: '30' } });
   a = await s.createApp();
   rx = await startReceiver();
 });
@@ -180,20 +180,26 @@ describe('test endpoint and delivery logs', () => {
     rx.answer({ status: 200, body: 'ok' });
   });
 
-  it('removes logs older than the retention through the repeatable job', async () => {
+  it('removes logs older than the retention through the maintenance task, and through a job an older release queued', async () => {
     const c = await create({ name: 'old', target_url: rx.url, event_patterns: ['*'] });
-    await s.request('POST', `/v1/webhook-subscriptions/${c.json.id}/test`, { auth: a });
-    await s.request('POST', `/v1/webhook-subscriptions/${c.json.id}/test`, { auth: a });
-    const [oldest] = await s.deps.sql<
-      { n: string }[]
-    >`SELECT min(n)::text AS n FROM webhook_delivery_logs WHERE subscription_id = ${c.json.id}`;
-    await s.deps.sql`UPDATE webhook_delivery_logs SET created_at = now() - interval '31 days' WHERE n = ${oldest.n}`;
-    const schedulers = await s.deps.queues.webhook.getJobSchedulers();
-    const retention = schedulers.find((j) => j.key === 'webhook-log-retention');
-    expect(retention?.template?.data).toEqual({ kind: 'log-retention' });
+    for (let i = 0; i < 3; i++) await s.request('POST', `/v1/webhook-subscriptions/${c.json.id}/test`, { auth: a });
+    const ns = (
+      await s.deps.sql<{ n: string }[]>`SELECT n::text AS n FROM webhook_delivery_logs WHERE subscription_id = ${c.json.id} ORDER BY n`
+    ).map((r) => r.n);
+    expect(ns).toHaveLength(3);
+    const age = (n: string) => s.deps.sql`UPDATE webhook_delivery_logs SET created_at = now() - interval '31 days' WHERE n = ${n}`;
+    const gone = (n: string) => eventually(async () => (await s.deps.sql`SELECT 1 FROM webhook_delivery_logs WHERE n = ${n}`).length === 0);
+
+    const schedulers = await s.deps.queues.maintenance.getJobSchedulers();
+    expect(schedulers.find((j) => j.key === 'maintenance-prune-webhook-logs')?.template?.data).toEqual({ task: 'prune-webhook-logs' });
+    expect((await s.deps.queues.webhook.getJobSchedulers()).map((j) => j.key)).not.toContain('webhook-log-retention');
     // Run the scheduled task now instead of waiting an hour.
+    await age(ns[0]);
+    await s.deps.queues.maintenance.add('prune-webhook-logs', { task: 'prune-webhook-logs' });
+    await gone(ns[0]);
+    await age(ns[1]);
     await s.deps.queues.webhook.add('log-retention', { kind: 'log-retention' });
-    await eventually(async () => (await s.deps.sql`SELECT 1 FROM webhook_delivery_logs WHERE n = ${oldest.n}`).length === 0);
+    await gone(ns[1]);
     const [{ n }] = await s.deps.sql`SELECT count(*)::int AS n FROM webhook_delivery_logs WHERE subscription_id = ${c.json.id}`;
     expect(n).toBe(1);
   });
