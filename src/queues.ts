@@ -253,7 +253,7 @@ export type CatalogArgs<Q extends QueueName> = Q extends ConfiguredQueue
   : [options?: JobsOptions];
 
 /** The catalog's retry policy of one job. */
-export function retryOptions<Q extends QueueName>(name: Q, data: JobData<Q>, config?: RetryConfig): JobsOptions {
+function retryOptions<Q extends QueueName>(name: Q, data: JobData<Q>, config?: RetryConfig): JobsOptions {
   const options = JOBS[name].options as CatalogEntry['options'];
   if (typeof options !== 'function') return options;
   if (!config) throw new Error(`${name} jobs need the configuration to build their retry policy`);

@@ -195,6 +195,18 @@ describe('the developer portal', () => {
     await page.locator('.heading .badge', { hasText: 'PAUSED' }).waitFor();
     await page.getByRole('button', { name: 'Resume' }).click();
     await page.locator('.heading .badge', { hasText: 'ACTIVE' }).waitFor();
+    // Edited in place: patterns and throttle change, the secret and the attempt log stay.
+    await page.getByRole('button', { name: 'Edit' }).click();
+    const form = page.getByRole('form', { name: 'Edit webhook' });
+    expect(await form.getByLabel('Event patterns').inputValue()).toBe('order.*');
+    await form.getByLabel('Event patterns').fill('order.*, refund.*');
+    await form.getByLabel('Deliveries per second at most').fill('50');
+    await form.getByRole('button', { name: 'Save changes' }).click();
+    await page.getByText('Saved.').waitFor();
+    await page.getByText('50 deliveries per second at most').waitFor();
+    const subId = page.url().split('/').pop()!;
+    const edited = await s.request('GET', `/v1/webhook-subscriptions/${subId}`, { auth: app });
+    expect(edited.json).toMatchObject({ name: 'orders', event_patterns: ['order.*', 'refund.*'], max_per_second: 50 });
 
     const before = new Date().toISOString();
     expect((await s.request('POST', '/v1/events', { auth: app, body: { event_type: 'order.paid', payload: { order: 2 } } })).status).toBe(
@@ -247,6 +259,29 @@ describe('the developer portal', () => {
     const sent = await telegram.server.waitFor(1, (r) => r.path.endsWith('/sendMessage'));
     expect(sent[0].json ?? sent[0].form).toMatchObject({ chat_id: expect.anything(), text: 'hello from the portal' });
     await capture(page, 'connections');
+  });
+
+  it('disables, enables and deletes a connection', async () => {
+    const made = await s.request('POST', '/v1/platform-connections', {
+      auth: app,
+      body: { platform_name: 'TELEGRAM', name: 'spare bot', config: { bot_token: '654321:spare-portal_test', api_base_url: telegram.url } },
+    });
+    expect(made.status).toBe(201);
+    const path = `/v1/platform-connections/${made.json.id}`;
+    await page.reload();
+    const card = page.locator(`li[data-connection-id="${made.json.id}"]`);
+    await card.getByRole('button', { name: 'Disable' }).click();
+    await card.locator('.badge', { hasText: 'DISABLED' }).waitFor();
+    expect((await s.request('GET', path, { auth: app })).json.status).toBe('DISABLED');
+    await card.getByRole('button', { name: 'Enable' }).click();
+    await card.locator('.badge', { hasText: 'ACTIVE' }).waitFor();
+    expect((await s.request('GET', path, { auth: app })).json.status).toBe('ACTIVE');
+    page.once('dialog', (d) => void d.accept());
+    await card.getByRole('button', { name: 'Delete' }).click();
+    await card.waitFor({ state: 'detached' });
+    expect((await s.request('GET', path, { auth: app })).status).toBe(404);
+    // The connection the other areas use is untouched.
+    expect((await s.request('GET', `/v1/platform-connections/${connectionId}`, { auth: app })).status).toBe(200);
   });
 
   it('pages through the ledger in Explore with a copyable curl line', async () => {

@@ -110,3 +110,12 @@ export function SecretOnce({ title, secret, children }: { title: string; secret:
 export const Badge = ({ tone, children }: { tone: string; children: ReactNode }) => <span className={`badge ${tone}`}>{children}</span>;
 
 export const when = (iso: string | null | undefined) => (iso ? new Date(iso).toLocaleString() : '—');
+
+/** Delete, after the person confirms `question`. */
+export function DeleteButton({ question, onConfirmed }: { question: string; onConfirmed: () => void }) {
+  return (
+    <button type="button" className="danger" onClick={() => window.confirm(question) && onConfirmed()}>
+      Delete
+    </button>
+  );
+}

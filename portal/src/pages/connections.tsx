@@ -1,6 +1,6 @@
 import { useCallback, useEffect, useState } from 'react';
 import { api, errorText } from '../api.ts';
-import { Badge, CopyButton, ErrorNote, Field, Notice, when } from '../components/ui.tsx';
+import { Badge, CopyButton, DeleteButton, ErrorNote, Field, Notice, when } from '../components/ui.tsx';
 import schemas from '../generated/platform-schemas.json';
 import type { Answer, Connection } from '../types.ts';
 
@@ -69,7 +69,7 @@ export function Connections() {
       ) : (
         <ul className="deliveries">
           {list.map((c) => (
-            <ConnectionCard key={c.id} connection={c} />
+            <ConnectionCard key={c.id} connection={c} onChanged={() => void load()} />
           ))}
         </ul>
       )}
@@ -77,7 +77,18 @@ export function Connections() {
   );
 }
 
-function ConnectionCard({ connection: c }: { connection: Connection }) {
+function ConnectionCard({ connection: c, onChanged }: { connection: Connection; onChanged: () => void }) {
+  const [error, setError] = useState<string>();
+  const path = `/v1/platform-connections/${encodeURIComponent(c.id)}`;
+  const act = async (what: () => Promise<boolean>) => {
+    setError(undefined);
+    try {
+      if (await what()) onChanged();
+    } catch (e) {
+      setError(errorText(e));
+    }
+  };
+  const active = c.status === 'ACTIVE';
   return (
     <li className="card" data-connection-id={c.id}>
       <div className="heading">
@@ -98,6 +109,30 @@ function ConnectionCard({ connection: c }: { connection: Connection }) {
         <dt>Last platform error</dt>
         <dd>{c.health.last_error ? `${c.health.last_error} (${when(c.health.last_error_at)})` : 'none'}</dd>
       </dl>
+      <div className="actions">
+        <button
+          type="button"
+          className="ghost"
+          onClick={() =>
+            act(async () => {
+              await api('PATCH', path, { status: active ? 'DISABLED' : 'ACTIVE' });
+              return true;
+            })
+          }
+        >
+          {active ? 'Disable' : 'Enable'}
+        </button>
+        <DeleteButton
+          question={`Delete ${c.name}? Its message records and conversations go with it; its events stay in the ledger.`}
+          onConfirmed={() =>
+            act(async () => {
+              await api('DELETE', path);
+              return true;
+            })
+          }
+        />
+      </div>
+      <ErrorNote error={error} />
       <details>
         <summary>Send a test message</summary>
         <TestMessage connectionId={c.id} />

@@ -1,8 +1,9 @@
 import { useCallback, useEffect, useState } from 'react';
 import { Link, useLocation } from 'wouter';
 import { api, errorText } from '../api.ts';
-import { Badge, ErrorNote, Field, Json, Notice, SecretOnce, when } from '../components/ui.tsx';
+import { Badge, DeleteButton, ErrorNote, Field, Json, Notice, SecretOnce, when } from '../components/ui.tsx';
 import type { Answer, DeliveryAttempt, Subscription } from '../types.ts';
+import { WebhookForm } from './webhooks.tsx';
 
 /** How often the open page re-reads the attempt log, so retries show up as they happen. */
 const POLL_MS = 1_500;
@@ -33,6 +34,7 @@ export function WebhookDetail({ id }: { id: string }) {
   const [error, setError] = useState<string>();
   const [notice, setNotice] = useState<string>();
   const [rotated, setRotated] = useState<Answer<'rotateWebhookSecret'>>();
+  const [editing, setEditing] = useState(false);
   const [, navigate] = useLocation();
   const path = `/v1/webhook-subscriptions/${encodeURIComponent(id)}`;
 
@@ -87,12 +89,17 @@ export function WebhookDetail({ id }: { id: string }) {
         <dd className="clip">{sub.target_url}</dd>
         <dt>Patterns</dt>
         <dd>{sub.event_patterns.join(', ')}</dd>
+        <dt>Throttle</dt>
+        <dd>{sub.max_per_second ? `${sub.max_per_second} deliveries per second at most` : 'none'}</dd>
         <dt>Failures in a row</dt>
         <dd>{sub.consecutive_failures}</dd>
         <dt>Previous secret</dt>
         <dd>{sub.previous_secret_expires_at ? `still signs until ${when(sub.previous_secret_expires_at)}` : 'none'}</dd>
       </dl>
       <div className="actions">
+        <button type="button" className="ghost" onClick={() => setEditing((e) => !e)} aria-expanded={editing}>
+          Edit
+        </button>
         <button
           type="button"
           onClick={() =>
@@ -129,21 +136,29 @@ export function WebhookDetail({ id }: { id: string }) {
         >
           Rotate secret
         </button>
-        <button
-          type="button"
-          className="danger"
-          onClick={() =>
+        <DeleteButton
+          question={`Delete ${sub.name} with its deliveries?`}
+          onConfirmed={() =>
             act(async () => {
-              if (!window.confirm(`Delete ${sub.name} with its deliveries?`)) return undefined;
               await api('DELETE', path);
               navigate('/webhooks');
               return undefined;
             })
           }
-        >
-          Delete
-        </button>
+        />
       </div>
+      {editing ? (
+        <WebhookForm
+          label="Edit webhook"
+          submitText="Save changes"
+          initial={sub}
+          onSubmit={async (fields) => {
+            await api('PATCH', path, fields);
+            setEditing(false);
+            await act(async () => 'Saved.');
+          }}
+        />
+      ) : null}
       <Notice text={notice} />
       <ErrorNote error={error} />
       {rotated ? (

@@ -88,29 +88,68 @@ export function Webhooks() {
 }
 
 function CreateWebhook({ onCreated }: { onCreated: (s: NewSubscription) => void }) {
-  const [name, setName] = useState('');
-  const [url, setUrl] = useState('');
-  const [patterns, setPatterns] = useState('');
+  return (
+    <WebhookForm
+      label="New webhook"
+      submitText="Create webhook"
+      onSubmit={async (f) =>
+        onCreated(
+          await api<NewSubscription>('POST', '/v1/webhook-subscriptions', {
+            name: f.name,
+            target_url: f.target_url,
+            event_patterns: f.event_patterns,
+            ...(f.max_per_second !== null ? { max_per_second: f.max_per_second } : {}),
+          }),
+        )
+      }
+    />
+  );
+}
+
+/** What the webhook form edits: the fields a client sets on a subscription. */
+export interface WebhookFields {
+  name: string;
+  target_url: string;
+  event_patterns: string[];
+  /** Deliveries per second at most; null: no throttle. */
+  max_per_second: number | null;
+}
+
+/** The form of a new webhook, and of an existing one's changes (`initial`). */
+export function WebhookForm({
+  label,
+  submitText,
+  initial,
+  onSubmit,
+}: {
+  label: string;
+  submitText: string;
+  initial?: WebhookFields;
+  onSubmit: (fields: WebhookFields) => Promise<void>;
+}) {
+  const [name, setName] = useState(initial?.name ?? '');
+  const [url, setUrl] = useState(initial?.target_url ?? '');
+  const [patterns, setPatterns] = useState(initial?.event_patterns.join(', ') ?? '');
+  const [rate, setRate] = useState(initial?.max_per_second ? String(initial.max_per_second) : '');
   const [error, setError] = useState<string>();
   const [busy, setBusy] = useState(false);
   const list = splitPatterns(patterns);
   const problem = patterns ? patternListProblem(list) : undefined;
   const matches = matchingTypes(list);
   const urlProblem = url && !/^https?:\/\/\S+$/.test(url) ? 'an http(s) URL' : undefined;
-  const ready = name.trim() && url && list.length > 0 && !problem && !urlProblem;
+  const rateProblem = rate && !/^[1-9]\d{0,4}$/.test(rate.trim()) ? 'a whole number from 1 to 10000, or empty' : undefined;
+  const ready = name.trim() && url && list.length > 0 && !problem && !urlProblem && !rateProblem;
   return (
     <form
       className="card"
-      aria-label="New webhook"
+      aria-label={label}
       onSubmit={async (e) => {
         e.preventDefault();
         if (!ready) return;
         setBusy(true);
         setError(undefined);
         try {
-          onCreated(
-            await api<NewSubscription>('POST', '/v1/webhook-subscriptions', { name: name.trim(), target_url: url, event_patterns: list }),
-          );
+          await onSubmit({ name: name.trim(), target_url: url, event_patterns: list, max_per_second: rate.trim() ? Number(rate) : null });
         } catch (err) {
           setError(errorText(err));
         } finally {
@@ -152,10 +191,13 @@ function CreateWebhook({ onCreated }: { onCreated: (s: NewSubscription) => void 
           placeholder="message.*"
         />
       </Field>
+      <Field id="wh-rate" label="Deliveries per second at most" problem={rateProblem} hint="Empty: as fast as your receiver answers">
+        <input id="wh-rate" inputMode="numeric" value={rate} onChange={(e) => setRate(e.currentTarget.value)} />
+      </Field>
       <ErrorNote error={error} />
       <div className="actions">
         <button type="submit" disabled={!ready || busy}>
-          Create webhook
+          {submitText}
         </button>
       </div>
     </form>
