@@ -1,7 +1,7 @@
 import type { Deps } from '../deps.js';
 import { fail, ok, type Result } from '../errors.js';
 import type { DeliveryStatus } from './attempt-log.js';
-import { type DeliveryLog, listDeliveryLogs } from './logs.js';
+import { type DeliveryLog, deliveryLogPage } from './logs.js';
 import { isUuid } from './subscriptions.js';
 
 /** A delivery (one event to one subscription) in REST names: its state across every attempt and run. */
@@ -45,7 +45,7 @@ export async function getDelivery(deps: Deps, appId: string, id: string): Promis
   const [row] = await deps.sql<DeliveryRow[]>`
     SELECT ${deps.sql.unsafe(COLUMNS)} FROM webhook_deliveries WHERE app_id = ${appId} AND id = ${id}`;
   if (!row) return missing;
-  const logs = await listDeliveryLogs(deps, appId, row.subscription_id, { limit: ATTEMPTS_LIMIT, deliveryId: id });
+  const logs = await deliveryLogPage(deps, appId, row.subscription_id, { limit: ATTEMPTS_LIMIT, deliveryId: id });
   if (!logs.ok) return missing;
   return ok({ ...toDelivery(row), attempts: logs.value.logs });
 }

@@ -34,20 +34,32 @@ function decode(raw: string): Result<string> {
     : fail('INVALID_CURSOR', 'Malformed cursor: pass back a cursor exactly as the service returned it');
 }
 
+/** Which page of an attempt log: newest first, after a cursor, optionally one status or one delivery. */
+interface LogPageQuery {
+  limit: number;
+  after?: string;
+  status?: DeliveryStatus;
+  deliveryId?: string;
+}
+interface LogPage {
+  logs: DeliveryLog[];
+  hasMore: boolean;
+}
+
 /**
  * One page of a subscription's attempt log, newest first. The subscription must belong to the
  * application, so another tenant's id answers NOT_FOUND rather than an empty page.
  */
-export async function listDeliveryLogs(
-  deps: Deps,
-  appId: string,
-  subscriptionId: string,
-  page: { limit: number; after?: string; status?: DeliveryStatus; deliveryId?: string },
-): Promise<Result<{ logs: DeliveryLog[]; hasMore: boolean }>> {
-  const { sql } = deps;
+export async function listDeliveryLogs(deps: Deps, appId: string, subscriptionId: string, page: LogPageQuery): Promise<Result<LogPage>> {
   if (!isUuid(subscriptionId)) return fail('NOT_FOUND', `No webhook subscription ${subscriptionId}`);
-  const [sub] = await sql`SELECT 1 FROM webhook_subscriptions WHERE app_id = ${appId} AND id = ${subscriptionId}`;
+  const [sub] = await deps.sql`SELECT 1 FROM webhook_subscriptions WHERE app_id = ${appId} AND id = ${subscriptionId}`;
   if (!sub) return fail('NOT_FOUND', `No webhook subscription ${subscriptionId}`);
+  return deliveryLogPage(deps, appId, subscriptionId, page);
+}
+
+/** The page itself, for a caller that already knows the subscription is the application's (a delivery of it). */
+export async function deliveryLogPage(deps: Deps, appId: string, subscriptionId: string, page: LogPageQuery): Promise<Result<LogPage>> {
+  const { sql } = deps;
   let before: string | undefined;
   if (page.after !== undefined) {
     const c = decode(page.after);
