@@ -8,9 +8,8 @@ import type { Deps } from '../src/deps.js';
 import type { BlobStore } from '../src/files/storage.js';
 import { addSendReports, type SendOutcome } from '../src/ledger/commit-reports.js';
 import {
+  claimBatch,
   claimSends,
-  loadBatch,
-  type BatchMessage,
   hasEarlierPending,
   inboundToReplyTo,
   loadFiles,
@@ -63,9 +62,9 @@ interface SendContext {
 
 /**
  * The send queue. A batch job carries the sends one web process accepted in one turn of its
- * event loop — the fast path: one query loads them, one round of budget scripts admits them,
- * one statement claims them, the platform calls run concurrently (in order per recipient), and
- * the accepted ones are recorded by the group commit. Anything that must wait (an earlier
+ * event loop — the fast path: one statement claims and loads the ones that may go now, one
+ * round of budget scripts admits them, the platform calls run concurrently (in order per
+ * recipient), and the accepted ones are recorded by the group commit. Anything that must wait (an earlier
  * message still unsettled, a budget, a retry, files, e-mail threading) goes to the message's
  * own job, which waits in `delayed` without holding a worker slot. Either way a message is
  * sent only under a claim with a lease, so two jobs never both call the platform for it.
@@ -265,34 +264,61 @@ async function sendOne(ctx: SendContext, job: Job<MessageJob>, data: MessageJob,
 /** A web process's batch: the fast path. */
 async function sendBatch(ctx: SendContext, data: BatchJob) {
   const { deps } = ctx;
-  const rows = await loadBatch(deps.sql, data.messages);
+  // Claimed first, by the statement that loads them: the database decides what may go now
+  // (queued, no files, nothing earlier to wait for), so nothing is spent on a message that is
+  // not this run's.
+  const claim = randomUUID();
+  const claimed = await claimBatch(deps, data.messages, claim, sendLeaseMs(deps.config));
+  let fast: Admitted[][];
+  try {
+    fast = await admitClaimed(ctx, data, claimed, claim);
+  } catch (err) {
+    // No platform call was made: the claims go back, and the job's retry claims them again
+    // (left claimed, they would end as DELIVERY_UNCERTAIN once their lease ran out).
+    await releaseClaims(
+      deps,
+      claimed.map((m) => m.id),
+      claim,
+    ).catch(() => undefined);
+    throw err;
+  }
+  // The parties (recipient, account, conversation) are found or created while the calls are
+  // under way, one round trip for the batch, rather than inside the serial group commit.
+  const flat = fast.flat();
+  const ahead = resolvePartiesAhead(ctx.parties, flat);
+  for (const [i, a] of flat.entries()) a.parties = ahead[i];
+  const results = await Promise.all(fast.map((g) => sendInOrder(ctx, g, claim, data.reply_to)));
+  return { fast: flat.length, slow: data.messages.length - flat.length, sent: results.reduce((n, r) => n + r, 0) };
+}
+
+/**
+ * The claimed messages' budgets, and what cannot go now handed to its own job: the messages the
+ * claim did not take, and those given back — behind a slot too far off, or of a connection that
+ * cannot go fast. Answers what goes now, per recipient in sequence order.
+ */
+async function admitClaimed(ctx: SendContext, data: BatchJob, claimed: MessageRow[], claim: string): Promise<Admitted[][]> {
+  const { deps } = ctx;
   const conns = new Map<string, Connection | undefined>();
   await Promise.all(
-    [...new Set(rows.map((m) => `${m.app_id}/${m.platform_connection_id}`))].map(async (key) => {
+    [...new Set(claimed.map((m) => `${m.app_id}/${m.platform_connection_id}`))].map(async (key) => {
       const [appId, connId] = key.split('/');
       conns.set(key, await ctx.connections.get(appId, connId));
     }),
   );
   const connOf = (m: MessageRow) => conns.get(`${m.app_id}/${m.platform_connection_id}`);
 
-  // Per recipient in sequence order: a message may take the fast path only if every earlier
-  // one of the batch did. The rest keep their order through their own jobs.
-  const byRecipient = new Map<string, BatchMessage[]>();
-  for (const m of rows) {
+  // Per recipient in sequence order. A recipient whose connection is not active, or is e-mail
+  // (a reply needs its thread: the own job looks it up), is given back unsent.
+  const byRecipient = new Map<string, MessageRow[]>();
+  for (const m of claimed) {
     const key = `${m.platform_connection_id}/${m.to_external_id}`;
     const group = byRecipient.get(key);
     if (group) group.push(m);
     else byRecipient.set(key, [m]);
   }
   const groups = [...byRecipient.values()].map((g) => g.sort((a, b) => a.recipient_seq - b.recipient_seq));
-  const eligible = (m: BatchMessage) => {
-    const conn = connOf(m);
-    return m.status === 'queued' && !m.waits && m.file_ids.length === 0 && conn?.status === 'ACTIVE' && conn.platform !== 'EMAIL';
-  };
-  const cut = groups.map((g) => {
-    const i = g.findIndex((m) => !eligible(m));
-    return i === -1 ? g.length : i;
-  });
+  const fastPath = (conn: Connection | undefined) => conn?.status === 'ACTIVE' && conn.platform !== 'EMAIL';
+  const cut = groups.map((g) => (fastPath(connOf(g[0])) ? g.length : 0));
   // Budgets in rounds (the first message of every recipient, then the second…), so a message
   // whose slot is too far off has reserved nothing for the ones behind it. A slot within a
   // short pause is slept in this job; a later one is kept and handed to the message's own job.
@@ -317,31 +343,24 @@ async function sendBatch(ctx: SendContext, data: BatchJob) {
       }
     }
   }
-  const slow = groups.flatMap((g, gi) => g.slice(cut[gi]));
-
-  const claim = randomUUID();
-  const claimed = await claimSends(
+  // Given back before their own jobs are queued (a job finding its message still claimed
+  // would wait out the lease); the reserved ones' own jobs keep their slots.
+  const behind = groups.flatMap((g, gi) => g.slice(cut[gi]));
+  await releaseClaims(
     deps,
-    fast.flat().map((a) => a.msg.id),
+    [...reserved.map((r) => r.m), ...behind].map((m) => m.id),
     claim,
-    sendLeaseMs(deps.config),
   );
-  // Handed over first, in one round trip: what waits is queued before any platform call of
-  // this run can fail.
+  // In one round trip, before any platform call of this run can fail.
+  const taken = new Set(claimed.map((m) => m.id));
   const waiting = [
-    ...slow.map((m) => ownJob(m, data.reply_to)),
-    ...reserved.map(({ m, waitMs }) => ownJob(m, data.reply_to, waitMs - WAKE_EARLY_MS, m.attempts)),
+    ...data.messages.filter((m) => !taken.has(m.id)).map((m) => ownJob(m, data.reply_to)),
+    ...behind.map((m) => ownJob(m, data.reply_to)),
+    // The attempt the reservation is for: the claim counted one, its release took it back.
+    ...reserved.map(({ m, waitMs }) => ownJob(m, data.reply_to, waitMs - WAKE_EARLY_MS, m.attempts - 1)),
   ];
   if (waiting.length) await enqueueBulk(deps.queues, 'send', waiting);
-
-  // The parties (recipient, account, conversation) are found or created while the calls are
-  // under way, one round trip for the batch, rather than inside the serial group commit.
-  const going = fast.map((g) => g.filter((a) => claimed.has(a.msg.id)));
-  const flat = going.flat();
-  const ahead = resolvePartiesAhead(ctx.parties, flat);
-  for (const [i, a] of flat.entries()) a.parties = ahead[i];
-  const results = await Promise.all(going.map((g) => sendInOrder(ctx, g, claim, data.reply_to)));
-  return { fast: claimed.size, slow: slow.length + reserved.length, sent: results.reduce((n, r) => n + r, 0) };
+  return fast.filter((g) => g.length > 0);
 }
 
 /** A message of a batch admitted to go: now (paced), or at `at` once pacing allows. */
@@ -356,7 +375,7 @@ interface Admitted {
 }
 
 /** A message's own job (dropped if it already has one), telling it who waits for the outcome. */
-const ownJob = (m: MessageRow, replyTo: string | undefined, delayMs = 0, reservedAttempt?: number) =>
+const ownJob = (m: { id: string; app_id: string }, replyTo: string | undefined, delayMs = 0, reservedAttempt?: number) =>
   catalogJob(
     'send',
     {
@@ -440,7 +459,8 @@ async function sendInOrder(ctx: SendContext, admitted: Admitted[], claim: string
     const error = outcome.error;
     await noteFailure(deps, conn, error);
     const stored = storedError(error);
-    if (!error.retryable || msg.attempts + 1 >= SEND_ATTEMPTS) await failFinal(ctx, msg, conn, stored, replyTo);
+    // `attempts` already counts this call (the batch's claim did).
+    if (!error.retryable || msg.attempts >= SEND_ATTEMPTS) await failFinal(ctx, msg, conn, stored, replyTo);
     else {
       await markRetrying(deps, msg, stored);
       if (error.retryAfterMs !== undefined) await holdFor(deps, conn, error.retryAfterMs);

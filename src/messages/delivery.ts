@@ -1,6 +1,6 @@
 import { Job } from 'bullmq';
 import type { Connection } from '../connections/connections.js';
-import { freshlyPlanned, type Sql } from '../db.js';
+import { freshlyPlanned } from '../db.js';
 import type { Deps } from '../deps.js';
 import type { ErrorCode } from '../errors.js';
 import { readFiles } from '../files/files.js';
@@ -34,22 +34,35 @@ export async function loadMessage(deps: Deps, appId: string, id: string): Promis
   return msg;
 }
 
-/** A batch job's message, with whether an earlier message to its recipient outside the batch is still unsettled. */
-export type BatchMessage = MessageRow & { waits: boolean };
-
 /**
- * A batch job's messages in one query, each with whether it must wait for an earlier one (then
- * it goes through its own job).
+ * Claims a batch job's messages that may take the fast path, in one statement, under `claim`
+ * until the lease ends (committed before any call), and answers them as claimed (`status`
+ * sending, `attempts` counting this claim). A message is claimed only if it is still queued,
+ * carries no files, and no earlier message to its recipient is unsettled — unless that one is
+ * in the batch and claimable too, so a recipient's messages of one batch go together, in order.
+ * The rest are not this run's: their own jobs take them. (The connection is the caller's to
+ * check: joined here, the planner drives the lookup from it through every message it has.)
  */
-export async function loadBatch(sql: Sql, messages: { app_id: string; id: string }[]): Promise<BatchMessage[]> {
+export async function claimBatch(
+  deps: Deps,
+  messages: { app_id: string; id: string }[],
+  claim: string,
+  leaseMs: number,
+): Promise<MessageRow[]> {
+  if (messages.length === 0) return [];
   const ids = messages.map((m) => m.id);
-  return freshlyPlanned(sql<BatchMessage[]>`
-    SELECT m.*, EXISTS (
+  return freshlyPlanned(deps.sql<MessageRow[]>`
+    UPDATE outbound_messages m
+       SET status = 'sending', attempts = m.attempts + 1, claimed_by = ${claim}, lease_until = now() + ${leaseMs} * interval '1 millisecond'
+      FROM unnest(${messages.map((x) => x.app_id)}::uuid[], ${ids}::uuid[]) AS b(app_id, id)
+     WHERE m.id = ANY(${ids}::uuid[]) AND m.id = b.id AND m.app_id = b.app_id
+       AND m.status = 'queued' AND m.file_ids = '{}'
+       AND NOT EXISTS (
              SELECT 1 FROM outbound_messages p
               WHERE p.platform_connection_id = m.platform_connection_id AND p.to_external_id = m.to_external_id
-                AND p.recipient_seq < m.recipient_seq AND p.finished_at IS NULL AND p.id <> ALL(${ids}::uuid[])) AS waits
-      FROM outbound_messages m JOIN unnest(${messages.map((m) => m.app_id)}::uuid[], ${ids}::uuid[]) AS b(app_id, id) ON m.app_id = b.app_id AND m.id = b.id
-     WHERE m.id = ANY(${ids}::uuid[])`);
+                AND p.recipient_seq < m.recipient_seq AND p.finished_at IS NULL
+                AND NOT (p.id = ANY(${ids}::uuid[]) AND p.status = 'queued' AND p.file_ids = '{}'))
+    RETURNING m.*`);
 }
 
 /** Whether an earlier message to the same recipient of the same connection is still unsettled. */

@@ -7,7 +7,7 @@ import { createConnection, type Connection } from '../../src/connections/connect
 import type { Sql } from '../../src/db.js';
 import { closeDeps, createDeps, type Deps } from '../../src/deps.js';
 import { writeEvents } from '../../src/ledger/write.js';
-import { claimSends, loadBatch } from '../../src/messages/delivery.js';
+import { claimBatch } from '../../src/messages/delivery.js';
 import type { MessageRow } from '../../src/messages/messages.js';
 import { createPartyResolver } from '../../src/messages/parties.js';
 import { createSentSettler, type SettleSent } from '../../src/messages/settle.js';
@@ -16,7 +16,7 @@ import { createTestEnv, type TestEnv } from '../helpers/stack.js';
 
 /**
  * The hot writes find their rows by index however young the tables were when the connection
- * first ran them: a send batch's statements on outbound_messages (load, claim, settle) and the
+ * first ran them: a send batch's statements on outbound_messages (claim, settle) and the
  * ledger writer's on events. Each connection
  * keeps a statement's plan once it has run it a few times (a generic plan, PostgreSQL's plan
  * cache); one made while the table held a handful of rows reads the table whole, and nothing
@@ -73,23 +73,14 @@ async function queued(n: number): Promise<MessageRow[]> {
     RETURNING *`;
 }
 
-/** One batch job's statements on the traced connection: load, claim, settle. */
+/** One batch job's statements on the traced connection: claim (which loads), settle. */
 async function runBatch(): Promise<void> {
   const sql = traced;
   const msgs = await queued(8);
-  const loaded = await loadBatch(sql, msgs);
-  expect(loaded).toHaveLength(8);
   const claim = randomUUID();
-  const claimed = await claimSends(
-    { ...deps, sql },
-    loaded.map((m) => m.id),
-    claim,
-    60_000,
-  );
-  expect(claimed.size).toBe(8);
-  const sent = await Promise.all(
-    loaded.map((m) => settle({ msg: { ...m, status: 'sending', claimed_by: claim }, conn, externalMessageId: `x-${m.id}`, claim })),
-  );
+  const claimed = await claimBatch({ ...deps, sql }, msgs, claim, 60_000);
+  expect(claimed).toHaveLength(8);
+  const sent = await Promise.all(claimed.map((m) => settle({ msg: m, conn, externalMessageId: `x-${m.id}`, claim })));
   expect(sent.every(Boolean)).toBe(true);
 }
 

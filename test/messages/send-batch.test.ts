@@ -1,8 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTelegramFake, type TelegramFake } from '../../chaos/fakes.js';
+import type { Job } from 'bullmq';
 import { claimSends } from '../../src/messages/delivery.js';
-import { enqueue } from '../../src/queues.js';
+import { enqueue, type JobData } from '../../src/queues.js';
+import { createRedis } from '../../src/redis.js';
+import { sendProcessor } from '../../workers/send.js';
+import { createWorkerServices } from '../../workers/services.js';
 import { connect, eventually } from '../helpers/connections.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
 
@@ -144,6 +148,29 @@ describe('a batch of sends', () => {
         UPDATE outbound_messages SET status = 'failed', finished_at = now(), claimed_by = NULL, lease_until = NULL WHERE id = ${id}`;
       await s.deps.queues.send.resume();
     }
+  });
+
+  it('gives its claims back when it fails before any platform call, so its retry sends them (no DELIVERY_UNCERTAIN)', async () => {
+    await s.deps.queues.send.pause();
+    const services = createWorkerServices(s.deps, ['send']);
+    // Redis refuses the budget scripts: the batch fails after its claim, before any call.
+    const unreachable = createRedis('redis://127.0.0.1:1', 'request', { lazyConnect: true, retryStrategy: () => null });
+    unreachable.on('error', () => {});
+    try {
+      const [id] = await recordInOneTurn('7004', ['claimed, then Redis failed']);
+      const [batch] = (await sendJobsFor([id])).batches;
+      const run = sendProcessor.create({ ...s.deps, redis: unreachable }, services);
+      await expect(run({ data: batch.data } as Job<JobData<'send'>>, undefined)).rejects.toThrow();
+      const [row] = await s.deps.sql<{ status: string; claimed_by: string | null; attempts: number }[]>`
+        SELECT status, claimed_by, attempts FROM outbound_messages WHERE id = ${id}`;
+      expect(row).toEqual({ status: 'queued', claimed_by: null, attempts: 0 });
+    } finally {
+      unreachable.disconnect();
+      await services.close();
+      await s.deps.queues.send.resume();
+    }
+    // The batch job itself (still waiting) now runs with a working Redis and sends it once.
+    await eventually(async () => tg.accepted.get('claimed, then Redis failed') === 1, 10_000, 'the message at the platform');
   });
 
   it('never shows `sent` without its message.outbound event, nor the event without `sent`', async () => {
