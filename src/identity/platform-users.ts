@@ -67,117 +67,121 @@ export interface PlatformUserKey {
 }
 
 const userKey = (k: { appId: string; connectionId: string; externalId: string }) => `${k.appId}/${k.connectionId}/${k.externalId}`;
+const convKey = (c: string, x: string) => `${c}/${x}`;
+
+/** A direct conversation (no thread) to find or create. */
+export interface ConversationKey {
+  appId: string;
+  connectionId: string;
+  externalId: string;
+}
+
+/** What `upsertParties` answers: platform users keyed `appId/connectionId/externalId`, conversation ids keyed `connectionId/externalId`. */
+export interface Parties {
+  users: Map<string, PlatformUserRef>;
+  conversations: Map<string, string>;
+}
+
+type Found = {
+  kind: 'user' | 'conversation';
+  id: string;
+  user_id: string | null;
+  external_id: string;
+  name: string | null;
+  app_id: string | null;
+  platform_connection_id: string;
+};
 
 /**
- * Finds or creates many platform users (and each new one's user) in one statement: the send
- * path's batch of recipients (never a connection's own account, which `upsertPlatformUser` makes). A new platform user and its user are inserted by the same statement, so one
- * never exists without the other; a first sight racing another transaction's loses on the
- * unique key (DO NOTHING waits for the winner) and is read back after. Names are not touched.
- * Returns a map keyed by `appId/connectionId/externalId`.
+ * Finds or creates many platform users (and each new one's user) and many direct
+ * conversations in one statement: the send path's batch of recipients (never a connection's own
+ * account, which `upsertPlatformUser` makes). A new platform user and its user are inserted by
+ * the same statement, so one never exists without the other. A first sight racing another
+ * transaction's loses on the unique key (DO NOTHING waits for the winner) and is read back
+ * after. Names are not touched. Each lookup is one index probe per key (LIMIT keeps it a probe:
+ * as a join, the planner, which takes the input for 100 rows, hashes the whole table while it
+ * is small).
  */
-export async function upsertPlatformUsers(sql: Sql, keys: PlatformUserKey[]): Promise<Map<string, PlatformUserRef>> {
-  const unique = [...new Map(keys.map((k) => [userKey(k), k])).values()].sort((a, b) => (userKey(a) < userKey(b) ? -1 : 1));
-  const out = new Map<string, PlatformUserRef>();
-  if (unique.length === 0) return out;
-  const input = JSON.stringify(
-    unique.map((k) => ({
-      app_id: k.appId,
-      conn: k.connectionId,
-      platform: k.platform,
-      external_id: k.externalId,
-      user_id: randomUUID(),
-    })),
+export async function upsertParties(sql: Sql, userKeys: PlatformUserKey[], convKeys: ConversationKey[]): Promise<Parties> {
+  const users = [...new Map(userKeys.map((k) => [userKey(k), k])).values()].sort((a, b) => (userKey(a) < userKey(b) ? -1 : 1));
+  const convs = [...new Map(convKeys.map((k) => [convKey(k.connectionId, k.externalId), k])).values()].sort((a, b) =>
+    convKey(a.connectionId, a.externalId) < convKey(b.connectionId, b.externalId) ? -1 : 1,
   );
-  type Row = PlatformUserRef & { app_id: string; platform_connection_id: string };
-  const collect = (rows: Row[]) => {
+  const out: Parties = { users: new Map(), conversations: new Map() };
+  const collect = (rows: Found[]) => {
     for (const r of rows)
-      out.set(userKey({ appId: r.app_id, connectionId: r.platform_connection_id, externalId: r.external_id }), {
-        id: r.id,
-        user_id: r.user_id,
-        external_id: r.external_id,
-        name: r.name,
-      });
+      if (r.kind === 'user')
+        out.users.set(userKey({ appId: r.app_id!, connectionId: r.platform_connection_id, externalId: r.external_id }), {
+          id: r.id,
+          user_id: r.user_id!,
+          external_id: r.external_id,
+          name: r.name,
+        });
+      else out.conversations.set(convKey(r.platform_connection_id, r.external_id), r.id);
   };
-  // Existing rows come from the statement's snapshot, new ones from its own inserts; their
-  // users are inserted by the same statement (the foreign key is checked at its end).
+  if (users.length === 0 && convs.length === 0) return out;
+  const userInput = JSON.stringify(
+    users.map((k) => ({ app_id: k.appId, conn: k.connectionId, platform: k.platform, external_id: k.externalId, user_id: randomUUID() })),
+  );
+  const convInput = JSON.stringify(convs.map((k) => ({ app_id: k.appId, conn: k.connectionId, external_id: k.externalId })));
+  // Existing rows come from the statement's snapshot, new ones from its own inserts; the new
+  // platform users' users are inserted by the same statement (the foreign key is checked at its end).
   collect(
-    await sql<Row[]>`
-      WITH input AS (
-        SELECT * FROM jsonb_to_recordset(${input}::text::jsonb)
+    await sql<Found[]>`
+      WITH pu_input AS (
+        SELECT * FROM jsonb_to_recordset(${userInput}::text::jsonb)
           AS r(app_id uuid, conn uuid, platform text, external_id text, user_id uuid)
-      ), found AS (
-        -- One index probe per key (LIMIT keeps the lookup a probe: as a join, the planner,
-        -- which takes the input for 100 rows, hashes the whole table while it is small).
+      ), pu_found AS (
         SELECT p.id, p.user_id, p.external_id, p.name, p.app_id, p.platform_connection_id
-          FROM input i CROSS JOIN LATERAL (
+          FROM pu_input i CROSS JOIN LATERAL (
             SELECT * FROM platform_users p
              WHERE p.app_id = i.app_id AND p.platform_connection_id = i.conn AND p.external_id = i.external_id LIMIT 1) p
-      ), pu AS (
+      ), pu_new AS (
         INSERT INTO platform_users (app_id, platform_connection_id, platform, external_id, is_system_user, user_id)
-        SELECT i.app_id, i.conn, i.platform, i.external_id, false, i.user_id FROM input i
-         WHERE NOT EXISTS (SELECT 1 FROM found f WHERE f.app_id = i.app_id AND f.platform_connection_id = i.conn AND f.external_id = i.external_id)
+        SELECT i.app_id, i.conn, i.platform, i.external_id, false, i.user_id FROM pu_input i
+         WHERE NOT EXISTS (SELECT 1 FROM pu_found f WHERE f.app_id = i.app_id AND f.platform_connection_id = i.conn AND f.external_id = i.external_id)
          ORDER BY i.app_id, i.conn, i.external_id
         ON CONFLICT (app_id, platform_connection_id, external_id) DO NOTHING
         RETURNING id, user_id, external_id, name, app_id, platform_connection_id
-      ), u AS (
-        INSERT INTO users (id, app_id, name, is_system) SELECT i.user_id, i.app_id, NULL, false FROM input i JOIN pu ON pu.user_id = i.user_id
-      )
-      SELECT * FROM found UNION ALL SELECT * FROM pu`,
-  );
-  const lost = unique.filter((k) => !out.has(userKey(k)));
-  if (lost.length)
-    collect(
-      await sql<Row[]>`
-        SELECT p.id, p.user_id, p.external_id, p.name, p.app_id, p.platform_connection_id
-          FROM platform_users p
-          JOIN unnest(${lost.map((k) => k.appId)}::uuid[], ${lost.map((k) => k.connectionId)}::uuid[], ${lost.map((k) => k.externalId)}::text[])
-            AS k(app_id, conn, external_id) ON p.app_id = k.app_id AND p.platform_connection_id = k.conn AND p.external_id = k.external_id`,
-    );
-  return out;
-}
-
-/** Finds or creates many direct conversations (no thread) in one statement; a map keyed by `connectionId/externalId`. */
-export async function upsertConversations(
-  sql: Sql,
-  keys: { appId: string; connectionId: string; externalId: string }[],
-): Promise<Map<string, string>> {
-  const convKey = (c: string, x: string) => `${c}/${x}`;
-  const unique = [...new Map(keys.map((k) => [convKey(k.connectionId, k.externalId), k])).values()].sort((a, b) =>
-    convKey(a.connectionId, a.externalId) < convKey(b.connectionId, b.externalId) ? -1 : 1,
-  );
-  const out = new Map<string, string>();
-  if (unique.length === 0) return out;
-  const input = JSON.stringify(unique.map((k) => ({ app_id: k.appId, conn: k.connectionId, external_id: k.externalId })));
-  type Row = { id: string; platform_connection_id: string; external_id: string };
-  const collect = (rows: Row[]) => {
-    for (const r of rows) out.set(convKey(r.platform_connection_id, r.external_id), r.id);
-  };
-  collect(
-    await sql<Row[]>`
-      WITH input AS (
-        SELECT * FROM jsonb_to_recordset(${input}::text::jsonb) AS r(app_id uuid, conn uuid, external_id text)
-      ), found AS (
-        -- One index probe per key, as in upsertPlatformUsers.
+      ), pu_users AS (
+        INSERT INTO users (id, app_id, name, is_system) SELECT i.user_id, i.app_id, NULL, false FROM pu_input i JOIN pu_new ON pu_new.user_id = i.user_id
+      ), c_input AS (
+        SELECT * FROM jsonb_to_recordset(${convInput}::text::jsonb) AS r(app_id uuid, conn uuid, external_id text)
+      ), c_found AS (
         SELECT c.id, c.platform_connection_id, c.external_id
-          FROM input i CROSS JOIN LATERAL (
+          FROM c_input i CROSS JOIN LATERAL (
             SELECT * FROM conversations c WHERE c.platform_connection_id = i.conn AND c.external_id = i.external_id AND c.thread_id = '' LIMIT 1) c
-      ), ins AS (
+      ), c_new AS (
         INSERT INTO conversations (app_id, platform_connection_id, external_id, thread_id)
-        SELECT i.app_id, i.conn, i.external_id, '' FROM input i
-         WHERE NOT EXISTS (SELECT 1 FROM found f WHERE f.platform_connection_id = i.conn AND f.external_id = i.external_id)
+        SELECT i.app_id, i.conn, i.external_id, '' FROM c_input i
+         WHERE NOT EXISTS (SELECT 1 FROM c_found f WHERE f.platform_connection_id = i.conn AND f.external_id = i.external_id)
          ORDER BY i.conn, i.external_id
         ON CONFLICT (platform_connection_id, external_id, thread_id) DO NOTHING
         RETURNING id, platform_connection_id, external_id
       )
-      SELECT * FROM found UNION ALL SELECT * FROM ins`,
+      SELECT 'user' AS kind, id, user_id, external_id, name, app_id, platform_connection_id FROM pu_found
+      UNION ALL SELECT 'user', id, user_id, external_id, name, app_id, platform_connection_id FROM pu_new
+      UNION ALL SELECT 'conversation', id, NULL, external_id, NULL, NULL, platform_connection_id FROM c_found
+      UNION ALL SELECT 'conversation', id, NULL, external_id, NULL, NULL, platform_connection_id FROM c_new`,
   );
-  const lost = unique.filter((k) => !out.has(convKey(k.connectionId, k.externalId)));
-  if (lost.length)
-    collect(
-      await sql<Row[]>`
-        SELECT c.id, c.platform_connection_id, c.external_id FROM conversations c
-          JOIN unnest(${lost.map((k) => k.connectionId)}::uuid[], ${lost.map((k) => k.externalId)}::text[]) AS k(conn, external_id)
-            ON c.platform_connection_id = k.conn AND c.external_id = k.external_id AND c.thread_id = ''`,
-    );
+  const lostUsers = users.filter((k) => !out.users.has(userKey(k)));
+  const lostConvs = convs.filter((k) => !out.conversations.has(convKey(k.connectionId, k.externalId)));
+  const reread = await Promise.all([
+    lostUsers.length
+      ? sql<Found[]>`
+          SELECT 'user' AS kind, p.id, p.user_id, p.external_id, p.name, p.app_id, p.platform_connection_id
+            FROM platform_users p
+            JOIN unnest(${lostUsers.map((k) => k.appId)}::uuid[], ${lostUsers.map((k) => k.connectionId)}::uuid[], ${lostUsers.map((k) => k.externalId)}::text[])
+              AS k(app_id, conn, external_id) ON p.app_id = k.app_id AND p.platform_connection_id = k.conn AND p.external_id = k.external_id`
+      : [],
+    lostConvs.length
+      ? sql<Found[]>`
+          SELECT 'conversation' AS kind, c.id, NULL AS user_id, c.external_id, NULL AS name, NULL AS app_id, c.platform_connection_id
+            FROM conversations c
+            JOIN unnest(${lostConvs.map((k) => k.connectionId)}::uuid[], ${lostConvs.map((k) => k.externalId)}::text[]) AS k(conn, external_id)
+              ON c.platform_connection_id = k.conn AND c.external_id = k.external_id AND c.thread_id = ''`
+      : [],
+  ]);
+  for (const rows of reread) collect(rows as Found[]);
   return out;
 }

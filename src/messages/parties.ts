@@ -1,7 +1,7 @@
 import type { ConnectionCache } from '../connections/connection-cache.js';
 import type { Connection } from '../connections/connections.js';
 import type { Deps } from '../deps.js';
-import { upsertConversations, upsertPlatformUser, upsertPlatformUsers, type PlatformUserRef } from '../identity/platform-users.js';
+import { upsertParties, upsertPlatformUser, type PlatformUserRef } from '../identity/platform-users.js';
 import { lookupCache } from '../lookup-cache.js';
 import { getAdapter } from '../platforms/registry.js';
 import type { MessageRow } from './messages.js';
@@ -23,8 +23,8 @@ const PARTY_CACHE_MS = 60_000;
 const PARTY_CACHE_MAX = 50_000;
 
 /**
- * The parties of a batch of sends in at most three statements (recipients, conversations and,
- * once per connection, its system user), and none for a recipient seen recently: a
+ * The parties of a batch of sends in at most two statements (recipients with their
+ * conversations and, once per connection, its system user), and none for a recipient seen recently: a
  * conversation's messages go to the same person again and again. Platform users and
  * conversations are never deleted but with their connection, whose change clears the memory.
  */
@@ -53,9 +53,9 @@ export function createPartyResolver(deps: Deps, connections: ConnectionCache): P
       const convKey = (s: { msg: MessageRow }) => `${s.msg.platform_connection_id}/${s.msg.to_external_id}`;
       const newUsers = sends.filter((s) => !fresh(recipients, userKey(s), now));
       const newConvs = sends.filter((s) => !fresh(conversations, convKey(s), now));
-      const [users, convs, system] = await Promise.all([
-        newUsers.length
-          ? upsertPlatformUsers(
+      const [found, system] = await Promise.all([
+        newUsers.length || newConvs.length
+          ? upsertParties(
               deps.sql,
               newUsers.map(({ msg, conn }) => ({
                 appId: msg.app_id,
@@ -63,11 +63,6 @@ export function createPartyResolver(deps: Deps, connections: ConnectionCache): P
                 platform: conn.platform,
                 externalId: msg.to_external_id,
               })),
-            )
-          : undefined,
-        newConvs.length
-          ? upsertConversations(
-              deps.sql,
               newConvs.map(({ msg, conn }) => ({ appId: msg.app_id, connectionId: conn.id, externalId: msg.to_external_id })),
             )
           : undefined,
@@ -87,6 +82,8 @@ export function createPartyResolver(deps: Deps, connections: ConnectionCache): P
           ),
         ),
       ]);
+      const users = found?.users;
+      const convs = found?.conversations;
       const until = now + PARTY_CACHE_MS;
       for (const [key, ref] of users ?? []) remember(recipients, key, { ref, until });
       for (const [key, id] of convs ?? []) remember(conversations, key, { id, until });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { upsertPlatformUser } from '../../src/identity/platform-users.js';
+import { upsertParties, upsertPlatformUser } from '../../src/identity/platform-users.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
 import { receive, seedConnection, type Conn } from './fixtures.js';
 
@@ -31,6 +31,27 @@ describe('platform users and their users', () => {
     expect(new Set(seen.map((p) => p.user_id)).size).toBe(1);
     const [{ n }] = await s.deps.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM users WHERE app_id = ${a.appId} AND name = 'Racer'`;
     expect(n).toBe(1);
+  });
+
+  it("finds or creates a batch's recipients and their conversations once, even when batches race", async () => {
+    const keys = ['5550002', '5550003'].map((externalId) => ({ appId: a.appId, connectionId: tg.id, platform: 'TELEGRAM', externalId }));
+    const found = await Promise.all(Array.from({ length: 12 }, () => upsertParties(s.deps.sql, keys, keys)));
+    for (const externalId of ['5550002', '5550003']) {
+      const users = new Set(found.map((f) => f.users.get(`${a.appId}/${tg.id}/${externalId}`)?.user_id));
+      const conversations = new Set(found.map((f) => f.conversations.get(`${tg.id}/${externalId}`)));
+      expect([users.size, conversations.size]).toEqual([1, 1]);
+      expect([...users][0]).toMatch(/^[0-9a-f-]{36}$/);
+      expect([...conversations][0]).toMatch(/^[0-9a-f-]{36}$/);
+    }
+    const [counts] = await s.deps.sql<{ pu: number; users: number }[]>`
+      SELECT (SELECT count(*)::int FROM platform_users WHERE app_id = ${a.appId} AND external_id IN ('5550002', '5550003')) AS pu,
+             (SELECT count(*)::int FROM users u JOIN platform_users p ON p.user_id = u.id
+               WHERE p.app_id = ${a.appId} AND p.external_id IN ('5550002', '5550003')) AS users`;
+    expect(counts.pu).toBe(2);
+    expect(counts.users).toBe(2);
+    const [{ n }] = await s.deps.sql<{ n: number }[]>`
+      SELECT count(*)::int AS n FROM conversations WHERE platform_connection_id = ${tg.id} AND external_id IN ('5550002', '5550003')`;
+    expect(n).toBe(2);
   });
 
   it('never lets a platform user exist without a user, whoever writes the row', async () => {

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApplication } from '../../src/apps/applications.js';
 import type { Sql } from '../../src/db.js';
 import { closeDeps, createDeps, type Deps } from '../../src/deps.js';
-import { upsertConversations, upsertPlatformUsers } from '../../src/identity/platform-users.js';
+import { upsertParties } from '../../src/identity/platform-users.js';
 import { recordParticipants } from '../../src/conversations/participants.js';
 import { writeEvents } from '../../src/ledger/write.js';
 import type { LedgerEvent } from '../../src/queues.js';
@@ -112,7 +112,6 @@ describe('a batch written to a young ledger', () => {
 
   it('finds or creates its recipients and conversations by index', async () => {
     const keys = ['17', '9000', 'new-1', 'new-2'].map((externalId) => ({ appId, connectionId: connId, platform: 'TELEGRAM', externalId }));
-    expect(await fullScans(() => upsertPlatformUsers(traced, keys), ['platform_users', 'users'])).toEqual([]);
-    expect(await fullScans(() => upsertConversations(traced, keys), ['conversations'])).toEqual([]);
+    expect(await fullScans(() => upsertParties(traced, keys, keys), ['platform_users', 'users', 'conversations'])).toEqual([]);
   });
 });
