@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { upsertParties, upsertPlatformUser } from '../../src/identity/platform-users.js';
+import { eventually } from '../helpers/connections.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
 import { receive, seedConnection, type Conn } from './fixtures.js';
 
@@ -33,25 +34,42 @@ describe('platform users and their users', () => {
     expect(n).toBe(1);
   });
 
-  it("finds or creates a batch's recipients and their conversations once, even when batches race", async () => {
-    const keys = ['5550002', '5550003'].map((externalId) => ({ appId: a.appId, connectionId: tg.id, platform: 'TELEGRAM', externalId }));
-    const found = await Promise.all(Array.from({ length: 12 }, () => upsertParties(s.deps.sql, keys, keys)));
-    for (const externalId of ['5550002', '5550003']) {
-      const users = new Set(found.map((f) => f.users.get(`${a.appId}/${tg.id}/${externalId}`)?.user_id));
-      const conversations = new Set(found.map((f) => f.conversations.get(`${tg.id}/${externalId}`)));
-      expect([users.size, conversations.size]).toEqual([1, 1]);
-      expect([...users][0]).toMatch(/^[0-9a-f-]{36}$/);
-      expect([...conversations][0]).toMatch(/^[0-9a-f-]{36}$/);
+  it("finds a batch's recipient and conversation that a racing transaction created first, and creates the rest", async () => {
+    const key = (externalId: string) => ({ appId: a.appId, connectionId: tg.id, platform: 'TELEGRAM', externalId });
+    const keys = [key('5550002'), key('5550003')];
+    const held = await s.deps.sql.reserve();
+    try {
+      // Another batch's first sight of 5550002, not committed yet: this batch's inserts of the
+      // same keys wait for it, then do nothing, and must read its rows back.
+      await held`BEGIN`;
+      const [theirs] = await held<{ id: string; user_id: string }[]>`
+        INSERT INTO platform_users (app_id, platform_connection_id, platform, external_id) VALUES (${a.appId}, ${tg.id}, 'TELEGRAM', '5550002')
+        RETURNING id, user_id`;
+      const [theirConversation] = await held<{ id: string }[]>`
+        INSERT INTO conversations (app_id, platform_connection_id, external_id, thread_id) VALUES (${a.appId}, ${tg.id}, '5550002', '')
+        RETURNING id`;
+      const racing = upsertParties(s.deps.sql, keys, keys);
+      await eventually(async () => {
+        const [w] = await s.deps.sql<{ n: number }[]>`
+          SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%pu_input%'`;
+        return w.n > 0;
+      });
+      await held`COMMIT`;
+      const found = await racing;
+      expect(found.users.get(`${a.appId}/${tg.id}/5550002`)).toMatchObject({ id: theirs.id, user_id: theirs.user_id });
+      expect(found.conversations.get(`${tg.id}/5550002`)).toBe(theirConversation.id);
+      expect(found.users.get(`${a.appId}/${tg.id}/5550003`)?.user_id).toMatch(/^[0-9a-f-]{36}$/);
+      expect(found.conversations.get(`${tg.id}/5550003`)).toMatch(/^[0-9a-f-]{36}$/);
+    } finally {
+      held.release();
     }
-    const [counts] = await s.deps.sql<{ pu: number; users: number }[]>`
+    const [counts] = await s.deps.sql<{ pu: number; users: number; conversations: number }[]>`
       SELECT (SELECT count(*)::int FROM platform_users WHERE app_id = ${a.appId} AND external_id IN ('5550002', '5550003')) AS pu,
              (SELECT count(*)::int FROM users u JOIN platform_users p ON p.user_id = u.id
-               WHERE p.app_id = ${a.appId} AND p.external_id IN ('5550002', '5550003')) AS users`;
-    expect(counts.pu).toBe(2);
-    expect(counts.users).toBe(2);
-    const [{ n }] = await s.deps.sql<{ n: number }[]>`
-      SELECT count(*)::int AS n FROM conversations WHERE platform_connection_id = ${tg.id} AND external_id IN ('5550002', '5550003')`;
-    expect(n).toBe(2);
+               WHERE p.app_id = ${a.appId} AND p.external_id IN ('5550002', '5550003')) AS users,
+             (SELECT count(*)::int FROM conversations
+               WHERE platform_connection_id = ${tg.id} AND external_id IN ('5550002', '5550003')) AS conversations`;
+    expect(counts).toEqual({ pu: 2, users: 2, conversations: 2 });
   });
 
   it('never lets a platform user exist without a user, whoever writes the row', async () => {
