@@ -1,6 +1,6 @@
 import { Job } from 'bullmq';
 import type { Connection } from '../connections/connections.js';
-import { freshlyPlanned } from '../db.js';
+import { freshlyPlanned, type Sql } from '../db.js';
 import type { Deps } from '../deps.js';
 import type { ErrorCode } from '../errors.js';
 import { readFiles } from '../files/files.js';
@@ -34,6 +34,10 @@ export async function loadMessage(deps: Deps, appId: string, id: string): Promis
   return msg;
 }
 
+/** What a claim writes: `sending`, one more attempt, the claimer and the end of its lease. */
+const claimedBy = (sql: Sql, claim: string, leaseMs: number) =>
+  sql`status = 'sending', attempts = attempts + 1, claimed_by = ${claim}, lease_until = now() + ${leaseMs} * interval '1 millisecond'`;
+
 /**
  * Claims a batch job's messages that may take the fast path, in one statement, under `claim`
  * until the lease ends (committed before any call), and answers them as claimed (`status`
@@ -53,7 +57,7 @@ export async function claimBatch(
   const ids = messages.map((m) => m.id);
   return freshlyPlanned(deps.sql<MessageRow[]>`
     UPDATE outbound_messages m
-       SET status = 'sending', attempts = m.attempts + 1, claimed_by = ${claim}, lease_until = now() + ${leaseMs} * interval '1 millisecond'
+       SET ${claimedBy(deps.sql, claim, leaseMs)}
       FROM unnest(${messages.map((x) => x.app_id)}::uuid[], ${ids}::uuid[]) AS b(app_id, id)
      WHERE m.id = ANY(${ids}::uuid[]) AND m.id = b.id AND m.app_id = b.app_id
        AND m.status = 'queued' AND m.file_ids = '{}'
@@ -129,8 +133,7 @@ export const sendLeaseMs = (config: { PLATFORM_TIMEOUT_MS: number }, files = 0) 
 export async function claimSends(deps: Deps, ids: string[], claim: string, leaseMs: number): Promise<Set<string>> {
   if (ids.length === 0) return new Set();
   const rows = await freshlyPlanned(deps.sql<{ id: string }[]>`
-    UPDATE outbound_messages
-       SET status = 'sending', attempts = attempts + 1, claimed_by = ${claim}, lease_until = now() + ${leaseMs} * interval '1 millisecond'
+    UPDATE outbound_messages SET ${claimedBy(deps.sql, claim, leaseMs)}
      WHERE id = ANY(${ids}::uuid[]) AND status = 'queued' RETURNING id`);
   return new Set(rows.map((r) => r.id));
 }
