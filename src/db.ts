@@ -42,12 +42,26 @@ const reconnectBackoff = (retries: number) => Math.min(0.05 * 2 ** retries, 1);
  * run a few times; one kept from a table's first rows reads the whole table ever after, since
  * nothing replans it as the table grows until its statistics change (never, on a server without
  * autovacuum). For the hot statements that find rows of a fast-growing table by id; the price is
- * planning and one more round trip per execution (the driver describes the statement first).
+ * planning at each run, and a round trip unless every parameter is `typed` (the driver would
+ * describe the statement first).
  */
 export function freshlyPlanned<T extends readonly object[]>(query: postgres.PendingQuery<T>): postgres.PendingQuery<T> {
   (query as unknown as { options: { prepare?: boolean } }).options.prepare = false;
   return query;
 }
+
+/**
+ * Parameters declared with their type. The driver describes a statement before running it
+ * only to learn the types of parameters the server must infer (a plain string, number or
+ * array): one whose parameters all carry a type is sent in one round trip (patches/). That
+ * round trip comes at every run of a freshlyPlanned statement, so theirs are declared.
+ */
+export const typed = {
+  uuid: (sql: Sql | Tx, value: string) => sql.typed(value, 2950),
+  uuids: (sql: Sql | Tx, values: string[]) => sql.array(values, 2950),
+  text: (sql: Sql | Tx, value: string) => sql.typed(value, 25),
+  int: (sql: Sql | Tx, value: number) => sql.typed(value, 23),
+};
 
 /** One postgres.js pool per process; every query goes through it. */
 export function createSql(url: string, options: DbOptions = {}): Sql {

@@ -7,7 +7,7 @@ import { checkOutboundUrl, refusedHost } from '../net/outbound-policy.js';
 import { getAdapter } from '../platforms/registry.js';
 import { PLATFORM_NAMES, type PlatformName } from '../platforms/types.js';
 import { announceChange } from '../change-feed.js';
-import { transaction, type Sql, type Tx } from '../db.js';
+import { transaction, typed, type Sql, type Tx } from '../db.js';
 import { claimRoutingIds, routingConflict, routingIdsOf } from './routing-ids.js';
 
 export { routingIdsOf } from './routing-ids.js';
@@ -344,7 +344,7 @@ export function successesOf(sql: Sql, connectionIds: string[]) {
   return sql`
     health AS (
       UPDATE platform_connections SET last_success_at = now(), consecutive_failures = 0
-       WHERE id = ANY(${connectionIds}::uuid[])
+       WHERE id = ANY(${typed.uuids(sql, connectionIds)})
          AND (consecutive_failures > 0 OR last_success_at IS NULL OR last_success_at < now() - interval '1 second')
     )`;
 }

@@ -1,4 +1,4 @@
-import type { Sql } from '../db.js';
+import { typed, type Sql } from '../db.js';
 import type { Deps } from '../deps.js';
 import type { CommittedEvent } from '../ledger/write.js';
 
@@ -44,8 +44,8 @@ export function participantsOfInserted(
   return sql`
     participants AS (
       INSERT INTO conversation_participants (conversation_id, platform_user_id, app_id, first_seen_at, last_seen_at)
-      SELECT p.conversation_id, p.platform_user_id, ${appId}, min(ins.created_at), max(ins.created_at)
-        FROM jsonb_to_recordset(${JSON.stringify(seen)}::text::jsonb) AS p(event_id uuid, conversation_id uuid, platform_user_id uuid)
+      SELECT p.conversation_id, p.platform_user_id, ${typed.uuid(sql, appId)}, min(ins.created_at), max(ins.created_at)
+        FROM jsonb_to_recordset(${typed.text(sql, JSON.stringify(seen))}::jsonb) AS p(event_id uuid, conversation_id uuid, platform_user_id uuid)
         JOIN ins ON ins.id = p.event_id
        GROUP BY p.conversation_id, p.platform_user_id
        ORDER BY p.conversation_id, p.platform_user_id

@@ -1,5 +1,5 @@
 import type postgres from 'postgres';
-import { freshlyPlanned, transaction, type Sql, type Tx } from '../db.js';
+import { freshlyPlanned, transaction, typed, type Sql, type Tx } from '../db.js';
 import { storableText } from '../storable-text.js';
 import type { LedgerEvent } from '../queues.js';
 import { eventAlias } from './event-types.js';
@@ -84,7 +84,7 @@ interface PreparedApp {
 
 // Serialised before the transaction: an event that cannot be (a RangeError: nested too deep)
 // fails here, as the item's fault, instead of inside the driver with a transaction open.
-// Sent as text (`::text::jsonb`): a jsonb parameter would be serialised again by the driver.
+// Sent as text (`typed.text`): a jsonb parameter would be serialised again by the driver.
 function prepareEvents(unique: LedgerEvent[]): Map<string, PreparedApp> {
   const byApp = new Map<string, LedgerEvent[]>();
   for (const e of unique) {
@@ -125,7 +125,7 @@ function eventCtes(sql: Sql | Tx, appId: string, p: PreparedApp, keep: postgres.
   return sql`
     picked AS (
       SELECT r.*, row_number() OVER (ORDER BY r.ord) AS pos
-        FROM jsonb_to_recordset(${p.rows}::text::jsonb) AS r(
+        FROM jsonb_to_recordset(${typed.text(sql, p.rows)}::jsonb) AS r(
              ord int, id uuid, event_type text, event_alias text, payload jsonb, attachments jsonb, origin_event_id uuid,
              conversation_id uuid, platform_connection_id uuid, validation_errors jsonb)
        WHERE ${keep}
@@ -134,7 +134,7 @@ function eventCtes(sql: Sql | Tx, appId: string, p: PreparedApp, keep: postgres.
     ), head AS (
       -- Upserted: the head is created by the application's first write, whichever path it takes.
       INSERT INTO ledger_heads AS h (app_id, seq, last_at)
-      SELECT ${appId}, c.n, clock_timestamp() + (c.n - 1) * interval '1 microsecond' FROM counted c WHERE c.n > 0
+      SELECT ${typed.uuid(sql, appId)}, c.n, clock_timestamp() + (c.n - 1) * interval '1 microsecond' FROM counted c WHERE c.n > 0
       ON CONFLICT (app_id) DO UPDATE
          SET seq = h.seq + EXCLUDED.seq,
              last_at = GREATEST(clock_timestamp(), h.last_at + interval '1 microsecond') + (EXCLUDED.seq - 1) * interval '1 microsecond'
@@ -142,7 +142,7 @@ function eventCtes(sql: Sql | Tx, appId: string, p: PreparedApp, keep: postgres.
     ), ins AS (
       INSERT INTO events (id, app_id, seq, created_at, event_type, event_alias, payload, attachments,
                           origin_event_id, conversation_id, platform_connection_id, validation_errors)
-      SELECT r.id, ${appId}, head.top_seq - c.n + r.pos, head.top_at - (c.n - r.pos) * interval '1 microsecond',
+      SELECT r.id, ${typed.uuid(sql, appId)}, head.top_seq - c.n + r.pos, head.top_at - (c.n - r.pos) * interval '1 microsecond',
              r.event_type, r.event_alias, r.payload, r.attachments, r.origin_event_id, r.conversation_id,
              r.platform_connection_id, r.validation_errors
         FROM head, counted c, picked r
@@ -150,8 +150,8 @@ function eventCtes(sql: Sql | Tx, appId: string, p: PreparedApp, keep: postgres.
       RETURNING id, app_id, seq, created_at, event_type, event_alias, conversation_id
     ), edges AS (
       INSERT INTO event_edges (event_id, app_id, event_seq, event_created_at, edge_type, target_node_type, target_node_id, ord)
-      SELECT r.event_id, ${appId}, ins.seq, ins.created_at, r.edge_type, r.target_node_type, r.target_node_id, r.ord
-        FROM jsonb_to_recordset(${p.edges}::text::jsonb) AS r(
+      SELECT r.event_id, ${typed.uuid(sql, appId)}, ins.seq, ins.created_at, r.edge_type, r.target_node_type, r.target_node_id, r.ord
+        FROM jsonb_to_recordset(${typed.text(sql, p.edges)}::jsonb) AS r(
              event_id uuid, edge_type text, target_node_type text, target_node_id uuid, ord int)
         JOIN ins ON ins.id = r.event_id
     )`;

@@ -1,6 +1,6 @@
 import { Job } from 'bullmq';
 import type { Connection } from '../connections/connections.js';
-import { freshlyPlanned, type Sql } from '../db.js';
+import { freshlyPlanned, typed, type Sql } from '../db.js';
 import type { Deps } from '../deps.js';
 import type { ErrorCode } from '../errors.js';
 import { readFiles } from '../files/files.js';
@@ -36,7 +36,8 @@ export async function loadMessage(deps: Deps, appId: string, id: string): Promis
 
 /** What a claim writes: `sending`, one more attempt, the claimer and the end of its lease. */
 const claimedBy = (sql: Sql, claim: string, leaseMs: number) =>
-  sql`status = 'sending', attempts = attempts + 1, claimed_by = ${claim}, lease_until = now() + ${leaseMs} * interval '1 millisecond'`;
+  sql`status = 'sending', attempts = attempts + 1, claimed_by = ${typed.uuid(sql, claim)},
+       lease_until = now() + ${typed.int(sql, leaseMs)} * interval '1 millisecond'`;
 
 /**
  * Claims a batch job's messages that may take the fast path, in one statement, under `claim`
@@ -54,18 +55,24 @@ export async function claimBatch(
   leaseMs: number,
 ): Promise<MessageRow[]> {
   if (messages.length === 0) return [];
-  const ids = messages.map((m) => m.id);
+  const ids = typed.uuids(
+    deps.sql,
+    messages.map((m) => m.id),
+  );
   return freshlyPlanned(deps.sql<MessageRow[]>`
     UPDATE outbound_messages m
        SET ${claimedBy(deps.sql, claim, leaseMs)}
-      FROM unnest(${messages.map((x) => x.app_id)}::uuid[], ${ids}::uuid[]) AS b(app_id, id)
-     WHERE m.id = ANY(${ids}::uuid[]) AND m.id = b.id AND m.app_id = b.app_id
+      FROM unnest(${typed.uuids(
+        deps.sql,
+        messages.map((x) => x.app_id),
+      )}, ${ids}) AS b(app_id, id)
+     WHERE m.id = ANY(${ids}) AND m.id = b.id AND m.app_id = b.app_id
        AND m.status = 'queued' AND m.file_ids = '{}'
        AND NOT EXISTS (
              SELECT 1 FROM outbound_messages p
               WHERE p.platform_connection_id = m.platform_connection_id AND p.to_external_id = m.to_external_id
                 AND p.recipient_seq < m.recipient_seq AND p.finished_at IS NULL
-                AND NOT (p.id = ANY(${ids}::uuid[]) AND p.status = 'queued' AND p.file_ids = '{}'))
+                AND NOT (p.id = ANY(${ids}) AND p.status = 'queued' AND p.file_ids = '{}'))
     RETURNING m.*`);
 }
 
@@ -134,7 +141,7 @@ export async function claimSends(deps: Deps, ids: string[], claim: string, lease
   if (ids.length === 0) return new Set();
   const rows = await freshlyPlanned(deps.sql<{ id: string }[]>`
     UPDATE outbound_messages SET ${claimedBy(deps.sql, claim, leaseMs)}
-     WHERE id = ANY(${ids}::uuid[]) AND status = 'queued' RETURNING id`);
+     WHERE id = ANY(${typed.uuids(deps.sql, ids)}) AND status = 'queued' RETURNING id`);
   return new Set(rows.map((r) => r.id));
 }
 

@@ -1,5 +1,6 @@
 import { successesOf, type Connection } from '../connections/connections.js';
 import { participantsOfInserted } from '../conversations/participants.js';
+import { typed } from '../db.js';
 import type { Deps } from '../deps.js';
 import { addSendReports, type SendOutcome } from '../ledger/commit-reports.js';
 import { createGroupCommit } from '../ledger/group-commit.js';
@@ -72,8 +73,11 @@ export function createSentSettler(deps: Deps, services: FanOutServices, parties:
         const guard = deps.sql`
           UPDATE outbound_messages m
              SET status = 'sent', external_message_id = r.x, error = NULL, finished_at = now(), claimed_by = NULL, lease_until = NULL
-            FROM jsonb_to_recordset(${rows}::text::jsonb) AS r(id uuid, x text, claim uuid)
-           WHERE m.id = r.id AND m.id = ANY(${mine.map((x) => x.msg.id)}::uuid[]) AND m.status = 'sending' AND m.claimed_by = r.claim
+            FROM jsonb_to_recordset(${typed.text(deps.sql, rows)}::jsonb) AS r(id uuid, x text, claim uuid)
+           WHERE m.id = r.id AND m.id = ANY(${typed.uuids(
+             deps.sql,
+             mine.map((x) => x.msg.id),
+           )}) AND m.status = 'sending' AND m.claimed_by = r.claim
           RETURNING m.id`;
         const seen = at.flatMap((i) =>
           [resolved[i].recipient, resolved[i].system].map((u) => ({

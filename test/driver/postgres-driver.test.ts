@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createSql, type Sql } from '../../src/db.js';
+import { createSql, freshlyPlanned, type Sql } from '../../src/db.js';
 import { projectRoot } from '../../src/project-root.js';
 import { createTestEnv, type TestEnv } from '../helpers/stack.js';
 import { startPgProxy, type PgProxy } from './support/pg-proxy.js';
@@ -114,6 +114,25 @@ describe('postgres.js under connection faults', () => {
     expect(await outcomes).toEqual([lost, lost, lost]);
     tx.release();
     expect(await sql`SELECT 8 AS x`).toEqual([{ x: 8 }]);
+  });
+
+  it('runs a statement whose parameters all have known types in one round trip, without describing it first', async () => {
+    await throughProxy(1);
+    // The driver describes a statement first (Parse, Describe, Flush, then wait) only to learn
+    // the types of its parameters; the Flush marks each such extra round trip.
+    const describedFirst = () => proxy.sent('H');
+    const id = '6f1c3c1e-8d6b-4a53-9d0e-3c1f2a4b5c6d';
+    const known = () => sql<{ id: string; n: number; names: string[]; nothing: null }[]>`
+      SELECT ${sql.typed(id, 2950)} AS id, ${sql.typed(5, 23)} + 1 AS n, ${sql.array(['a', 'b'], 25)} AS names, ${null}::text AS nothing`;
+    const expected = [{ id, n: 6, names: ['a', 'b'], nothing: null }];
+    // Unnamed (planned at each run), then prepared: its first run and a later one.
+    expect(await freshlyPlanned(known())).toEqual(expected);
+    expect(await known()).toEqual(expected);
+    expect(await known()).toEqual(expected);
+    expect(describedFirst()).toBe(0);
+    // A parameter left to the server to infer (a JavaScript string) is still described first.
+    expect(await freshlyPlanned(sql`SELECT ${'x'}::text AS x`)).toEqual([{ x: 'x' }]);
+    expect(describedFirst()).toBe(1);
   });
 
   it('starts the next result at row 0 after an error arrived mid-result (porsager/postgres#1181)', async () => {

@@ -27,6 +27,7 @@ let t: TestEnv;
 let deps: Deps;
 let traced: Sql;
 const plans: string[] = [];
+const built: { query: string; untyped: number }[] = [];
 let appId: string;
 let conn: Connection;
 let closeSubscriptions: () => Promise<void>;
@@ -44,7 +45,13 @@ beforeAll(async () => {
   if (!made.ok) throw new Error('connection');
   const connections = createConnectionCache(deps);
   conn = (await connections.get(appId, made.value.id))!;
-  traced = postgres(t.config.DATABASE_URL, { max: 1, onnotice: (n) => plans.push(String(n.message)) }) as unknown as Sql;
+  traced = postgres(t.config.DATABASE_URL, {
+    max: 1,
+    onnotice: (n) => plans.push(String(n.message)),
+    // Each statement as the driver built it: the parameter types it declares (0: the server's to infer).
+    debug: (_c, query, parameters: unknown[], types: number[]) =>
+      built.push({ query, untyped: types.filter((ty, i) => !ty && parameters[i] !== null).length }),
+  }) as unknown as Sql;
   await traced.unsafe(`LOAD 'auto_explain'`);
   await traced.unsafe(
     `SET auto_explain.log_min_duration = 0; SET auto_explain.log_level = 'notice'; SET auto_explain.log_nested_statements = on`,
@@ -91,6 +98,18 @@ async function fullScans(work: () => Promise<unknown>, table: string): Promise<s
   expect(plans.length).toBeGreaterThan(0);
   return plans.filter((p) => new RegExp(`Seq Scan on ${table}\\b`).test(p)).map((p) => p.split('\n').slice(0, 4).join(' '));
 }
+
+describe('round trips of the unnamed statements', () => {
+  it("sends a batch's claim and settle with every parameter typed, so neither is described first", async () => {
+    // Planned at each run (freshlyPlanned), they are never prepared; a parameter the server
+    // had to infer would cost a describe round trip before each run (patches/, test/driver).
+    built.length = 0;
+    await runBatch();
+    const hot = built.filter((b) => /^\s*(UPDATE outbound_messages m|WITH guard AS)/.test(b.query));
+    expect(hot.map((b) => b.query.trim().split(/\s+/).slice(0, 3).join(' '))).toEqual(['UPDATE outbound_messages m', 'WITH guard AS']);
+    expect(hot.map((b) => b.untyped)).toEqual([0, 0]);
+  });
+});
 
 describe('plans kept from young tables', () => {
   it('reads its messages by index even with plans its connection made while the table was young', async () => {

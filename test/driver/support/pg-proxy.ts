@@ -18,6 +18,8 @@ export interface PgProxy {
   cutAll(): void;
   /** Sessions opened through the proxy so far (each start-up counts, refused ones too). */
   readonly sessions: number;
+  /** Frontend messages of one type (a protocol letter: 'H' Flush, 'P' Parse…) clients have sent so far, every session together. */
+  sent(type: string): number;
   close(): Promise<void>;
 }
 
@@ -37,11 +39,37 @@ function startingUp(): Buffer {
   return Buffer.concat([head, body]);
 }
 
+/**
+ * Counts a session's frontend messages by type into `tally`: after the start-up message (a
+ * length and no type), each is a type letter and a length that counts itself. A message may
+ * span data events, so the framing carries over.
+ */
+function frontendCounter(tally: Map<string, number>): (d: Buffer) => void {
+  let pending = Buffer.alloc(0);
+  let started = false;
+  return (d) => {
+    pending = Buffer.concat([pending, d]);
+    for (;;) {
+      const head = started ? 5 : 4;
+      if (pending.length < head) return;
+      const length = started ? pending.readInt32BE(1) + 1 : pending.readInt32BE(0);
+      if (pending.length < length) return;
+      if (started) {
+        const type = String.fromCharCode(pending[0]);
+        tally.set(type, (tally.get(type) ?? 0) + 1);
+      }
+      started = true;
+      pending = pending.subarray(length);
+    }
+  };
+}
+
 export async function startPgProxy(): Promise<PgProxy> {
   const open = new Set<Socket>();
   let refuse = 0;
   let sessions = 0;
   const cuts: { text: string; done: () => void }[] = [];
+  const tally = new Map<string, number>();
   const server: Server = createServer((client) => {
     sessions++;
     open.add(client);
@@ -57,7 +85,9 @@ export async function startPgProxy(): Promise<PgProxy> {
     client.on('close', () => upstream.destroy());
     upstream.on('close', () => client.destroy());
     upstream.on('data', (d) => client.write(d));
+    const count = frontendCounter(tally);
     client.on('data', (d: Buffer) => {
+      count(d);
       const i = cuts.findIndex((c) => d.includes(c.text));
       if (i >= 0) {
         const [cut] = cuts.splice(i, 1);
@@ -91,6 +121,9 @@ export async function startPgProxy(): Promise<PgProxy> {
     },
     get sessions() {
       return sessions;
+    },
+    sent(type) {
+      return tally.get(type) ?? 0;
     },
     async close() {
       for (const s of open) s.destroy();
