@@ -414,14 +414,19 @@ describe('the live event list', () => {
           })),
         );
       expect((await s.request('POST', '/v1/events', { auth: busy, body: { event_type: 'load.last', payload: {} } })).status).toBe(201);
+      // The newest event (in view at the top) and the count of the rows kept: the newest 10,000,
+      // ticks 1 to 9,999 and load.last (tick 0 dropped).
+      await p.locator('[data-event-type="load.last"]').waitFor({ timeout: 20_000 });
       await p
         .getByTestId('row-count')
         .getByText(/^10,?000$/)
         .waitFor({ timeout: 20_000 });
       expect(await p.locator('.row-slot').count()).toBeLessThan(80);
-      // Scrolled to the far end, the oldest kept rows are drawn in place of the newest.
+      // Scrolled to the far end, the oldest kept rows are drawn in place of the newest. Awaited
+      // on the oldest row itself: ticks are in the page before the scroll too, and the rows are
+      // redrawn only after the scroll event has been handled.
       await p.locator('.rows').evaluate((el) => el.scrollTo(0, el.scrollHeight));
-      await p.locator('[data-event-type="load.tick"]').last().waitFor();
+      await p.locator('[data-event-type="load.tick"]').filter({ hasText: '{"i":1}' }).waitFor();
       expect(await p.locator('[data-event-type="load.last"]').count()).toBe(0);
       expect(await p.locator('.row-slot').count()).toBeLessThan(80);
     } finally {
