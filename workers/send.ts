@@ -8,6 +8,7 @@ import type { Deps } from '../src/deps.js';
 import type { BlobStore } from '../src/files/storage.js';
 import { addSendReports, type SendOutcome } from '../src/ledger/commit-reports.js';
 import {
+  batchable,
   claimBatch,
   claimSends,
   hasEarlierPending,
@@ -308,7 +309,8 @@ async function admitClaimed(ctx: SendContext, data: BatchJob, claimed: MessageRo
   const connOf = (m: MessageRow) => conns.get(`${m.app_id}/${m.platform_connection_id}`);
 
   // Per recipient in sequence order. A recipient whose connection is not active, or is e-mail
-  // (a reply needs its thread: the own job looks it up), is given back unsent.
+  // (`batchable`: the web gives those their own job; one recorded by an older release may
+  // still come in a batch), is given back unsent.
   const byRecipient = new Map<string, MessageRow[]>();
   for (const m of claimed) {
     const key = `${m.platform_connection_id}/${m.to_external_id}`;
@@ -317,7 +319,7 @@ async function admitClaimed(ctx: SendContext, data: BatchJob, claimed: MessageRo
     else byRecipient.set(key, [m]);
   }
   const groups = [...byRecipient.values()].map((g) => g.sort((a, b) => a.recipient_seq - b.recipient_seq));
-  const fastPath = (conn: Connection | undefined) => conn?.status === 'ACTIVE' && conn.platform !== 'EMAIL';
+  const fastPath = (conn: Connection | undefined) => conn?.status === 'ACTIVE' && batchable(conn.platform);
   const cut = groups.map((g) => (fastPath(connOf(g[0])) ? g.length : 0));
   // Budgets in rounds (the first message of every recipient, then the second…), so a message
   // whose slot is too far off has reserved nothing for the ones behind it. A slot within a

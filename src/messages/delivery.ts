@@ -6,7 +6,7 @@ import type { ErrorCode } from '../errors.js';
 import { readFiles } from '../files/files.js';
 import type { BlobStore } from '../files/storage.js';
 import { derivedId } from '../ids.js';
-import type { OutboundFile, PlatformError } from '../platforms/types.js';
+import type { OutboundFile, PlatformError, PlatformName } from '../platforms/types.js';
 import { systemEvent, systemEventType } from '../ledger/event-types.js';
 import { enqueue, messageJobId, type LedgerEvent } from '../queues.js';
 import type { MessageRow } from './messages.js';
@@ -38,6 +38,12 @@ export async function loadMessage(deps: Deps, appId: string, id: string): Promis
 const claimedBy = (sql: Sql, claim: string, leaseMs: number) =>
   sql`status = 'sending', attempts = attempts + 1, claimed_by = ${typed.uuid(sql, claim)},
        lease_until = now() + ${typed.int(sql, leaseMs)} * interval '1 millisecond'`;
+
+/**
+ * Whether a platform's sends may take a batch's fast path. An e-mail may not: a reply needs
+ * its thread looked up first, which its own job does (so the web gives it one at once).
+ */
+export const batchable = (platform: PlatformName) => platform !== 'EMAIL';
 
 /**
  * Claims a batch job's messages that may take the fast path, in one statement, under `claim`

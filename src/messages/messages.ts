@@ -10,6 +10,7 @@ import { getAdapter } from '../platforms/registry.js';
 import { enqueue } from '../queues.js';
 import { deleteInBatches } from '../retention/batched-delete.js';
 import { replyPolicyOf, replyWindow } from '../conversations/reply-window.js';
+import { batchable } from './delivery.js';
 import type { MessageRecorder } from './record.js';
 
 export const sendMessageInput = z
@@ -152,6 +153,8 @@ export async function submitMessage(
         text: input.message,
         options,
         fileIds: input.file_ids ?? [],
+        // Files are uploaded first: the batch's claim leaves such a send to its own job too.
+        alone: !batchable(conn.platform) || (input.file_ids?.length ?? 0) > 0,
       });
     } catch (err) {
       services.sends.settle(appId, id, undefined);

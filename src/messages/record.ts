@@ -12,6 +12,11 @@ export interface NewMessage {
   text: string;
   options: { parse_mode?: 'MarkdownV2' | 'HTML'; subject?: string };
   fileIds: string[];
+  /**
+   * Sent by its own job from the start: it must wait for what a batch job would hand it over
+   * for anyway (its files uploaded first, an e-mail's thread looked up).
+   */
+  alone?: boolean;
 }
 
 /** Records a send (with the others of its event-loop turn) and hands it to the send workers; resolves with its created_at. */
@@ -23,7 +28,7 @@ const RECORD_BATCH_MAX = 200;
 /**
  * The sends accepted during one turn of the event loop are recorded by one statement and go
  * to the workers as one `send` batch job, whose worker answers this process (`replyTo`)
- * directly when each settles. While one batch is being recorded, the next turns' sends
+ * directly when each settles (a send that cannot take the batch's fast path gets its own job). While one batch is being recorded, the next turns' sends
  * gather for the next (under load, batches grow on their own; when idle, each goes at once).
  *
  * Each recipient's sequence numbers are handed out in arrival order under its counter row's
@@ -70,15 +75,21 @@ export function createMessageRecorder(deps: Deps, replyTo: string): MessageRecor
         RETURNING id, created_at`;
       const created = new Map(rows.map((r) => [r.id, r.created_at]));
       const recorded = batch.filter((m) => created.has(m.id));
-      if (recorded.length) {
-        const job = catalogJob('send', {
-          kind: 'batch',
-          batch_id: randomUUID(),
-          messages: recorded.map((m) => ({ app_id: m.appId, id: m.id })),
-          reply_to: replyTo,
-        });
-        await enqueueBulk(deps.queues, 'send', [job]);
-      }
+      const together = recorded.filter((m) => !m.alone);
+      const jobs = [
+        ...(together.length
+          ? [
+              catalogJob('send', {
+                kind: 'batch',
+                batch_id: randomUUID(),
+                messages: together.map((m) => ({ app_id: m.appId, id: m.id })),
+                reply_to: replyTo,
+              }),
+            ]
+          : []),
+        ...recorded.filter((m) => m.alone).map((m) => catalogJob('send', { message_id: m.id, app_id: m.appId, reply_to: replyTo })),
+      ];
+      if (jobs.length) await enqueueBulk(deps.queues, 'send', jobs);
       // An id already recorded — by a concurrent request replaying the same Idempotency-Key —
       // keeps its row and its job; this caller only waits for its outcome.
       return batch.map((m) => created.get(m.id) ?? new Date());

@@ -289,6 +289,25 @@ describe('files and e-mail threading', () => {
     expect(mail.parsed.attachments[0].content).toEqual(PNG);
   });
 
+  it('gives an e-mail and a send with files their own job from the start, and a plain send a batch', async () => {
+    // What a batch would only claim and give back (an e-mail's thread, files uploaded first)
+    // goes by its own job at once: no batch job, no claim, no release.
+    const f = await upload('own.png', 'image/png', PNG);
+    const sent = [
+      await restSend('EMAIL', 'mail alone'),
+      await restSend('TELEGRAM', 'picture alone', { file_ids: [f.id] }),
+      // Another chat: one sent to within Telegram's second per chat waits for its slot in its own job.
+      await restSend('TELEGRAM', 'plain in a batch', { to_external_id: '31338' }),
+    ];
+    expect(sent.map((r) => r.status)).toEqual([201, 201, 201]);
+    const jobs = await s.deps.queues.send.getJobs(['completed', 'failed', 'active', 'waiting', 'delayed']);
+    const jobsOf = (id: string) =>
+      jobs
+        .filter((j) => (j.data.kind === 'batch' ? j.data.messages.some((m: { id: string }) => m.id === id) : j.data.message_id === id))
+        .map((j) => (j.data.kind === 'batch' ? 'batch' : 'own'));
+    expect(sent.map((r) => jobsOf(r.json.id))).toEqual([['own'], ['own'], ['batch']]);
+  });
+
   it('refuses files on a text-only platform and unknown file ids with 400', async () => {
     const f = await upload('pic.png', 'image/png', PNG);
     const r = await restSend('SMS', 'x', { file_ids: [f.id] });
