@@ -61,17 +61,11 @@ export async function claimBatch(
   leaseMs: number,
 ): Promise<MessageRow[]> {
   if (messages.length === 0) return [];
-  const ids = typed.uuids(
-    deps.sql,
-    messages.map((m) => m.id),
-  );
+  const [ids, appIds] = [messages.map((m) => m.id), messages.map((m) => m.app_id)].map((xs) => typed.uuids(deps.sql, xs));
   return freshlyPlanned(deps.sql<MessageRow[]>`
     UPDATE outbound_messages m
        SET ${claimedBy(deps.sql, claim, leaseMs)}
-      FROM unnest(${typed.uuids(
-        deps.sql,
-        messages.map((x) => x.app_id),
-      )}, ${ids}) AS b(app_id, id)
+      FROM unnest(${appIds}, ${ids}) AS b(app_id, id)
      WHERE m.id = ANY(${ids}) AND m.id = b.id AND m.app_id = b.app_id
        AND m.status = 'queued' AND m.file_ids = '{}'
        AND NOT EXISTS (

@@ -28,7 +28,8 @@ const RECORD_BATCH_MAX = 200;
 /**
  * The sends accepted during one turn of the event loop are recorded by one statement and go
  * to the workers as one `send` batch job, whose worker answers this process (`replyTo`)
- * directly when each settles (a send that cannot take the batch's fast path gets its own job). While one batch is being recorded, the next turns' sends
+ * directly when each settles (a send that cannot take the batch's fast path, `alone`, gets its
+ * own job, queued with the batch job). While one batch is being recorded, the next turns' sends
  * gather for the next (under load, batches grow on their own; when idle, each goes at once).
  *
  * Each recipient's sequence numbers are handed out in arrival order under its counter row's
