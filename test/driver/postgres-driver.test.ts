@@ -135,6 +135,30 @@ describe('postgres.js under connection faults', () => {
     expect(describedFirst()).toBe(1);
   });
 
+  it("builds a new pool's first statement with the array types its connection just fetched", async () => {
+    // A connection fetches the server's array types before its first statement, and ran that
+    // statement in the same turn the answer arrived, before the types were registered: a typed
+    // array parameter was then declared as its element type (uuid, not uuid[]).
+    for (const first of ['plain', 'reserved'] as const) {
+      const fresh = createSql(t.env.DATABASE_URL, { max: 1 });
+      try {
+        const id = '6f1c3c1e-8d6b-4a53-9d0e-3c1f2a4b5c6d';
+        const run = (q: Sql) => q<{ id: string }[]>`SELECT unnest(${q.array([id], 2950)}) AS id`;
+        if (first === 'plain') expect(await run(fresh)).toEqual([{ id }]);
+        else {
+          const tx = await fresh.reserve();
+          try {
+            expect(await run(tx as unknown as Sql)).toEqual([{ id }]);
+          } finally {
+            tx.release();
+          }
+        }
+      } finally {
+        await fresh.end({ timeout: 1 });
+      }
+    }
+  });
+
   it('starts the next result at row 0 after an error arrived mid-result (porsager/postgres#1181)', async () => {
     await throughProxy(1);
     // Rows 1 and 2 reach the client before the division by zero on row 3.
