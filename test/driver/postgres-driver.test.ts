@@ -138,7 +138,8 @@ describe('postgres.js under connection faults', () => {
   it("builds a new pool's first statement with the array types its connection just fetched", async () => {
     // A connection fetches the server's array types before its first statement, and ran that
     // statement in the same turn the answer arrived, before the types were registered: a typed
-    // array parameter was then declared as its element type (uuid, not uuid[]).
+    // array parameter was then declared as its element type (uuid, not uuid[]). A reserved
+    // connection is handed over later, after the registration: checked as the other way in.
     for (const first of ['plain', 'reserved'] as const) {
       const fresh = createSql(t.env.DATABASE_URL, { max: 1 });
       try {
