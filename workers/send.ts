@@ -14,6 +14,7 @@ import {
   hasEarlierPending,
   inboundToReplyTo,
   loadFiles,
+  ownSendJob,
   loadMessage,
   markFailed,
   markRetrying,
@@ -31,7 +32,7 @@ import { createSentSettler, resolvePartiesAhead, type SettleSent } from '../src/
 import { admitSends, holdConnection, paceSend, reserveSendSlot } from '../src/platforms/rate-budget.js';
 import { getAdapter } from '../src/platforms/registry.js';
 import type { OutboundMessage, PlatformError, SendOutcome as PlatformOutcome } from '../src/platforms/types.js';
-import { catalogJob, enqueueBulk, JOBS, type JobData } from '../src/queues.js';
+import { enqueueBulk, JOBS, type JobData } from '../src/queues.js';
 import type { ProcessorDef } from './host.js';
 
 /**
@@ -356,10 +357,10 @@ async function admitClaimed(ctx: SendContext, data: BatchJob, claimed: MessageRo
   // In one round trip, before any platform call of this run can fail.
   const taken = new Set(claimed.map((m) => m.id));
   const waiting = [
-    ...data.messages.filter((m) => !taken.has(m.id)).map((m) => ownJob(m, data.reply_to)),
-    ...behind.map((m) => ownJob(m, data.reply_to)),
+    ...data.messages.filter((m) => !taken.has(m.id)).map((m) => ownSendJob(m, data.reply_to)),
+    ...behind.map((m) => ownSendJob(m, data.reply_to)),
     // The attempt the reservation is for: the claim counted one, its release took it back.
-    ...reserved.map(({ m, waitMs }) => ownJob(m, data.reply_to, waitMs - WAKE_EARLY_MS, m.attempts - 1)),
+    ...reserved.map(({ m, waitMs }) => ownSendJob(m, data.reply_to, waitMs - WAKE_EARLY_MS, m.attempts - 1)),
   ];
   if (waiting.length) await enqueueBulk(deps.queues, 'send', waiting);
   return fast.filter((g) => g.length > 0);
@@ -376,25 +377,12 @@ interface Admitted {
   parties?: Promise<SendParties | undefined>;
 }
 
-/** A message's own job (dropped if it already has one), telling it who waits for the outcome. */
-const ownJob = (m: { id: string; app_id: string }, replyTo: string | undefined, delayMs = 0, reservedAttempt?: number) =>
-  catalogJob(
-    'send',
-    {
-      message_id: m.id,
-      app_id: m.app_id,
-      reply_to: replyTo,
-      ...(reservedAttempt !== undefined ? { reserved_attempt: reservedAttempt } : {}),
-    },
-    delayMs > 0 ? { delay: delayMs } : {},
-  );
-
 /** Queues each message's own job. */
 async function handOver(deps: Deps, msgs: MessageRow[], replyTo: string | undefined, delayMs = 0): Promise<void> {
   await enqueueBulk(
     deps.queues,
     'send',
-    msgs.map((m) => ownJob(m, replyTo, delayMs)),
+    msgs.map((m) => ownSendJob(m, replyTo, delayMs)),
   );
 }
 

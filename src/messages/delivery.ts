@@ -8,7 +8,7 @@ import type { BlobStore } from '../files/storage.js';
 import { derivedId } from '../ids.js';
 import type { OutboundFile, PlatformError, PlatformName } from '../platforms/types.js';
 import { systemEvent, systemEventType } from '../ledger/event-types.js';
-import { enqueue, messageJobId, type LedgerEvent } from '../queues.js';
+import { catalogJob, enqueue, messageJobId, type LedgerEvent } from '../queues.js';
 import type { MessageRow } from './messages.js';
 import type { PartyResolver, SendParties } from './parties.js';
 
@@ -44,6 +44,23 @@ const claimedBy = (sql: Sql, claim: string, leaseMs: number) =>
  * its thread looked up first, which its own job does (so the web gives it one at once).
  */
 export const batchable = (platform: PlatformName) => platform !== 'EMAIL';
+
+/**
+ * A message's own send job (dropped if it already has one), telling it who waits for the
+ * outcome: queued by the web for a send that cannot go in a batch, and by a batch for what it
+ * hands over. `reservedAttempt`: the attempt a budget slot was reserved for.
+ */
+export const ownSendJob = (m: { id: string; app_id: string }, replyTo: string | undefined, delayMs = 0, reservedAttempt?: number) =>
+  catalogJob(
+    'send',
+    {
+      message_id: m.id,
+      app_id: m.app_id,
+      reply_to: replyTo,
+      ...(reservedAttempt !== undefined ? { reserved_attempt: reservedAttempt } : {}),
+    },
+    delayMs > 0 ? { delay: delayMs } : {},
+  );
 
 /**
  * Claims a batch job's messages that may take the fast path, in one statement, under `claim`

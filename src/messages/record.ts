@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Deps } from '../deps.js';
 import { catalogJob, enqueueBulk } from '../queues.js';
 import { tickBatch } from '../tick-batch.js';
+import { ownSendJob } from './delivery.js';
 
 /** One accepted send, as the web process records it. */
 export interface NewMessage {
@@ -88,7 +89,7 @@ export function createMessageRecorder(deps: Deps, replyTo: string): MessageRecor
               }),
             ]
           : []),
-        ...recorded.filter((m) => m.alone).map((m) => catalogJob('send', { message_id: m.id, app_id: m.appId, reply_to: replyTo })),
+        ...recorded.filter((m) => m.alone).map((m) => ownSendJob({ id: m.id, app_id: m.appId }, replyTo)),
       ];
       if (jobs.length) await enqueueBulk(deps.queues, 'send', jobs);
       // An id already recorded — by a concurrent request replaying the same Idempotency-Key —

@@ -70,14 +70,15 @@ export function createSentSettler(deps: Deps, services: FanOutServices, parties:
       [...byApp].map(([appId, at]) => {
         const mine = at.map((i) => sends[i]);
         const rows = JSON.stringify(mine.map((s) => ({ id: s.msg.id, x: s.externalMessageId, claim: s.claim })));
+        const ids = typed.uuids(
+          deps.sql,
+          mine.map((s) => s.msg.id),
+        );
         const guard = deps.sql`
           UPDATE outbound_messages m
              SET status = 'sent', external_message_id = r.x, error = NULL, finished_at = now(), claimed_by = NULL, lease_until = NULL
             FROM jsonb_to_recordset(${typed.text(deps.sql, rows)}::jsonb) AS r(id uuid, x text, claim uuid)
-           WHERE m.id = r.id AND m.id = ANY(${typed.uuids(
-             deps.sql,
-             mine.map((x) => x.msg.id),
-           )}) AND m.status = 'sending' AND m.claimed_by = r.claim
+           WHERE m.id = r.id AND m.id = ANY(${ids}) AND m.status = 'sending' AND m.claimed_by = r.claim
           RETURNING m.id`;
         const seen = at.flatMap((i) =>
           [resolved[i].recipient, resolved[i].system].map((u) => ({

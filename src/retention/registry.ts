@@ -17,6 +17,13 @@ export type Retention =
 /** The scheduled job that applies a retention: a task of the maintenance queue. */
 export type Pruner = { queue: 'maintenance'; task: MaintenanceTask };
 
+/** A delivery and its attempts go together, by one task. */
+const WEBHOOK_LOGS = {
+  kind: 'pruned',
+  variable: 'WEBHOOK_LOG_RETENTION_DAYS',
+  by: { queue: 'maintenance', task: 'prune-webhook-logs' },
+} as const satisfies Retention;
+
 const ENTITY = 'a record the API manages (created, read and deleted on request), not a per-request trace';
 
 export const RETENTION = {
@@ -54,16 +61,8 @@ export const RETENTION = {
     by: { queue: 'maintenance', task: 'prune-portal-sessions' },
   },
   outbound_messages: { kind: 'pruned', variable: 'MESSAGE_RETENTION_DAYS', by: { queue: 'maintenance', task: 'prune-messages' } },
-  webhook_delivery_logs: {
-    kind: 'pruned',
-    variable: 'WEBHOOK_LOG_RETENTION_DAYS',
-    by: { queue: 'maintenance', task: 'prune-webhook-logs' },
-  },
-  webhook_deliveries: {
-    kind: 'pruned',
-    variable: 'WEBHOOK_LOG_RETENTION_DAYS',
-    by: { queue: 'maintenance', task: 'prune-webhook-logs' },
-  },
+  webhook_delivery_logs: WEBHOOK_LOGS,
+  webhook_deliveries: WEBHOOK_LOGS,
   events: { kind: 'partitioned', variable: 'EVENT_RETENTION_DAYS', by: { queue: 'maintenance', task: 'event-partitions' } },
   event_edges: { kind: 'partitioned', variable: 'EVENT_RETENTION_DAYS', by: { queue: 'maintenance', task: 'event-partitions' } },
 } satisfies Record<string, Retention>;

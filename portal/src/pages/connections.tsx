@@ -80,10 +80,11 @@ export function Connections() {
 function ConnectionCard({ connection: c, onChanged }: { connection: Connection; onChanged: () => void }) {
   const [error, setError] = useState<string>();
   const path = `/v1/platform-connections/${encodeURIComponent(c.id)}`;
-  const act = async (what: () => Promise<boolean>) => {
+  const act = async (what: () => Promise<unknown>) => {
     setError(undefined);
     try {
-      if (await what()) onChanged();
+      await what();
+      onChanged();
     } catch (e) {
       setError(errorText(e));
     }
@@ -110,26 +111,12 @@ function ConnectionCard({ connection: c, onChanged }: { connection: Connection; 
         <dd>{c.health.last_error ? `${c.health.last_error} (${when(c.health.last_error_at)})` : 'none'}</dd>
       </dl>
       <div className="actions">
-        <button
-          type="button"
-          className="ghost"
-          onClick={() =>
-            act(async () => {
-              await api('PATCH', path, { status: active ? 'DISABLED' : 'ACTIVE' });
-              return true;
-            })
-          }
-        >
+        <button type="button" className="ghost" onClick={() => act(() => api('PATCH', path, { status: active ? 'DISABLED' : 'ACTIVE' }))}>
           {active ? 'Disable' : 'Enable'}
         </button>
         <DeleteButton
           question={`Delete ${c.name}? Its message records and conversations go with it; its events stay in the ledger.`}
-          onConfirmed={() =>
-            act(async () => {
-              await api('DELETE', path);
-              return true;
-            })
-          }
+          onConfirmed={() => act(() => api('DELETE', path))}
         />
       </div>
       <ErrorNote error={error} />
