@@ -200,6 +200,10 @@ describe('the developer portal', () => {
     const form = page.getByRole('form', { name: 'Edit webhook' });
     expect(await form.getByLabel('Event patterns').inputValue()).toBe('order.*');
     await form.getByLabel('Event patterns').fill('order.*, refund.*');
+    // Above the service's limit (10,000) the form says so and does not submit.
+    await form.getByLabel('Deliveries per second at most').fill('10001');
+    await form.getByText('a whole number from 1 to 10000, or empty').waitFor();
+    expect(await form.getByRole('button', { name: 'Save changes' }).isDisabled()).toBe(true);
     await form.getByLabel('Deliveries per second at most').fill('50');
     await form.getByRole('button', { name: 'Save changes' }).click();
     await page.getByText('Saved.').waitFor();

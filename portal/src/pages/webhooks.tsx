@@ -137,7 +137,9 @@ export function WebhookForm({
   const problem = patterns ? patternListProblem(list) : undefined;
   const matches = matchingTypes(list);
   const urlProblem = url && !/^https?:\/\/\S+$/.test(url) ? 'an http(s) URL' : undefined;
-  const rateProblem = rate && !/^[1-9]\d{0,4}$/.test(rate.trim()) ? 'a whole number from 1 to 10000, or empty' : undefined;
+  // The service's bounds (1 to 10,000): five digits alone would let 99,999 through to a 400.
+  const rateProblem =
+    rate && !(/^[1-9]\d{0,4}$/.test(rate.trim()) && Number(rate) <= 10_000) ? 'a whole number from 1 to 10000, or empty' : undefined;
   const ready = name.trim() && url && list.length > 0 && !problem && !urlProblem && !rateProblem;
   return (
     <form
