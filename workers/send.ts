@@ -111,10 +111,12 @@ function callPlatform(deps: Deps, conn: Connection, outbound: OutboundMessage): 
     timeoutMs: deps.config.PLATFORM_TIMEOUT_MS,
     defaultBaseUrl: deps.config.PLATFORM_API_BASES[conn.platform],
     webhookUrl: dedicatedWebhookUrl(deps, conn),
-    // The operator's PLATFORM_API_BASES are trusted; a tenant's api_base_url (and the real platforms) go through the policy.
+    // The operator's PLATFORM_API_BASES are trusted; any address the tenant gave (api_base_url,
+    // an e-mail connection's smtp_url) and the real platforms go through the policy.
     guarded:
       deps.config.OUTBOUND_ADDRESS_POLICY === 'public-https' &&
-      (conn.config.api_base_url !== undefined || !deps.config.PLATFORM_API_BASES[conn.platform]),
+      (Object.keys(getAdapter(conn.platform).addressFields).some((field) => conn.config[field] !== undefined) ||
+        !deps.config.PLATFORM_API_BASES[conn.platform]),
   });
 }
 

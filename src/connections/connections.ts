@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import { fail, ok, type ErrorDetail, type Result } from '../errors.js';
 import { zodDetails } from '../http/zod-details.js';
-import { checkOutboundUrl, refusedHost } from '../net/outbound-policy.js';
+import { checkOutboundUrl } from '../net/outbound-policy.js';
 import { getAdapter } from '../platforms/registry.js';
 import { PLATFORM_NAMES, type PlatformName } from '../platforms/types.js';
 import { announceChange } from '../change-feed.js';
@@ -96,15 +96,10 @@ function validateConfig(deps: Deps, platform: PlatformName, config: Record<strin
   const policy = deps.config.OUTBOUND_ADDRESS_POLICY;
   // A tenant's api_base_url (or SMTP server) is where our workers will send its credentials and
   // read answers from: it passes the same outbound address policy as webhook targets.
-  for (const [field, kind] of Object.entries(getAdapter(platform).addressFields)) {
+  for (const [field, protocol] of Object.entries(getAdapter(platform).addressFields)) {
     if (typeof value[field] !== 'string') continue;
-    if (kind === 'url') {
-      const checked = checkOutboundUrl(value[field], policy, ['config', field], 'VALIDATION_ERROR');
-      if (!checked.ok) return checked;
-      continue;
-    }
-    const refused = refusedHost(new URL(value[field]).hostname, policy);
-    if (refused) return fail('VALIDATION_ERROR', `config.${field} refused: ${refused}`, [{ path: ['config', field], message: refused }]);
+    const checked = checkOutboundUrl(value[field], protocol, policy, ['config', field], 'VALIDATION_ERROR');
+    if (!checked.ok) return checked;
   }
   return ok(value);
 }

@@ -4,19 +4,19 @@ import { Agent } from 'undici';
 import { fail, ok, type ErrorCode, type Result } from '../errors.js';
 
 /**
- * The one address policy for every request the service makes on a tenant's behalf: webhook
- * deliveries, inbound media downloads, platform API calls to a connection's `api_base_url`
- * (OUTBOUND_ADDRESS_POLICY). `public-https`: HTTPS to public addresses only, judged on the
- * address actually connected to. `any`: anything http(s) (development, tests).
+ * The one address policy for every connection the service makes on a tenant's behalf: webhook
+ * deliveries, inbound media downloads, platform API calls to a connection's `api_base_url`, its
+ * SMTP server (OUTBOUND_ADDRESS_POLICY). `public-https`: HTTPS (SMTP for mail) to public
+ * addresses only, judged on the address actually connected to. `any`: anything of the right
+ * protocol (development, tests).
  */
 export type OutboundPolicy = 'public-https' | 'any';
-/** The name the policy had when it covered webhooks only. */
-export type TargetPolicy = OutboundPolicy;
 
 /**
  * Addresses never reached under `public-https` (RFC 6890 special-purpose and friends). In IPv6:
  * `::/96` is IPv4-compatible (`::127.0.0.1`), 64:ff9b::/96 NAT64 and 2002::/16 6to4 embed an IPv4
- * address a gateway would reach; IPv4-mapped `::ffff:a.b.c.d` is judged as its IPv4 address.
+ * address a gateway would reach, as does ::ffff:0:0:0/96 (IPv4-translated); IPv4-mapped
+ * `::ffff:a.b.c.d` is judged as its IPv4 address.
  */
 const BLOCKED = new BlockList();
 for (const [net, prefix] of [
@@ -39,6 +39,7 @@ for (const [net, prefix] of [
   BLOCKED.addSubnet(net, prefix, 'ipv4');
 for (const [net, prefix] of [
   ['::', 96],
+  ['::ffff:0:0:0', 96],
   ['64:ff9b::', 96],
   ['64:ff9b:1::', 48],
   ['100::', 64],
@@ -59,72 +60,150 @@ export function isPublicAddress(address: string): boolean {
   if (family === 6) {
     const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
     if (mapped) return isPublicAddress(mapped[1]);
+    // The URL parser spells ::ffff:8.8.8.8 as ::ffff:808:808.
+    const hex = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/i.exec(address);
+    if (hex) {
+      const [hi, lo] = [parseInt(hex[1], 16), parseInt(hex[2], 16)];
+      return isPublicAddress(`${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`);
+    }
     if (/^::ffff:/i.test(address)) return false;
     return !BLOCKED.check(address, 'ipv6');
   }
   return !BLOCKED.check(address, 'ipv4');
 }
 
+/** The protocol a URL field is spoken in; it decides the schemes the field may have. */
+export type OutboundProtocol = 'http' | 'smtp';
+
+/** The schemes each protocol allows under each policy, and what a refusal says. */
+const SCHEMES: Record<OutboundProtocol, Record<OutboundPolicy, { schemes: readonly string[]; refusal: string }>> = {
+  http: {
+    any: { schemes: ['http:', 'https:'], refusal: 'must be an http(s) URL' },
+    'public-https': { schemes: ['https:'], refusal: 'must use https' },
+  },
+  smtp: {
+    any: { schemes: ['smtp:', 'smtps:'], refusal: 'must be an smtp:// or smtps:// URL' },
+    'public-https': { schemes: ['smtp:', 'smtps:'], refusal: 'must be an smtp:// or smtps:// URL' },
+  },
+};
+
 /**
- * Checks a URL a tenant gives when it is written (a webhook target, a connection's
- * `api_base_url`): a URL, http(s), credential-free, and under `public-https` an https URL whose
- * host, when it is an address literal, is public. Host names are judged on their resolved
- * address when connecting (see guardedLookup), so DNS cannot be changed in between.
+ * The host a connection to `url` goes to, spelled the one way every check and connect uses
+ * (IPv6 without brackets), or undefined when it names no host. Special schemes (http, https)
+ * already spell every IPv4 form as the dotted address; other schemes (smtp) keep the host as
+ * written, where `2130706433`, `0x7f000001`, `127.1.` or `127.0.0.%31` would pass for names
+ * that the resolver (or the mail client) then reads as 127.0.0.1. So the host is re-read as an
+ * http host is: the address it connects to is the address judged.
  */
-export function checkOutboundUrl(raw: string, policy: OutboundPolicy, field: (string | number)[], code: ErrorCode): Result<URL> {
-  const name = field.join('.');
+function canonicalHost(url: URL): string | undefined {
+  const host = url.hostname;
+  if (host.startsWith('[')) return host.slice(1, -1);
+  if (host === '') return undefined;
+  try {
+    return new URL(`http://${host}/`).hostname;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A tenant's URL as the policy judged it: where a connection would go, or why it may not. */
+export type Judged = { ok: true; url: URL; host: string } | { ok: false; reason: string };
+
+/**
+ * The one judgement of a URL a tenant chose (a webhook target, a connection's `api_base_url` or
+ * `smtp_url`, a media URL), made when it is written and again before every connection: a URL of
+ * the field's protocol, https under `public-https`, and an address-literal host that is public.
+ * A host name is judged on what it resolves to, when connecting (`resolvePublic`).
+ */
+export function judgeUrl(raw: string | URL, protocol: OutboundProtocol, policy: OutboundPolicy): Judged {
   let url: URL;
   try {
-    url = new URL(raw);
+    url = typeof raw === 'string' ? new URL(raw) : raw;
   } catch {
-    return fail('VALIDATION_ERROR', `${name} is not a URL`, [{ path: field, message: 'not a URL' }]);
+    return { ok: false, reason: 'not a URL' };
   }
+  const { schemes, refusal } = SCHEMES[protocol][policy];
+  if (!schemes.includes(url.protocol)) return { ok: false, reason: refusal };
+  // The mail client reads connection options from the query (`proxy=`, `tls.…`): a tenant must not set them.
+  if (protocol === 'smtp' && (url.search || url.hash)) return { ok: false, reason: 'must not carry query options' };
+  const host = canonicalHost(url);
+  if (host === undefined) return { ok: false, reason: 'has no valid host' };
+  if (policy === 'public-https' && isIP(host) && !isPublicAddress(host)) {
+    const written = url.hostname.replace(/^\[|\]$/g, '');
+    return { ok: false, reason: `${written === host ? host : `${written} is ${host}, which`} is not a public address` };
+  }
+  return { ok: true, url, host };
+}
+
+/**
+ * Checks a URL a tenant gives when it is written (a webhook target, a connection's URL fields):
+ * `judgeUrl`, and no credentials in an http(s) URL (they would be stored and shown in the clear;
+ * an SMTP URL's are sealed with the connection's secrets).
+ */
+export function checkOutboundUrl(
+  raw: string,
+  protocol: OutboundProtocol,
+  policy: OutboundPolicy,
+  field: (string | number)[],
+  code: ErrorCode,
+): Result<URL> {
+  const name = field.join('.');
+  const judged = judgeUrl(raw, protocol, policy);
   const bad = (message: string) => fail(code, `${name} refused: ${message}`, [{ path: field, message }]);
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') return bad('must be an http(s) URL');
-  if (url.username || url.password) return bad('must not carry credentials');
-  if (policy === 'any') return ok(url);
-  if (url.protocol !== 'https:') return bad('must use https');
-  const host = url.hostname.replace(/^\[|\]$/g, '');
-  if (isIP(host) && !isPublicAddress(host)) return bad(`${host} is not a public address`);
-  return ok(url);
+  if (!judged.ok)
+    return judged.reason === 'not a URL'
+      ? fail('VALIDATION_ERROR', `${name} is not a URL`, [{ path: field, message: 'not a URL' }])
+      : bad(judged.reason);
+  if (protocol === 'http' && (judged.url.username || judged.url.password)) return bad('must not carry credentials');
+  return ok(judged.url);
 }
 
 /** A webhook subscription's target URL (INVALID_WEBHOOK_TARGET when the policy refuses it). */
 export const checkTargetUrl = (raw: string, policy: OutboundPolicy): Result<URL> =>
-  checkOutboundUrl(raw, policy, ['target_url'], 'INVALID_WEBHOOK_TARGET');
+  checkOutboundUrl(raw, 'http', policy, ['target_url'], 'INVALID_WEBHOOK_TARGET');
 
-/**
- * Whether a request to `url` may go out under `policy`: an address-literal host is judged
- * here (no lookup happens for it); a host name is judged by guardedLookup at connect time.
- * Answers why not, or undefined.
- */
+/** Why an HTTP request to `url` may not go out under `policy` (`judgeUrl` at connect time), or undefined. */
 export function refusedUrl(url: URL, policy: OutboundPolicy): string | undefined {
-  if (policy === 'any') return undefined;
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') return 'not an http(s) URL';
-  return refusedHost(url.hostname, policy);
-}
-
-/** `refusedUrl` for a bare host (an SMTP server): address literals judged, names left to the lookup. */
-export function refusedHost(hostname: string, policy: OutboundPolicy): string | undefined {
-  if (policy === 'any') return undefined;
-  const host = hostname.replace(/^\[|\]$/g, '');
-  return isIP(host) && !isPublicAddress(host) ? `${host} is not a public address` : undefined;
+  const judged = judgeUrl(url, 'http', policy);
+  return judged.ok ? undefined : judged.reason;
 }
 
 /**
- * Resolves `hostname` and judges every address (for clients that take no lookup function,
- * like the SMTP transport). Weaker than guardedLookup: DNS could answer differently at
- * connect time, so it only narrows what a tenant can reach.
+ * What resolving a host for a connection gave: the addresses to connect to (and only those),
+ * a refusal, or a lookup that failed for now (no connection either; the caller may retry).
  */
-export async function checkResolvedHost(hostname: string, policy: OutboundPolicy): Promise<string | undefined> {
-  if (policy === 'any') return undefined;
-  const literal = refusedHost(hostname, policy);
-  if (literal || isIP(hostname.replace(/^\[|\]$/g, ''))) return literal;
-  const { lookup } = await import('node:dns/promises');
-  const addresses = await lookup(hostname, { all: true }).catch(() => []);
-  const bad = addresses.find((a) => !isPublicAddress(a.address));
-  return bad ? `${hostname} resolves to non-public address ${bad.address}` : undefined;
+export type Resolution =
+  | { kind: 'addresses'; addresses: LookupAddress[] }
+  | { kind: 'refused'; reason: string }
+  | { kind: 'failed'; error: NodeJS.ErrnoException };
+
+/**
+ * The step between a judgement and a connection, under `public-https`: resolves `host` (a
+ * `judgeUrl` host) and judges every address. A name that resolves to nothing is refused, and a
+ * failed lookup is never passed over: a client left to resolve the name its own way could reach
+ * an address nobody judged (nodemailer reached 127.0.0.1 for `127.0.0.1.`, which the system
+ * resolver does not know). The connection must go to the addresses answered, never to the name.
+ */
+function resolveJudged(host: string, options: object, callback: (r: Resolution) => void): void {
+  const family = isIP(host);
+  if (family !== 0) {
+    const r: Resolution = isPublicAddress(host)
+      ? { kind: 'addresses', addresses: [{ address: host, family }] }
+      : { kind: 'refused', reason: `${host} is not a public address` };
+    return void process.nextTick(callback, r);
+  }
+  dnsLookup(host, { ...options, all: true }, (err, answer) => {
+    if (err) return callback({ kind: 'failed', error: err });
+    const addresses = answer as LookupAddress[];
+    const refused = addresses.find((a) => !isPublicAddress(a.address));
+    if (refused) return callback({ kind: 'refused', reason: `${host} resolves to non-public address ${refused.address}` });
+    if (addresses.length === 0) return callback({ kind: 'refused', reason: `${host} resolves to no address` });
+    callback({ kind: 'addresses', addresses });
+  });
 }
+
+/** `resolveJudged` for clients that take no lookup function (the SMTP transport): connect to an address it answers. */
+export const resolvePublic = (host: string): Promise<Resolution> => new Promise((resolve) => resolveJudged(host, {}, resolve));
 
 /** Connections whose sockets only reach addresses guardedLookup accepts (shared keep-alive pool). */
 let guardedAgent: Agent | undefined;
@@ -141,20 +220,16 @@ export class TargetRefusedError extends Error {
 type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
 
 /**
- * A `lookup` for the HTTP client's sockets that refuses non-public addresses. The check runs
- * on the address the socket will actually connect to, so DNS rebinding between a check and
- * the connect cannot slip through.
+ * A `lookup` for the HTTP client's sockets that refuses non-public addresses (`resolveJudged`).
+ * The check runs on the addresses the socket will actually connect to, so DNS rebinding between
+ * a check and the connect cannot slip through.
  */
 export function guardedLookup(hostname: string, options: object, callback: LookupCallback): void {
-  dnsLookup(hostname, { ...options, all: true }, (err, addresses) => {
-    if (err) return callback(err, []);
-    const list = addresses as LookupAddress[];
-    const refused = list.find((a) => !isPublicAddress(a.address));
-    if (refused || list.length === 0) {
-      return callback(new TargetRefusedError(`refused: ${hostname} resolves to non-public address ${refused?.address ?? '(none)'}`), []);
-    }
-    const all = (options as { all?: boolean }).all;
-    if (all) callback(null, list);
+  resolveJudged(hostname.replace(/^\[|\]$/g, ''), options, (r) => {
+    if (r.kind === 'failed') return callback(r.error, []);
+    if (r.kind === 'refused') return callback(new TargetRefusedError(`refused: ${r.reason}`), []);
+    const list = r.addresses;
+    if ((options as { all?: boolean }).all) callback(null, list);
     else callback(null, list[0].address, list[0].family);
   });
 }

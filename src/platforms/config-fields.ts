@@ -19,4 +19,4 @@ export const publicText = (config: Record<string, unknown>, key: string): string
   typeof config[key] === 'string' ? (config[key] as string).trim() : '';
 
 /** The outbound address policy judges every platform's `api_base_url` as an HTTP API base. */
-export const API_BASE_ADDRESS = { api_base_url: 'url' } as const;
+export const API_BASE_ADDRESS = { api_base_url: 'http' } as const;

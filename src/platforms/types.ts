@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import type { OutboundProtocol } from '../net/outbound-policy.js';
 
 export const PLATFORM_NAMES = ['TELEGRAM', 'WHATSAPP', 'MESSENGER', 'INSTAGRAM', 'SLACK', 'DISCORD', 'SMS', 'EMAIL'] as const;
 export type PlatformName = (typeof PLATFORM_NAMES)[number];
@@ -240,11 +241,12 @@ export interface PlatformAdapter<C = Record<string, unknown>> {
   /** Config fields that are secrets: encrypted at rest, masked on reads. */
   secretFields: readonly string[];
   /**
-   * Config fields naming a server our workers connect to, and how the outbound address policy
-   * judges each: `url` an HTTP API base (the whole URL), `host` an SMTP server (its host only).
-   * Fields are judged in this order.
+   * Every config field naming a server our workers connect to, with the protocol spoken to it:
+   * the outbound address policy judges each (src/net/outbound-policy.ts) when the config is
+   * written and before each connection. Fields are judged in this order. A URL field missing
+   * here fails test/security/ssrf-fields.test.ts.
    */
-  addressFields: Readonly<Record<string, 'url' | 'host'>>;
+  addressFields: Readonly<Record<string, OutboundProtocol>>;
   /** Text limit checked before sending (MESSAGE_TOO_LONG). */
   maxTextLength?: number;
   /** Whether `send` takes `files`; a send with files on another platform is refused before queueing. */

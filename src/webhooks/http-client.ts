@@ -1,6 +1,5 @@
-import { isIP } from 'node:net';
 import { Pool, type Dispatcher } from 'undici';
-import { guardedLookup, isPublicAddress, TargetRefusedError, type TargetPolicy } from '../net/outbound-policy.js';
+import { guardedLookup, judgeUrl, TargetRefusedError, type OutboundPolicy } from '../net/outbound-policy.js';
 
 /** Response bodies (and request bodies in logs) are kept up to this many bytes. */
 const LOG_BODY_LIMIT = 64 * 1024;
@@ -35,7 +34,7 @@ export interface WebhookHttpClient {
 }
 
 export interface HttpClientOptions {
-  policy: TargetPolicy;
+  policy: OutboundPolicy;
   /** Whole-attempt deadline (connect, headers and body), in ms. */
   timeoutMs: number;
   /** Keep-alive sockets per receiver origin. @default 32 */
@@ -85,20 +84,11 @@ export function createWebhookHttpClient(options: HttpClientOptions): WebhookHttp
     targets.set(rawUrl, target);
     return target;
   };
+  // Address literals never reach the socket's lookup, so judgeUrl judges them here; names are judged by guardedLookup.
   const judge = (rawUrl: string): Target => {
-    let url: URL;
-    try {
-      url = new URL(rawUrl);
-    } catch {
-      return { refused: 'target_url is not a URL' };
-    }
-    if (options.policy === 'public-https') {
-      if (url.protocol !== 'https:') return { refused: 'refused: target must use https' };
-      // Address literals never reach the socket's lookup, so they are judged here.
-      const host = url.hostname.replace(/^\[|\]$/g, '');
-      if (isIP(host) && !isPublicAddress(host)) return { refused: `refused: ${host} is not a public address` };
-    }
-    return { pool: poolFor(url), path: `${url.pathname}${url.search}` };
+    const judged = judgeUrl(rawUrl, 'http', options.policy);
+    if (!judged.ok) return { refused: judged.reason === 'not a URL' ? 'target_url is not a URL' : `refused: ${judged.reason}` };
+    return { pool: poolFor(judged.url), path: `${judged.url.pathname}${judged.url.search}` };
   };
 
   return {

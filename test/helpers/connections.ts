@@ -66,6 +66,18 @@ export function sampleConfigs(base: Partial<Record<string, string>> = {}): Recor
   };
 }
 
+/** A valid recipient id per platform, in the form its `checkRecipient` takes. */
+export const SAMPLE_RECIPIENTS: Record<string, string> = {
+  TELEGRAM: '31337',
+  WHATSAPP: '+16505550100',
+  MESSENGER: '2400100',
+  INSTAGRAM: '2400200',
+  SLACK: 'C0GENERAL1',
+  DISCORD: '112233445566778899',
+  SMS: '+14155550100',
+  EMAIL: 'ann@example.org',
+};
+
 /** Every secret value in `sampleConfigs` (strings containing SECRET). */
 export const SAMPLE_SECRETS = Object.values(sampleConfigs()).flatMap((c) =>
   Object.values(c).filter((v): v is string => typeof v === 'string' && v.includes('SECRET')),

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { upsertConversation } from '../../src/identity/platform-users.js';
 import { systemEvent } from '../../src/ledger/event-types.js';
 import { enqueue } from '../../src/queues.js';
-import { connect, eventually, sampleConfigs } from '../helpers/connections.js';
+import { connect, eventually, SAMPLE_RECIPIENTS, sampleConfigs } from '../helpers/connections.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
 import { DiscordFake } from '../fakes/discord.js';
 import { SmtpFake } from '../fakes/email.js';
@@ -58,16 +58,7 @@ afterAll(async () => {
   await Promise.all(Object.values(fakes).map((f) => f.close()));
 });
 
-const RECIPIENT: Record<string, string> = {
-  TELEGRAM: '31337',
-  WHATSAPP: '+16505550100',
-  MESSENGER: '2400100',
-  INSTAGRAM: '2400200',
-  SLACK: 'C0GENERAL1',
-  DISCORD: '112233445566778899',
-  SMS: '+14155550100',
-  EMAIL: 'ann@example.org',
-};
+const RECIPIENT = SAMPLE_RECIPIENTS;
 
 async function restSend(platform: string, text: string, extra: Record<string, unknown> = {}) {
   return s.request('POST', '/v1/messages', {

@@ -1,6 +1,12 @@
-import { smtpError } from '../../src/platforms/email/send.js';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import nodemailer from 'nodemailer';
+import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { emailSend, subjectOf } from '../../src/platforms/email/send.js';
+import { judgeUrl } from '../../src/net/outbound-policy.js';
+import { emailSend, smtpError, smtpTransportOptions, subjectOf } from '../../src/platforms/email/send.js';
 import { smsSend } from '../../src/platforms/sms/send.js';
 import { SmtpFake } from '../fakes/email.js';
 import { TwilioFake } from '../fakes/sms.js';
@@ -181,6 +187,82 @@ describe('E-mail send', () => {
     expect(emailSend.secretFields).toEqual(['smtp_url', 'inbound_secret']);
     expect(emailSend.configSchema.safeParse({ smtp_url: 'http://x', from: 'a@b.co' }).success).toBe(false);
     expect(emailSend.configSchema.safeParse({ smtp_url: 'smtps://u:p@smtp.example.com:465', from: 'Help <a@b.co>' }).success).toBe(true);
+  });
+});
+
+describe('an SMTP server pinned to the address the policy checked', () => {
+  /** A self-signed certificate for mail.test (and for nothing else: not for 127.0.0.1). */
+  function certificate(): { key: string; cert: string } {
+    const dir = mkdtempSync(join(tmpdir(), 'smtp-tls-'));
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-days',
+        '1',
+        '-subj',
+        '/CN=mail.test',
+        '-addext',
+        'subjectAltName=DNS:mail.test',
+        '-keyout',
+        join(dir, 'key.pem'),
+        '-out',
+        join(dir, 'cert.pem'),
+      ],
+      { stdio: 'ignore' },
+    );
+    return { key: readFileSync(join(dir, 'key.pem'), 'utf8'), cert: readFileSync(join(dir, 'cert.pem'), 'utf8') };
+  }
+
+  it('connects to the checked address and keeps the name for SNI and the certificate check', async () => {
+    const { key, cert } = certificate();
+    const names: string[] = [];
+    const received: string[] = [];
+    const server = new SMTPServer({
+      secure: true,
+      key,
+      cert,
+      logger: false,
+      onAuth: (auth, _session, cb) => cb(null, { user: auth.username }),
+      SNICallback: (name, cb) => {
+        names.push(name);
+        cb(null, undefined as never);
+      },
+      onData: (stream, session, cb) => {
+        received.push(session.remoteAddress);
+        stream.resume().on('end', () => cb());
+      },
+    });
+    // The client that refuses the certificate drops the handshake: the server reports that, expectedly.
+    server.on('error', () => {});
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.server.address() as { port: number }).port;
+    try {
+      const judged = judgeUrl(`smtps://u:p@Mail.Test:${port}`, 'smtp', 'public-https');
+      if (!judged.ok) throw new Error(judged.reason);
+      // As if mail.test had resolved to 127.0.0.1 and been judged: nodemailer resolves nothing itself.
+      const options = smtpTransportOptions(judged.url, judged.host, '127.0.0.1');
+      expect(options).toMatchObject({ host: '127.0.0.1', servername: 'mail.test', port, secure: true, auth: { user: 'u', pass: 'p' } });
+      const transport = nodemailer.createTransport({ ...options, tls: { ca: cert }, connectionTimeout: 3000 });
+      await transport.sendMail({ from: 'a@example.com', to: 'b@example.org', text: 'pinned' });
+      transport.close();
+      expect(names).toEqual(['mail.test']);
+      expect(received).toEqual(['127.0.0.1']);
+      // Without the name the certificate (made for mail.test) does not match the address.
+      const unnamed = nodemailer.createTransport({ ...options, servername: undefined, tls: { ca: cert }, connectionTimeout: 3000 });
+      await expect(unnamed.sendMail({ from: 'a@example.com', to: 'b@example.org', text: 'x' })).rejects.toThrow(
+        /IP: 127\.0\.0\.1 is not in the cert/,
+      );
+      unnamed.close();
+    } finally {
+      await new Promise<void>((r) => server.close(() => r()));
+    }
   });
 });
 

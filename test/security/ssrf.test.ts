@@ -1,18 +1,23 @@
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isPublicAddress, refusedUrl } from '../../src/net/outbound-policy.js';
+import { createConnection } from '../../src/connections/connections.js';
+import { isPublicAddress, judgeUrl, refusedUrl } from '../../src/net/outbound-policy.js';
+import { emailSend } from '../../src/platforms/email/send.js';
 import { downloadMedia } from '../../src/platforms/media.js';
 import { telegramSend } from '../../src/platforms/telegram/send.js';
+import { createWebhookHttpClient } from '../../src/webhooks/http-client.js';
 import * as P from '../fakes/inbound/payloads.js';
 import { metaHeaders } from '../fakes/inbound/signers.js';
 import { connect, postWebhook, waitForEvent } from '../inbound/helpers.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
+import { ADDRESS_FORMS, startListener, type Listener } from './ssrf-corpus.js';
 
 /**
- * Every request the workers make for a tenant goes through one outbound address policy
+ * Every connection the workers make for a tenant goes through one outbound address policy
  * (OUTBOUND_ADDRESS_POLICY): under `public-https` a tenant cannot make us fetch the operator's
- * network — through a media URL, a redirect, or a connection's api_base_url — and read the
- * answer back.
+ * network — through a media URL, a redirect, a webhook target, a connection's api_base_url or
+ * its SMTP server — and read the answer back. The address corpus is ./ssrf-corpus.ts; every
+ * connection-config field gets it in ./ssrf-fields.test.ts.
  */
 
 /** A loopback server standing for something internal: it records every request it gets. */
@@ -50,25 +55,75 @@ describe('the address check', () => {
       'fe80::1',
       'fc00::1',
       'fd12:3456::1',
+      'fd00:ec2::254',
+      '::ffff:0:7f00:1',
       'ff02::1',
     ])
       expect(isPublicAddress(a), a).toBe(false);
-    for (const a of ['8.8.8.8', '1.1.1.1', '2606:4700:4700::1111', '::ffff:8.8.8.8']) expect(isPublicAddress(a), a).toBe(true);
+    for (const a of ['8.8.8.8', '1.1.1.1', '2606:4700:4700::1111', '::ffff:8.8.8.8', '::ffff:808:808'])
+      expect(isPublicAddress(a), a).toBe(true);
   });
 
-  it('judges URL hosts in decimal, octal and hex the way they are connected to', () => {
-    for (const u of [
-      'http://2130706433/',
-      'http://0177.0.0.1/',
-      'http://0x7f.0.0.1/',
-      'http://127.1/',
-      'http://[::127.0.0.1]/',
-      'http://[::ffff:169.254.169.254]/',
-    ]) {
-      expect(refusedUrl(new URL(u), 'public-https'), u).toBeDefined();
+  it('judges every spelling of an address as the address connected to, in http(s) and smtp URLs alike', () => {
+    for (const form of ADDRESS_FORMS.filter((f) => f.literal)) {
+      expect(refusedUrl(new URL(`https://${form.host}/`), 'public-https'), form.what).toMatch(/not a public address/);
+      const smtp = judgeUrl(`smtp://u:p@${form.host}:25`, 'smtp', 'public-https');
+      expect(smtp.ok ? smtp.host : smtp.reason, `smtp ${form.host} (${form.what})`).toMatch(/not a public address/);
     }
+    expect(judgeUrl('smtp://u:p@2130706433:25', 'smtp', 'any')).toMatchObject({ ok: true, host: '127.0.0.1' });
+    expect(judgeUrl('smtp://u:p@Mail.Example.COM:25', 'smtp', 'public-https')).toMatchObject({ ok: true, host: 'mail.example.com' });
     expect(refusedUrl(new URL('https://example.com/'), 'public-https')).toBeUndefined();
     expect(refusedUrl(new URL('http://127.0.0.1/'), 'any')).toBeUndefined();
+  });
+
+  it("refuses an SMTP URL whose query would set the mail client's connection options", () => {
+    for (const policy of ['any', 'public-https'] as const)
+      expect(judgeUrl('smtp://u:p@smtp.example.com:587?proxy=http://127.0.0.1:3128', 'smtp', policy)).toEqual({
+        ok: false,
+        reason: 'must not carry query options',
+      });
+  });
+});
+
+describe('every corpus host at connect time, under the public policy', () => {
+  let listener: Listener;
+  beforeAll(async () => {
+    listener = await startListener();
+  });
+  afterAll(() => listener.close());
+
+  it('a webhook delivery is refused before connecting', async () => {
+    const http = createWebhookHttpClient({ policy: 'public-https', timeoutMs: 2_000 });
+    try {
+      for (const form of ADDRESS_FORMS) {
+        const r = await http.post(`https://${form.host}:${listener.port}/hook`, '{}', {});
+        expect(r.statusCode, form.what).toBeUndefined();
+        expect(r.error, form.what).toMatch(/^refused: /);
+      }
+    } finally {
+      await http.close();
+    }
+    expect(listener.connections()).toBe(0);
+  });
+
+  it('a media download is refused before connecting', async () => {
+    for (const form of ADDRESS_FORMS) {
+      await expect(
+        downloadMedia('MESSENGER', {}, { url: `https://${form.host}:${listener.port}/m.jpg` }, 'public-https'),
+        form.what,
+      ).rejects.toMatchObject({ code: 'ETARGETREFUSED' });
+    }
+    expect(listener.connections()).toBe(0);
+  });
+
+  it('an SMTP server whose name does not resolve gets no connection at all', async () => {
+    const out = await emailSend.send(
+      { smtp_url: `smtp://u:p@no-such-host.invalid:${listener.port}`, from: 'a@example.com' },
+      { to: 'b@example.com', text: 'hi' },
+      { timeoutMs: 2_000, guarded: true },
+    );
+    expect(out).toMatchObject({ ok: false, error: { code: 'PLATFORM_UNAVAILABLE', message: expect.stringMatching(/Could not resolve/) } });
+    expect(listener.connections()).toBe(0);
   });
 });
 
@@ -108,17 +163,61 @@ describe('end to end under the public policy', () => {
   let s: TestStack;
   let a: AppCredentials;
   let target: Awaited<ReturnType<typeof internal>>;
+  let smtp: Listener;
   beforeAll(async () => {
     target = await internal();
+    smtp = await startListener();
     s = await startTestStack({
-      workers: ['inbound', 'ledger'],
-      env: { OUTBOUND_ADDRESS_POLICY: 'public-https', WEBHOOK_TARGET_POLICY: '' },
+      workers: ['inbound', 'ledger', 'send'],
+      env: {
+        OUTBOUND_ADDRESS_POLICY: 'public-https',
+        WEBHOOK_TARGET_POLICY: '',
+        // An operator's base for EMAIL covers nothing: an e-mail connection's smtp_url is always the tenant's.
+        PLATFORM_API_BASES: 'EMAIL=https://smtp-relay.example.com',
+        RATE_LIMIT_PER_MINUTE: '10000',
+      },
     });
     a = await s.createApp();
   });
   afterAll(async () => {
     await s?.close();
     target?.server.close();
+    await smtp?.close();
+  });
+
+  it('refuses every address literal as a webhook target when a subscription is created', async () => {
+    for (const form of ADDRESS_FORMS.filter((f) => f.literal)) {
+      const r = await s.request('POST', '/v1/webhook-subscriptions', {
+        auth: a,
+        body: { name: 's', target_url: `https://${form.host}:${new URL(target.url).port}/hook`, event_patterns: ['*'] },
+      });
+      expect(r.status, `${form.host} (${form.what}): ${r.text}`).toBe(400);
+      expect(r.json.error).toMatchObject({ code: 'INVALID_WEBHOOK_TARGET', details: [{ path: ['target_url'] }] });
+    }
+    expect(target.hits).toEqual([]);
+  });
+
+  it('refuses an SMTP server at 127.0.0.1. when written, and never connects to one stored behind the API', async () => {
+    const mail = (smtp_url: string, from: string) => ({ platform_name: 'EMAIL' as const, name: 'm', config: { smtp_url, from } });
+    const written = await s.request('POST', '/v1/platform-connections', {
+      auth: a,
+      body: mail(`smtp://u:p@127.0.0.1.:${smtp.port}`, 'a@example.com'),
+    });
+    expect(written.status, written.text).toBe(400);
+    expect(written.json.error).toMatchObject({ code: 'VALIDATION_ERROR', details: [{ path: ['config', 'smtp_url'] }] });
+    // Rows as an older release (or a direct write) left them: the send must judge them again.
+    const stored = { ...s.deps, config: { ...s.deps.config, OUTBOUND_ADDRESS_POLICY: 'any' as const } };
+    for (const [i, host] of ['127.0.0.1.', '127.1.', '2130706433', 'localhost'].entries()) {
+      const conn = await createConnection(stored, a.appId, mail(`smtp://u:p@${host}:${smtp.port}`, `sender${i}@example.com`));
+      expect(conn.ok).toBe(true);
+      const r = await s.request('POST', '/v1/messages', {
+        auth: a,
+        body: { platform_connection_id: conn.ok && conn.value.id, to_external_id: 'ann@example.org', message: 'internal probe' },
+      });
+      expect(smtp.connections(), `${host} reached the listener`).toBe(0);
+      expect(r.status, `${host}: ${r.text}`).toBe(422);
+      expect(r.json.error, host).toMatchObject({ code: 'PLATFORM_REJECTED', message: expect.stringMatching(/outbound address policy/) });
+    }
   });
 
   it('records a Messenger message whose attachment points inside without fetching it or serving its bytes', async () => {

@@ -9,8 +9,8 @@ export const email = {
   name: 'EMAIL',
   ...emailSend,
   ...emailInbound,
-  // SMTP servers (api_base_url replaces smtp_url's server): only their host is judged.
-  addressFields: { smtp_url: 'host', api_base_url: 'host' },
+  // SMTP servers (api_base_url replaces smtp_url's server).
+  addressFields: { smtp_url: 'smtp', api_base_url: 'smtp' },
   rateBudget: { connection: { rate: 10, perMs: 1000, burst: 10 }, recipient: { rate: 5, perMs: 1000, burst: 5 } },
   replyPolicy: () => 'none',
   systemExternalId: (config) => configString(config, 'from') ?? 'email',

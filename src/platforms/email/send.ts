@@ -1,5 +1,7 @@
-import { checkResolvedHost } from '../../net/outbound-policy.js';
+import { isIP } from 'node:net';
 import nodemailer from 'nodemailer';
+import type SMTPTransport from 'nodemailer/lib/smtp-transport/index.js';
+import { judgeUrl, resolvePublic } from '../../net/outbound-policy.js';
 import { platformError } from '../http-errors.js';
 import { sendHalf, type OutboundMessage, type PlatformError, type SendContext, type SendOutcome } from '../types.js';
 import { EMAIL_SECRETS, emailAddress, emailConfig, type EmailConfig } from './config.js';
@@ -26,6 +28,55 @@ function smtpServerUrl(config: EmailConfig): string {
   url.protocol = over.protocol;
   url.host = over.host;
   return url.toString();
+}
+
+/** A URL's user or password as typed (the URL keeps them percent-encoded). */
+function decoded(part: string): string {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    return part;
+  }
+}
+
+/**
+ * nodemailer's options for a judged SMTP URL (`judgeUrl`) whose host was resolved to `address`:
+ * the connection goes to that address (nodemailer resolves nothing itself), and a host name
+ * stays the TLS server name, for SNI and the certificate check. Built from the URL's parts
+ * only: nodemailer would read connection options (`proxy=`…) from a URL's query.
+ */
+export function smtpTransportOptions(url: URL, host: string, address: string): SMTPTransport.Options {
+  return {
+    host: address,
+    ...(url.port ? { port: Number(url.port) } : {}),
+    secure: url.protocol === 'smtps:',
+    ...(url.username || url.password ? { auth: { user: decoded(url.username), pass: decoded(url.password) } } : {}),
+    ...(isIP(host) ? {} : { servername: host }),
+  };
+}
+
+/** The connection's SMTP server judged, and under the policy resolved, judged and pinned; or why not. */
+async function smtpServer(
+  config: EmailConfig,
+  ctx: SendContext,
+): Promise<{ ok: true; options: SMTPTransport.Options } | { ok: false; error: PlatformError }> {
+  const refused = (why: string) => ({
+    ok: false as const,
+    error: platformError('PLATFORM_REJECTED', `The SMTP server was refused by the outbound address policy: ${why}`),
+  });
+  const judged = judgeUrl(smtpServerUrl(config), 'smtp', ctx.guarded ? 'public-https' : 'any');
+  if (!judged.ok) return refused(judged.reason);
+  if (!ctx.guarded) return { ok: true, options: smtpTransportOptions(judged.url, judged.host, judged.host) };
+  const resolved = await resolvePublic(judged.host);
+  if (resolved.kind === 'refused') return refused(resolved.reason);
+  if (resolved.kind === 'failed') {
+    const code = resolved.error.code;
+    return {
+      ok: false,
+      error: platformError('PLATFORM_UNAVAILABLE', `Could not resolve the SMTP server (${code})`, { platformCode: code }),
+    };
+  }
+  return { ok: true, options: smtpTransportOptions(judged.url, judged.host, resolved.addresses[0].address) };
 }
 
 /**
@@ -70,20 +121,14 @@ export function smtpError(err: unknown): PlatformError {
  * inbound e-mail carries In-Reply-To/References so mail clients thread it.
  */
 async function send(config: EmailConfig, m: OutboundMessage, ctx: SendContext): Promise<SendOutcome> {
-  const server = smtpServerUrl(config);
-  if (ctx.guarded) {
-    const refused = await checkResolvedHost(new URL(server).hostname, 'public-https');
-    if (refused)
-      return {
-        ok: false,
-        error: platformError('PLATFORM_REJECTED', `The SMTP server was refused by the outbound address policy: ${refused}`),
-      };
-  }
-  const transport = nodemailer.createTransport(server, {
+  const server = await smtpServer(config, ctx);
+  if (!server.ok) return server;
+  const transport = nodemailer.createTransport({
+    ...server.options,
     connectionTimeout: ctx.timeoutMs,
     greetingTimeout: ctx.timeoutMs,
     socketTimeout: ctx.timeoutMs,
-  } as never);
+  });
   try {
     const info = await transport.sendMail({
       from: config.from,
