@@ -113,7 +113,7 @@ export type Judged = { ok: true; url: URL; host: string } | { ok: false; reason:
  * The one judgement of a URL a tenant chose (a webhook target, a connection's `api_base_url` or
  * `smtp_url`, a media URL), made when it is written and again before every connection: a URL of
  * the field's protocol, https under `public-https`, and an address-literal host that is public.
- * A host name is judged on what it resolves to, when connecting (`resolvePublic`).
+ * A host name is judged on what it resolves to, when connecting (`resolveJudged`).
  */
 export function judgeUrl(raw: string | URL, protocol: OutboundProtocol, policy: OutboundPolicy): Judged {
   let url: URL;
