@@ -202,8 +202,23 @@ function resolveJudged(host: string, options: object, callback: (r: Resolution) 
   });
 }
 
-/** `resolveJudged` for clients that take no lookup function (the SMTP transport): connect to an address it answers. */
-export const resolvePublic = (host: string): Promise<Resolution> => new Promise((resolve) => resolveJudged(host, {}, resolve));
+/**
+ * `resolveJudged` for clients that take no lookup function (the SMTP transport): connect to an
+ * address it answers. A lookup still unanswered after `timeoutMs` counts as failed, so a slow
+ * resolver cannot hold a send past its lease.
+ */
+export function resolvePublic(host: string, timeoutMs: number): Promise<Resolution> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      const error: NodeJS.ErrnoException = Object.assign(new Error(`lookup of ${host} timed out`), { code: 'ETIMEOUT' });
+      resolve({ kind: 'failed', error });
+    }, timeoutMs);
+    resolveJudged(host, {}, (r) => {
+      clearTimeout(timer);
+      resolve(r);
+    });
+  });
+}
 
 /** Connections whose sockets only reach addresses guardedLookup accepts (shared keep-alive pool). */
 let guardedAgent: Agent | undefined;

@@ -67,7 +67,7 @@ async function smtpServer(
   const judged = judgeUrl(smtpServerUrl(config), 'smtp', ctx.guarded ? 'public-https' : 'any');
   if (!judged.ok) return refused(judged.reason);
   if (!ctx.guarded) return { ok: true, options: smtpTransportOptions(judged.url, judged.host, judged.host) };
-  const resolved = await resolvePublic(judged.host);
+  const resolved = await resolvePublic(judged.host, ctx.timeoutMs);
   if (resolved.kind === 'refused') return refused(resolved.reason);
   if (resolved.kind === 'failed') {
     const code = resolved.error.code;
