@@ -15,8 +15,8 @@ export type OutboundPolicy = 'public-https' | 'any';
 /**
  * Addresses never reached under `public-https` (RFC 6890 special-purpose and friends). In IPv6:
  * `::/96` is IPv4-compatible (`::127.0.0.1`), 64:ff9b::/96 NAT64 and 2002::/16 6to4 embed an IPv4
- * address a gateway would reach, as does ::ffff:0:0:0/96 (IPv4-translated); IPv4-mapped
- * `::ffff:a.b.c.d` is judged as its IPv4 address.
+ * address a gateway would reach; IPv4-mapped `::ffff:a.b.c.d` is judged as its IPv4 address, and
+ * any other `::ffff:` address (IPv4-translated `::ffff:0:a.b.c.d`) is refused.
  */
 const BLOCKED = new BlockList();
 for (const [net, prefix] of [
@@ -39,7 +39,6 @@ for (const [net, prefix] of [
   BLOCKED.addSubnet(net, prefix, 'ipv4');
 for (const [net, prefix] of [
   ['::', 96],
-  ['::ffff:0:0:0', 96],
   ['64:ff9b::', 96],
   ['64:ff9b:1::', 48],
   ['100::', 64],
