@@ -42,7 +42,9 @@ export function createDeps(
   } = {},
 ): Deps {
   const logger = options.logger ?? createLogger(config.LOG_LEVEL);
-  const queueRedis = watchConnection(createRedis(config.REDIS_URL, 'request'), 'queues', logger);
+  const metrics = options.metrics ?? createMetrics();
+  const observer = { logger, metrics };
+  const queueRedis = watchConnection(createRedis(config.REDIS_URL, 'request'), 'queues', observer);
   return {
     config,
     sql: createSql(config.DATABASE_URL, {
@@ -51,11 +53,11 @@ export function createDeps(
       statementTimeoutMs: options.role === 'web' ? config.DB_STATEMENT_TIMEOUT_MS : config.DB_WORKER_STATEMENT_TIMEOUT_MS,
       idleInTransactionTimeoutMs: config.DB_IDLE_IN_TRANSACTION_TIMEOUT_MS,
     }),
-    redis: watchConnection(createRedis(config.REDIS_URL, 'request'), 'requests', logger),
+    redis: watchConnection(createRedis(config.REDIS_URL, 'request'), 'requests', observer),
     queueRedis,
-    queues: createQueues(queueRedis, config.REDIS_PREFIX),
+    queues: createQueues(queueRedis, config.REDIS_PREFIX, logger),
     logger,
-    metrics: options.metrics ?? createMetrics(),
+    metrics,
     secrets: createSecretBox(config.SECRETS_KEY),
     closers: [],
     changeWatchers: new Map(),
