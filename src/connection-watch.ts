@@ -1,3 +1,4 @@
+import { isUnavailable } from './errors.js';
 import type { Logger } from './logger.js';
 import type { Metrics } from './metrics.js';
 
@@ -45,5 +46,41 @@ export function watchOutage(kind: ConnectionKind, name: string, observer: Connec
     get down() {
       return down;
     },
+  };
+}
+
+/** Codes of a pool closed by this process (shutdown): nothing is lost, and nothing more is probed. */
+const ENDED = new Set(['CONNECTION_ENDED', 'CONNECTION_DESTROYED']);
+
+/**
+ * The outage watch of a PostgreSQL pool; returns the hook the pool calls when one of its
+ * connections closes (`onClose`, src/db.ts). postgres.js reconnects lazily and tells nothing of
+ * a failed attempt but the query's error, so a close is the cue to ask: `probe` (a `SELECT 1`)
+ * runs until it succeeds — every second at most while the server is unreachable, once after an
+ * ordinary close (a connection's lifetime ran out). The first unreachable answer is the loss,
+ * the first success after it the return. A pool too busy to probe is reachable; one this
+ * process ended stops the probing.
+ */
+export function watchPool(name: string, observer: ConnectionObserver, probe: () => Promise<unknown>): () => void {
+  const outage = watchOutage('postgres', name, observer);
+  let probing = false;
+  const run = async () => {
+    for (let pause = 100; ; pause = Math.min(pause * 2, 1_000)) {
+      try {
+        await probe();
+        return outage.restored();
+      } catch (err) {
+        const code = (err as { code?: unknown }).code;
+        if (typeof code === 'string' && ENDED.has(code)) return;
+        if (isUnavailable(err) && code !== 'CONNECTION_QUEUE_TIMEOUT') outage.lost((err as Error).message);
+        else if (!outage.down) return;
+      }
+      await new Promise((r) => setTimeout(r, pause));
+    }
+  };
+  return () => {
+    if (probing) return;
+    probing = true;
+    void run().finally(() => (probing = false));
   };
 }
