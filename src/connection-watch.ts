@@ -75,7 +75,8 @@ export function watchPool(name: string, observer: ConnectionObserver, probe: () 
         if (isUnavailable(err) && code !== 'CONNECTION_QUEUE_TIMEOUT') outage.lost((err as Error).message);
         else if (!outage.down) return;
       }
-      await new Promise((r) => setTimeout(r, pause));
+      // Unref'd: probing never keeps a process alive that has nothing else to do.
+      await new Promise((r) => setTimeout(r, pause).unref());
     }
   };
   return () => {

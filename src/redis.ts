@@ -64,7 +64,7 @@ export function watchConnection(redis: Redis, name: string, observer: Connection
   });
   const duplicate = redis.duplicate.bind(redis);
   let duplicates = 0;
-  redis.duplicate = (override?: Partial<RedisOptions>) =>
-    watchConnection(duplicate(override), `${name}/${override?.connectionName?.split(':').pop() || ++duplicates}`, observer);
+  redis.duplicate = (...args: Parameters<Redis['duplicate']>) =>
+    watchConnection(duplicate(...args), `${name}/${args[0]?.connectionName?.split(':').pop() || ++duplicates}`, observer);
   return redis;
 }
