@@ -47,11 +47,11 @@ afterAll(async () => {
   await t?.dropDatabase();
 });
 
-/** Every line a process printed after `from`; a line that is not JSON is kept as its text. */
+/** Every whole line a process printed after `from`; a line that is not JSON is kept as its text. */
 function linesOf(p: ChildService, from: number): (LogLine | string)[] {
-  return p
-    .output()
-    .slice(from)
+  const out = p.output();
+  return out
+    .slice(from, out.lastIndexOf('\n') + 1)
     .split('\n')
     .filter((l) => l.trim() !== '')
     .map((l) => {
