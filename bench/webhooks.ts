@@ -12,6 +12,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { loadavg } from 'node:os';
+import { createLogger } from '../src/logger.js';
 import { createQueues, closeQueues, JOBS } from '../src/queues.js';
 import { createRedis } from '../src/redis.js';
 import { startReceivers, type Receipt } from './support/receivers.js';
@@ -50,7 +51,7 @@ const bench: Bench = {
         },
       });
       const queueRedis = createRedis(stack.env.REDIS_URL, 'blocking');
-      const queues = createQueues(queueRedis, stack.env.REDIS_PREFIX);
+      const queues = createQueues(queueRedis, stack.env.REDIS_PREFIX, createLogger('silent'));
       try {
         const app = await stack.createApp(['admin', 'events:write']);
         for (const url of receivers.urls) {

@@ -13,6 +13,7 @@ import { createApplication } from '../src/apps/applications.js';
 import { SCOPES } from '../src/auth/scopes.js';
 import type { Sql } from '../src/db.js';
 import { migrate } from '../src/migrate.js';
+import { createLogger } from '../src/logger.js';
 import { createQueues, QUEUE_NAMES, type QueueName, type Queues } from '../src/queues.js';
 import { createRedis, type Redis } from '../src/redis.js';
 import { startPostgresServer, type PostgresServer } from '../test/helpers/postgres-server.js';
@@ -118,7 +119,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
   };
   const sql = harnessDb(dbUrl, 4) as unknown as Sql;
   const queueRedis = createRedis(redis.url, 'request');
-  const queues = createQueues(queueRedis, env.REDIS_PREFIX);
+  const queues = createQueues(queueRedis, env.REDIS_PREFIX, createLogger('silent'));
 
   const slots: Record<'web' | 'worker', Slot[]> = { web: [], worker: [] };
   for (let i = 0; i < o.webProcesses; i++) slots.web.push({ name: `web${i}`, entry: 'src/web.ts', port: await freePort(), previous: [] });

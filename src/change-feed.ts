@@ -59,7 +59,7 @@ function feedOf(deps: Deps): Feed {
   const sub = watchConnection(
     createRedis(deps.config.REDIS_URL, 'blocking', { connectionName: `${deps.config.REDIS_PREFIX}:changes` }),
     'changes',
-    deps.logger,
+    deps,
   );
   const feed: Feed = { sub, subscribed: new Map() };
   const topicOf = new Map(TOPICS.map((t) => [channel(deps.config.REDIS_PREFIX, t), t]));

@@ -21,6 +21,7 @@ import { loadConfig } from './config.js';
 import { createSql } from './db.js';
 import { discardDeadLetter, listDeadLetters, requeueAllDeadLetters, requeueDeadLetter } from './dead-letters.js';
 import { closeQueues, createQueues, QUEUE_NAMES, type QueueName, type Queues } from './queues.js';
+import { createLogger } from './logger.js';
 import { createRedis } from './redis.js';
 
 const USAGE = `usage:
@@ -66,7 +67,8 @@ async function deadLetters(verb: string | undefined, id: string | undefined): Pr
   const limit = values.limit === undefined ? 100 : Number(values.limit);
   if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) die('--limit must be an integer from 1 to 10000');
   const redis = createRedis(config.REDIS_URL);
-  const queues: Queues = createQueues(redis, config.REDIS_PREFIX);
+  // Its output is JSON lines on stdout, and a failed command says why: queue events stay out of it.
+  const queues: Queues = createQueues(redis, config.REDIS_PREFIX, createLogger('silent'));
   try {
     if (verb === 'list') {
       for (const name of queue ? [queue] : QUEUE_NAMES) for (const d of await listDeadLetters(queues, name, limit)) print(d);

@@ -18,6 +18,8 @@ export interface DbOptions {
    * whatever path forgot to end a transaction, its connection and locks come back. @default 0
    */
   idleInTransactionTimeoutMs?: number;
+  /** Called whenever one of the pool's connections closes (the outage watch, src/connection-watch.ts). */
+  onClose?: () => void;
 }
 
 /** Pool connections held by transactions, and transactions waiting for one (the /metrics and /readyz gauges). */
@@ -75,6 +77,7 @@ export function createSql(url: string, options: DbOptions = {}): Sql {
     // the same bound as a transaction's, so neither can queue a request without end.
     queue_timeout: (options.acquireTimeoutMs ?? 5_000) / 1000,
     backoff: reconnectBackoff,
+    onclose: options.onClose,
     // int8 comes back as a number: counts and sequence values stay well inside 2^53.
     types: {
       bigint: { to: 20, from: [20], serialize: (v: number | bigint) => String(v), parse: (v: string) => Number(v) },

@@ -1,6 +1,7 @@
 import type { Config } from './config.js';
 import type { ChangeWatchers } from './change-feed.js';
 import { createSecretBox, type SecretBox } from './crypto/secrets.js';
+import { watchPool } from './connection-watch.js';
 import { createSql, type Sql } from './db.js';
 import { createLogger, type Logger } from './logger.js';
 import { createMetrics, type Metrics } from './metrics.js';
@@ -42,20 +43,24 @@ export function createDeps(
   } = {},
 ): Deps {
   const logger = options.logger ?? createLogger(config.LOG_LEVEL);
-  const queueRedis = watchConnection(createRedis(config.REDIS_URL, 'request'), 'queues', logger);
+  const metrics = options.metrics ?? createMetrics();
+  const observer = { logger, metrics };
+  const queueRedis = watchConnection(createRedis(config.REDIS_URL, 'request'), 'queues', observer);
+  const sql: Sql = createSql(config.DATABASE_URL, {
+    max: options.dbPoolSize ?? 10,
+    acquireTimeoutMs: config.DB_ACQUIRE_TIMEOUT_MS,
+    statementTimeoutMs: options.role === 'web' ? config.DB_STATEMENT_TIMEOUT_MS : config.DB_WORKER_STATEMENT_TIMEOUT_MS,
+    idleInTransactionTimeoutMs: config.DB_IDLE_IN_TRANSACTION_TIMEOUT_MS,
+    onClose: watchPool('pool', observer, () => sql`SELECT 1`),
+  });
   return {
     config,
-    sql: createSql(config.DATABASE_URL, {
-      max: options.dbPoolSize ?? 10,
-      acquireTimeoutMs: config.DB_ACQUIRE_TIMEOUT_MS,
-      statementTimeoutMs: options.role === 'web' ? config.DB_STATEMENT_TIMEOUT_MS : config.DB_WORKER_STATEMENT_TIMEOUT_MS,
-      idleInTransactionTimeoutMs: config.DB_IDLE_IN_TRANSACTION_TIMEOUT_MS,
-    }),
-    redis: watchConnection(createRedis(config.REDIS_URL, 'request'), 'requests', logger),
+    sql,
+    redis: watchConnection(createRedis(config.REDIS_URL, 'request'), 'requests', observer),
     queueRedis,
-    queues: createQueues(queueRedis, config.REDIS_PREFIX),
+    queues: createQueues(queueRedis, config.REDIS_PREFIX, logger),
     logger,
-    metrics: options.metrics ?? createMetrics(),
+    metrics,
     secrets: createSecretBox(config.SECRETS_KEY),
     closers: [],
     changeWatchers: new Map(),

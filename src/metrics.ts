@@ -23,6 +23,8 @@ export interface Metrics {
   ledgerProgress: { started(): void; committed(): void };
   /** Promise rejections nobody handled, caught by the last-resort handler (src/last-resort.ts). */
   unhandledRejections: Counter<never>;
+  /** Outages of this process's connections, one per loss however long it lasts (src/connection-watch.ts). */
+  connectionLosses: Counter<'kind' | 'name'>;
   /** Adds the pool gauges of `sql`: connections held by transactions, transactions waiting for one. */
   watchPool(sql: Sql): void;
 }
@@ -79,11 +81,18 @@ export function createMetrics(options: { defaults?: boolean } = {}): Metrics {
     help: 'Promise rejections no code handled; logged and survived (each one is a bug to fix)',
     registers: [registry],
   });
+  const connectionLosses = new Counter({
+    name: 'connection_losses_total',
+    help: 'Times a connection of this process to Redis or PostgreSQL was lost (kind, name as in its "connection lost" log line)',
+    labelNames: ['kind', 'name'] as const,
+    registers: [registry],
+  });
   let watched = false;
   let poolWatched = false;
   return {
     ledgerProgress,
     unhandledRejections,
+    connectionLosses,
     watchPool(sql) {
       if (poolWatched) return;
       poolWatched = true;

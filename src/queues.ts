@@ -3,7 +3,8 @@ import { z } from 'zod';
 import { QUEUE_NAMES, type Config, type QueueName } from './config.js';
 import { derivedId } from './ids.js';
 import { redisReady, REDIS_READY_WAIT_MS, withDeadline } from './availability.js';
-import type { Redis } from './redis.js';
+import type { Logger } from './logger.js';
+import { reportedByWatch, type Redis } from './redis.js';
 
 export { QUEUE_NAMES, type QueueName };
 
@@ -224,11 +225,16 @@ export const queuePrefix = (redisPrefix: string) => `${redisPrefix}:q`;
 
 export type Queues = { [Q in QueueName]: Queue };
 
-export function createQueues(connection: Redis, redisPrefix: string): Queues {
+/**
+ * The producer side of every queue, on one shared connection. A Queue re-emits its
+ * connection's errors as its own `error` event, and BullMQ prints an unhandled one as a raw
+ * stack trace (one per reconnect attempt during an outage): those are told once by the
+ * connection's watch (src/redis.ts), anything else is logged.
+ */
+export function createQueues(connection: Redis, redisPrefix: string, logger: Logger): Queues {
   const prefix = queuePrefix(redisPrefix);
-  const entries = QUEUE_NAMES.map((name) => [
-    name,
-    new Queue(name, {
+  const entries = QUEUE_NAMES.map((name) => {
+    const queue = new Queue(name, {
       connection,
       prefix,
       defaultJobOptions: {
@@ -236,8 +242,10 @@ export function createQueues(connection: Redis, redisPrefix: string): Queues {
         removeOnComplete: { age: 3600, count: 10_000 },
         removeOnFail: { age: 7 * 24 * 3600 },
       },
-    }),
-  ]);
+    });
+    queue.on('error', (err) => reportedByWatch(err) || logger.warn({ queue: name, err }, 'queue error'));
+    return [name, queue];
+  });
   return Object.fromEntries(entries) as Queues;
 }
 

@@ -1,5 +1,5 @@
 import { Redis, type RedisOptions } from 'ioredis';
-import type { Logger } from './logger.js';
+import { watchOutage, type ConnectionObserver } from './connection-watch.js';
 
 export { Redis };
 
@@ -36,21 +36,35 @@ export function createRedis(url: string, kind: 'blocking' | 'request' = 'request
   });
 }
 
+/** Errors a watch has taken from its connection: BullMQ forwards the same objects to its Queue and Worker `error` events. */
+const reported = new WeakSet<object>();
+/** Whether `err` is a connection's own error, already told by its watch (so not worth a line of its own). */
+export const reportedByWatch = (err: unknown): boolean => typeof err === 'object' && err !== null && reported.has(err);
+
 /**
- * Logs a connection's outage once when it starts and once when it ends, instead of one
- * stack trace per reconnect attempt (ioredis prints those when nobody listens for `error`).
+ * Tells a connection's outage once when it starts and once when it ends (src/connection-watch.ts)
+ * instead of one stack trace per reconnect attempt: ioredis prints each failed attempt of a
+ * connection nobody listens to, and BullMQ forwards each to its Queue and Worker `error` events.
+ * Connections duplicated from this one (a BullMQ worker's blocking connection, QueueEvents) are
+ * watched too, named after it and the last part of the name the duplicator gave them
+ * (`workers/ledger`), else their number.
  */
-export function watchConnection(redis: Redis, name: string, logger: Logger): Redis {
-  let down = false;
+export function watchConnection(redis: Redis, name: string, observer: ConnectionObserver): Redis {
+  const outage = watchOutage('redis', name, observer);
+  let lastError: string | undefined;
   redis.on('error', (err: Error) => {
-    if (down) return;
-    down = true;
-    logger.warn({ redis: name, err: err.message }, 'Redis connection lost; requests needing it answer 503 until it is back');
+    reported.add(err);
+    lastError = err.message;
   });
+  // Emitted when a connection closed other than by quit() and will be retried.
+  redis.on('reconnecting', () => outage.lost(lastError ?? 'connection closed'));
   redis.on('ready', () => {
-    if (!down) return;
-    down = false;
-    logger.info({ redis: name }, 'Redis connection restored');
+    lastError = undefined;
+    outage.restored();
   });
+  const duplicate = redis.duplicate.bind(redis);
+  let duplicates = 0;
+  redis.duplicate = (...args: Parameters<Redis['duplicate']>) =>
+    watchConnection(duplicate(...args), `${name}/${args[0]?.connectionName?.split(':').pop() || ++duplicates}`, observer);
   return redis;
 }

@@ -3,7 +3,7 @@ import type { QueueName } from '../src/config.js';
 import type { Deps } from '../src/deps.js';
 import { describeItemFault, isPermanentItemFault } from '../src/errors.js';
 import { JOBS, queuePrefix, type JobData } from '../src/queues.js';
-import { createRedis, watchConnection, type Redis } from '../src/redis.js';
+import { createRedis, reportedByWatch, watchConnection, type Redis } from '../src/redis.js';
 import { createWorkerServices, type WorkerServices } from './services.js';
 
 /** One queue's processor: how to build it from the dependencies and the process's services, and its worker options. */
@@ -31,7 +31,7 @@ export interface WorkerHost {
 
 /** Starts one BullMQ worker per processor; each re-parses its payload against the job catalog. */
 export function startWorkerHost(deps: Deps, defs: AnyProcessorDef[]): WorkerHost {
-  const connection: Redis = watchConnection(createRedis(deps.config.REDIS_URL, 'blocking'), 'workers', deps.logger);
+  const connection: Redis = watchConnection(createRedis(deps.config.REDIS_URL, 'blocking'), 'workers', deps);
   const services = createWorkerServices(
     deps,
     defs.map((d) => d.queue),
@@ -72,6 +72,8 @@ export function startWorkerHost(deps: Deps, defs: AnyProcessorDef[]): WorkerHost
         // BullMQ's default (1) would fail a job outright the second time its worker dies under it.
         maxStalledCount: 5,
         autorun: true,
+        // Names the worker's blocking connection (`workers/ledger` in the outage log lines).
+        name: def.queue,
         ...def.options?.(deps),
       },
     );
@@ -85,7 +87,8 @@ export function startWorkerHost(deps: Deps, defs: AnyProcessorDef[]): WorkerHost
       observe(job, 'failed');
       deps.logger.warn({ queue: def.queue, jobId: job?.id, attempt: job?.attemptsMade, err: err?.message }, 'job failed');
     });
-    worker.on('error', (err) => deps.logger.error({ queue: def.queue, err }, 'worker error'));
+    // A connection's errors are told once by its watch (src/redis.ts), not once per reconnect attempt here.
+    worker.on('error', (err) => reportedByWatch(err) || deps.logger.error({ queue: def.queue, err }, 'worker error'));
     return worker;
   };
   const workers: Worker[] = defs.map((def) => startWorker(def));

@@ -34,11 +34,7 @@ export function admitOperation(schema: GraphQLSchema, limits: GraphqlLimits, req
   // A POST body was checked at the door with the rest of the JSON; GET's variables arrive as
   // query-string text parsed by the GraphQL handler, so the same entrance check runs here.
   const unstorable = unstorableError(request.variables ?? undefined, ['variables'], limits.maxJsonDepth);
-  if (unstorable)
-    return {
-      ok: false,
-      errors: [new GraphQLError(unstorable.message, { extensions: { code: 'VALIDATION_ERROR', path: unstorable.details?.[0]?.path } })],
-    };
+  if (unstorable) return { ok: false, errors: [new GraphQLError(unstorable.message, { originalError: unstorable })] };
   let document: DocumentNode;
   try {
     document = parse(request.query, { maxTokens: limits.maxTokens });

@@ -20,7 +20,7 @@ export interface GraphqlLimits {
   maxDirectives: number;
   maxTokens: number;
   maxCost: number;
-  /** Deepest nesting in the variables (JSON_MAX_DEPTH, as for every JSON entrance). */
+  /** Deepest nesting in the variables and inline values (JSON_MAX_DEPTH, as for every JSON entrance). */
   maxJsonDepth: number;
 }
 
@@ -98,7 +98,7 @@ function costLimit(maxCost: number, variables: Record<string, unknown> | undefin
 /**
  * The one list of validation rules of both GraphQL endpoints: the specification's rules, depth
  * / alias / directive counts that walk each fragment once (graphql-armor), the cost estimate
- * and the storable-text check. Token count is the parser's (`parseOptions`).
+ * and the entrance check of JSON input on inline values. Token count is the parser's (`parseOptions`).
  */
 export function validationRules(
   limits: GraphqlLimits,
@@ -110,6 +110,6 @@ export function validationRules(
     maxAliasesRule(armor(limits.maxAliases)),
     maxDirectivesRule(armor(limits.maxDirectives)),
     costLimit(limits.maxCost, request.variables, request.operationName),
-    storableLiterals,
+    storableLiterals(limits.maxJsonDepth),
   ];
 }

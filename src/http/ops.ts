@@ -3,6 +3,7 @@ import express, { type Request, type Response, type NextFunction, type Router } 
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { ExpressAdapter } from '@bull-board/express';
+import { watchPool } from '../connection-watch.js';
 import { createSql, type Sql } from '../db.js';
 import type { Deps } from '../deps.js';
 import { AppError } from '../errors.js';
@@ -18,7 +19,11 @@ export function opsRouter(deps: Deps): Router {
   let probe: Sql | undefined;
   const server = () => {
     if (!probe) {
-      const own = createSql(deps.config.DATABASE_URL, { max: 1, statementTimeoutMs: 2000 });
+      const own: Sql = createSql(deps.config.DATABASE_URL, {
+        max: 1,
+        statementTimeoutMs: 2000,
+        onClose: watchPool('readiness', deps, () => own`SELECT 1`),
+      });
       probe = own;
       deps.closers.push(() => own.end({ timeout: 1 }));
     }

@@ -1,5 +1,5 @@
 import type { ChainableCommander } from 'ioredis';
-import type { Logger } from '../logger.js';
+import type { ConnectionObserver } from '../connection-watch.js';
 import { createRedis, watchConnection } from '../redis.js';
 import type { StoredError } from '../messages/delivery.js';
 import type { CommitOutcome } from './commit-waiter.js';
@@ -88,10 +88,11 @@ export function subscribeCommitReports(
   redisUrl: string,
   redisPrefix: string,
   replyTo: string,
-  logger: Logger,
+  observer: ConnectionObserver,
   on: ReportHandlers,
 ): CommitReportSubscription {
-  const sub = watchConnection(createRedis(redisUrl, 'blocking'), 'commit reports', logger);
+  const { logger } = observer;
+  const sub = watchConnection(createRedis(redisUrl, 'blocking'), 'commit reports', observer);
   const channel = commitReportChannel(redisPrefix, replyTo);
   sub.on('message', (ch: string, message: string) => {
     if (ch !== channel) return;

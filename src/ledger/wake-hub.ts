@@ -1,4 +1,4 @@
-import type { Logger } from '../logger.js';
+import type { ConnectionObserver } from '../connection-watch.js';
 import { createRedis, watchConnection, type Redis } from '../redis.js';
 import { wakePattern } from './wake.js';
 
@@ -16,8 +16,9 @@ export interface WakeHub {
   close(): Promise<void>;
 }
 
-export function createWakeHub(redisUrl: string, redisPrefix: string, logger: Logger): WakeHub {
-  const sub: Redis = watchConnection(createRedis(redisUrl, 'blocking'), 'wakes', logger);
+export function createWakeHub(redisUrl: string, redisPrefix: string, observer: ConnectionObserver): WakeHub {
+  const { logger } = observer;
+  const sub: Redis = watchConnection(createRedis(redisUrl, 'blocking'), 'wakes', observer);
   const listeners = new Map<string, Set<WakeListener>>();
   const prefixLen = wakePattern(redisPrefix).length - 1;
   sub.on('pmessage', (_pattern: string, channel: string, message: string) => {
@@ -31,7 +32,6 @@ export function createWakeHub(redisUrl: string, redisPrefix: string, logger: Log
       }
     }
   });
-  sub.on('error', (err) => logger.warn({ err: err.message }, 'wake subscriber error'));
   const ready = sub.psubscribe(wakePattern(redisPrefix)).then(() => undefined);
   ready.catch((err) => logger.warn({ err }, 'wake subscribe failed'));
   return {

@@ -95,6 +95,146 @@ describe('at the API', () => {
     expect(await sse.text()).toContain('VALIDATION_ERROR');
     expect(await events(a)).toBe(1);
   });
+
+  /** A GraphQL object literal nested `depth` levels: `{a: {a: … 1 …}}`. */
+  const deepLiteral = (depth: number) => `${'{a: '.repeat(depth)}1${'}'.repeat(depth)}`;
+  const graphqlEvent = (eventType: string, payload: string) =>
+    `mutation { createEvent(eventType: ${JSON.stringify(eventType)}, payload: ${payload}) { id } }`;
+  /** The same document on POST /graphql and on the graphql-sse endpoint: status and first error. */
+  async function bothEndpoints(app: AppCredentials, query: string) {
+    const http = await s.request('POST', '/graphql', { auth: app, body: { query } });
+    const sse = await fetch(`${s.base}/`, {
+      method: 'POST',
+      headers: { ...app.headers, 'Content-Type': 'application/json', Accept: 'text/event-stream' },
+      body: JSON.stringify({ query }),
+    });
+    const sseText = await sse.text();
+    return [
+      { status: http.status, error: http.json.errors?.[0], text: http.text },
+      { status: sse.status, error: sse.status === 400 ? JSON.parse(sseText).errors?.[0] : undefined, text: sseText },
+    ];
+  }
+
+  it('refuses a GraphQL inline literal nested 100 deep on both endpoints, as REST and variables do, and takes one at the limit', async () => {
+    const before = await events(a);
+    for (const answer of await bothEndpoints(a, graphqlEvent('deep.literal', deepLiteral(100)))) {
+      expect(answer.status, answer.text).toBe(400);
+      expect(answer.error).toMatchObject({
+        message: expect.stringMatching(/nested deeper than 64/),
+        extensions: { code: 'VALIDATION_ERROR' },
+      });
+      // Counted from the argument as from a REST body's field: the same path as `{"payload": …}`.
+      expect(answer.error.extensions.path).toEqual(['payload', ...Array(63).fill('a')]);
+    }
+    const deepDefault = await s.gql(
+      a,
+      `mutation ($p: JSON = ${deepLiteral(100)}) { createEvent(eventType: "deep.literal", payload: $p) { id } }`,
+    );
+    expect(deepDefault.status).toBe(400);
+    expect(deepDefault.json.errors[0].extensions).toMatchObject({ code: 'VALIDATION_ERROR', path: ['p', ...Array(63).fill('a')] });
+    expect(await events(a)).toBe(before);
+
+    const atLimit = await s.gql(a, graphqlEvent('deep.literal', deepLiteral(63)));
+    expect(atLimit.status, atLimit.text).toBe(200);
+    expect(atLimit.json.errors).toBeUndefined();
+    expect(await events(a)).toBe(before + 1);
+  });
+
+  it('refuses NUL and unpaired surrogates in GraphQL literals however deep they sit, and a document past the body limit', async () => {
+    const before = await events(a);
+    for (const answer of await bothEndpoints(a, graphqlEvent('nul.literal', '{list: ["ok", {note: "a\\u0000b"}]}'))) {
+      expect(answer.status, answer.text).toBe(400);
+      expect(answer.error.extensions).toMatchObject({ code: 'VALIDATION_ERROR', path: ['payload', 'list', 1, 'note'] });
+    }
+    // GraphQL's own lexer refuses an unpaired surrogate escape; one written raw is refused with the body's text.
+    for (const answer of await bothEndpoints(a, graphqlEvent('nul.literal', '{note: "x\\ud800"}'))) expect(answer.status).toBe(400);
+    for (const answer of await bothEndpoints(a, graphqlEvent('nul.literal', '{note: "x\ud800"}'))) {
+      expect(answer.status, answer.text).toBe(400);
+      expect(answer.text).toContain('VALIDATION_ERROR');
+    }
+    expect(await events(a)).toBe(before);
+    // A literal is part of the document, and the document part of the body: the body limit is its size limit.
+    const huge = await s.gql(a, graphqlEvent('big.literal', `{note: "${'x'.repeat(s.config.BODY_LIMIT_BYTES)}"}`));
+    expect(huge.status).toBe(413);
+    expect(huge.json.error.code).toBe('PAYLOAD_TOO_LARGE');
+  });
+});
+
+/**
+ * A JSON number past the double range parses as Infinity, and JSON has no value for it:
+ * `{"payload":{"n":1e400}}` used to be answered 201 and stored as `{"n":null}`. Every client
+ * entrance now refuses it with 400 VALIDATION_ERROR naming where.
+ */
+describe('numbers JSON cannot hold', () => {
+  let s: TestStack;
+  let a: AppCredentials;
+  beforeAll(async () => {
+    s = await startTestStack({ workers: ['ledger'] });
+    a = await s.createApp();
+  });
+  afterAll(() => s?.close());
+
+  const events = async () => (await s.deps.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM events WHERE app_id = ${a.appId}`)[0].n;
+  /** Code and path of the first error, in the REST shape (a body refused at the door) or the GraphQL one. */
+  const errorOf = (text: string) => {
+    const { error, errors } = JSON.parse(text);
+    return error
+      ? { code: error.code, path: error.details?.[0]?.path }
+      : { code: errors?.[0]?.extensions?.code, path: errors?.[0]?.extensions?.path };
+  };
+
+  it('finds them at their path, and records them as null where input is kept anyway', () => {
+    expect(findUnstorable({ a: [1, { n: Number.POSITIVE_INFINITY }] })).toEqual({ path: ['a', 1, 'n'], problem: 'number' });
+    expect(findUnstorable({ n: Number.NaN })).toEqual({ path: ['n'], problem: 'number' });
+    expect(findUnstorable({ n: 1.7976931348623157e308, m: -0 })).toBeUndefined();
+    expect(storableText({ n: Number.NEGATIVE_INFINITY, ok: 2 })).toEqual({ n: null, ok: 2 });
+  });
+
+  it('refuses 1e400 and -1e400 in a REST body with 400 VALIDATION_ERROR naming the path, storing nothing', async () => {
+    for (const n of ['1e400', '-1e400']) {
+      const r = await s.request('POST', '/v1/events', { auth: a, body: `{"event_type":"big.n","payload":{"ok":1,"n":${n}}}` });
+      expect(r.status, r.text).toBe(400);
+      expect(r.json.error).toMatchObject({ code: 'VALIDATION_ERROR', details: [{ path: ['payload', 'n'] }] });
+    }
+    const list = await s.request('POST', '/v1/events', { auth: a, body: '{"event_type":"big.n","payload":{"xs":[1,2,1e999]}}' });
+    expect(list.json.error).toMatchObject({ code: 'VALIDATION_ERROR', details: [{ path: ['payload', 'xs', 2] }] });
+    expect(await events()).toBe(0);
+  });
+
+  it('refuses them in GraphQL variables (POST, GET, graphql-sse) and inline literals, on both endpoints', async () => {
+    const withVariable = 'mutation ($p: JSON!) { createEvent(eventType: "big.n", payload: $p) { id } }';
+    const answers: { status: number; text: string; path: unknown[] }[] = [];
+    for (const [url, accept] of [
+      ['/graphql', 'application/json'],
+      ['/', 'text/event-stream'],
+    ]) {
+      const post = (body: string) =>
+        fetch(`${s.base}${url}`, { method: 'POST', headers: { ...a.headers, 'Content-Type': 'application/json', Accept: accept }, body });
+      for (const n of ['1e400', '-1e400']) {
+        const v = await post(`{"query":${JSON.stringify(withVariable)},"variables":{"p":{"n":${n}}}}`);
+        answers.push({ status: v.status, text: await v.text(), path: ['variables', 'p', 'n'] });
+        const literal = await post(
+          JSON.stringify({ query: `mutation { createEvent(eventType: "big.n", payload: {ok: 1, n: ${n}}) { id } }` }),
+        );
+        answers.push({ status: literal.status, text: await literal.text(), path: ['payload', 'n'] });
+      }
+      // An integer literal too long for a double is Infinity as well.
+      const long = await post(
+        JSON.stringify({ query: `mutation { createEvent(eventType: "big.n", payload: {n: [${'9'.repeat(400)}]}) { id } }` }),
+      );
+      answers.push({ status: long.status, text: await long.text(), path: ['payload', 'n', 0] });
+    }
+    const get = await fetch(
+      `${s.base}/graphql?query=${encodeURIComponent('query ($p: JSON) { __typename }')}&variables=${encodeURIComponent('{"p":{"n":1e400}}')}`,
+      { headers: a.headers },
+    );
+    answers.push({ status: get.status, text: await get.text(), path: ['variables', 'p', 'n'] });
+    for (const answer of answers) {
+      expect(answer.status, answer.text).toBe(400);
+      expect(errorOf(answer.text), answer.text).toMatchObject({ code: 'VALIDATION_ERROR', path: answer.path });
+    }
+    expect(await events()).toBe(0);
+  });
 });
 
 describe('in platform deliveries (acknowledged, then recorded)', () => {
@@ -109,19 +249,27 @@ describe('in platform deliveries (acknowledged, then recorded)', () => {
   /** A delivery whose "__DEEP__" string is replaced by a value nested 20,000 deep. */
   const withDeep = (payload: object) => JSON.stringify(payload).replace('"__DEEP__"', deepJson(20_000));
 
-  it('records a Telegram contact whose vcard is nested 20,000 deep, the deep part as a marker', async () => {
-    const tg = await connect(s, a, 'TELEGRAM', { bot_token: '424243:deep-bot-token' });
-    const update = P.tgText(9001, 901, 'x');
-    const message = {
-      ...(update.message as Record<string, unknown>),
-      text: undefined,
-      contact: { phone_number: '+15550001', first_name: 'Deep', vcard: '__DEEP__' },
-    };
-    const r = await postWebhook(s, tg.path, withDeep({ update_id: 9001, message }), telegramHeaders());
+  /** A Telegram contact message as raw JSON, `"__RAW__"` in `contact` replaced by `raw`, and the event recorded from it. */
+  async function telegramContact(botToken: string, id: number, contact: Record<string, unknown>, raw: string) {
+    const tg = await connect(s, a, 'TELEGRAM', { bot_token: botToken });
+    const message = { ...(P.tgText(id, id, 'x').message as Record<string, unknown>), text: undefined, contact };
+    const body = JSON.stringify({ update_id: id, message }).replace('"__RAW__"', raw);
+    const r = await postWebhook(s, tg.path, body, telegramHeaders());
     expect(r.status).toBe(200);
-    const event = await waitForEvent(s, a.appId, 'message.inbound', (e) => e.payload.external_message_id === `${P.tgChat.id}:901`, 20_000);
+    return waitForEvent(s, a.appId, 'message.inbound', (e) => e.payload.external_message_id === `${P.tgChat.id}:${id}`, 20_000);
+  }
+
+  it('records a Telegram contact whose vcard is nested 20,000 deep, the deep part as a marker', async () => {
+    const contact = { phone_number: '+15550001', first_name: 'Deep', vcard: '__RAW__' };
+    const event = await telegramContact('424243:deep-bot-token', 9001, contact, deepJson(20_000));
     expect(event.payload.message.contact).toMatchObject({ phone_number: '+15550001', first_name: 'Deep' });
     expect(JSON.stringify(event.payload.message.contact.vcard)).toContain(TOO_DEEP);
+  });
+
+  it('records a delivery carrying a number JSON cannot hold (1e400), that number as null', async () => {
+    const contact = { phone_number: '+15550002', first_name: 'Big', user_id: '__RAW__' };
+    const event = await telegramContact('424244:big-number-token', 9002, contact, '1e400');
+    expect(event.payload.message.contact).toMatchObject({ phone_number: '+15550002', first_name: 'Big', user_id: null });
   });
 
   it('records Slack, Messenger and e-mail messages carrying a part nested 20,000 deep', async () => {
