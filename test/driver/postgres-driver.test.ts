@@ -5,6 +5,7 @@ import { createSql, freshlyPlanned, type Sql } from '../../src/db.js';
 import { projectRoot } from '../../src/project-root.js';
 import { createTestEnv, type TestEnv } from '../helpers/stack.js';
 import { startPgProxy, type PgProxy } from './support/pg-proxy.js';
+import { settlement } from './support/settlement.js';
 
 /**
  * postgres.js 3.4.9 failure modes the project patches (patches/postgres+3.4.9.patch), each
@@ -24,17 +25,6 @@ afterEach(async () => {
 afterAll(async () => {
   await t.dropDatabase();
 });
-
-/** How `p` settled within `ms`: a hang shows as 'pending' instead of stalling the test. */
-function settlement(p: Promise<unknown>, ms: number): Promise<string> {
-  return Promise.race([
-    p.then(
-      () => 'resolved',
-      (e: { code?: string }) => `rejected ${e.code}`,
-    ),
-    new Promise<string>((r) => setTimeout(() => r('pending'), ms)),
-  ]);
-}
 
 async function throughProxy(max: number) {
   proxy = await startPgProxy();
