@@ -191,7 +191,15 @@ async function runScenario(cluster: Cluster, telegram: TelegramFake, scenario: S
 
   const watch = watchActiveJobs(cluster);
   await sleep(timing.warmupMs);
-  const check = await scenario.fault({ cluster, timing, log, receiver: wiring.receiver, telegram });
+  let recoverySeconds: number | null = null;
+  const check = await scenario.fault({
+    cluster,
+    timing,
+    log,
+    receiver: wiring.receiver,
+    telegram,
+    recovered: (seconds) => void (recoverySeconds = seconds),
+  });
   await sleep(timing.settleMs);
   const [events, sends, inbound] = await Promise.all([
     writers.events.stop(GRACE_MS),
@@ -266,6 +274,7 @@ async function runScenario(cluster: Cluster, telegram: TelegramFake, scenario: S
     webhooksDelivered: s.ledger.length - s.undelivered,
     webhooksExpected: s.ledger.length,
     sendsDoubled: doubled.length,
+    recoverySeconds,
     faults,
   };
 }

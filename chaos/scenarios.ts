@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { queuePrefix } from '../src/queues.js';
 import { createRedis } from '../src/redis.js';
-import type { Cluster } from './cluster.js';
+import type { AppCredentials, Cluster } from './cluster.js';
 import type { TelegramFake, WebhookReceiver } from './fakes.js';
 import { call } from './load.js';
 
@@ -24,6 +24,8 @@ export interface ScenarioContext {
   receiver: WebhookReceiver;
   /** The platform fake every send goes to. */
   telegram: TelegramFake;
+  /** Reports how long after the fault ended requests answered 2xx again (the table's recovery column). */
+  recovered(seconds: number): void;
 }
 
 /** A scenario's own reconciliation, run after the drain: the faults it finds (empty when whole). */
@@ -56,6 +58,56 @@ async function whileJobsActive(cluster: Cluster, queue: string, log: (m: string)
   } finally {
     redis.disconnect();
   }
+}
+
+/** A read that goes through the web process's PostgreSQL pool. */
+const readThroughPool = (base: string, app: AppCredentials) => call(`${base}/v1/events?limit=1`, { method: 'GET', headers: app.headers });
+
+/** `perProcess` clients per web process reading through its pool back to back; `stop` answers their statuses. */
+function keepReading(cluster: Cluster, app: AppCredentials, perProcess: number) {
+  let reading = true;
+  const statuses: Record<string, number> = {};
+  const clients = cluster.liveWebBases().flatMap((base) =>
+    Array.from({ length: perProcess }, async () => {
+      while (reading) {
+        const r = await readThroughPool(base, app);
+        statuses[r.status] = (statuses[r.status] ?? 0) + 1;
+      }
+    }),
+  );
+  return {
+    async stop() {
+      reading = false;
+      await Promise.all(clients);
+      return statuses;
+    },
+  };
+}
+
+/** How long after its fault a scenario's requests may go on failing before the run calls it a fault. */
+const RECOVERY_LIMIT_MS = 30_000;
+
+/**
+ * Seconds from `since` until the web processes serve every request again, or null past
+ * RECOVERY_LIMIT_MS. Each round sends every live web process twice its pool's size (10) of
+ * reads that go through the pool, at once, so each connection of it gets one: a connection
+ * that cannot serve fails its request, after up to `connect_timeout` (5 s). Recovered at the
+ * start of the first round from which every round answered 2xx for 2 s.
+ */
+async function untilEveryConnectionServes(cluster: Cluster, app: AppCredentials, since: number): Promise<number | null> {
+  const perProcess = 2 * 10;
+  let cleanSince: number | undefined;
+  while (Date.now() - since < RECOVERY_LIMIT_MS) {
+    const started = Date.now();
+    const answers = await Promise.all(
+      cluster.liveWebBases().flatMap((base) => Array.from({ length: perProcess }, () => readThroughPool(base, app))),
+    );
+    if (answers.every((a) => /^2/.test(a.status))) cleanSince ??= started;
+    else cleanSince = undefined;
+    if (cleanSince !== undefined && Date.now() - cleanSince >= 2_000) return Math.max(0, cleanSince - since) / 1000;
+    await sleep(100);
+  }
+  return null;
 }
 
 export const SCENARIOS: Scenario[] = [
@@ -121,17 +173,35 @@ export const SCENARIOS: Scenario[] = [
   {
     name: 'backends-terminated',
     description:
-      "the gateway's PostgreSQL backends are terminated every 300 ms for the long outage (connections die mid-query, mid-transaction, mid-start-up)",
-    async fault({ cluster, timing, log }) {
+      "the gateway's PostgreSQL backends are terminated every 300 ms for the long outage under busy pools (connections die mid-query, mid-transaction, mid-start-up); recovery is timed from the last kill",
+    async fault({ cluster, timing, log, recovered }) {
+      const probe = await cluster.createApp();
+      // Busy pools, as the issue's were: sessions end while queries are handed to them.
+      const busy = keepReading(cluster, probe, 16);
       const until = Date.now() + timing.outageMs;
       let rounds = 0;
       let killed = 0;
+      let lastKill = Date.now();
       while (Date.now() < until) {
+        if (rounds) await sleep(300);
         killed += await cluster.terminateBackends().catch(() => 0);
+        lastKill = Date.now();
         rounds++;
-        await sleep(300);
       }
+      const answered = busy.stop();
       log(`${killed} backends terminated in ${rounds} rounds`);
+      const recovery = await untilEveryConnectionServes(cluster, probe, lastKill);
+      const statuses = await answered;
+      log(`reads during the kills answered ${JSON.stringify(statuses)}`);
+      const faults = Object.entries(statuses)
+        .filter(([st]) => st === '500' || st === 'hang')
+        .map(([st, n]) => `reads during the kills: ${n} × ${st === 'hang' ? 'no answer within 30 s' : 'HTTP 500'}`);
+      if (recovery === null) faults.push(`requests still failing ${RECOVERY_LIMIT_MS / 1000} s after the last backend was terminated`);
+      else {
+        log(`requests answer 2xx again ${recovery.toFixed(1)} s after the last kill`);
+        recovered(recovery);
+      }
+      return async () => faults;
     },
   },
   {

@@ -6,6 +6,7 @@ import { projectRoot } from '../../src/project-root.js';
 import { startPostgresServer } from '../helpers/postgres-server.js';
 import { createTestEnv, startTestStack, type TestEnv, type TestStack } from '../helpers/stack.js';
 import { startPgProxy } from './support/pg-proxy.js';
+import { settlement } from './support/settlement.js';
 
 /**
  * Whatever the database does, a connection is never stranded and a request never hangs: waits
@@ -18,6 +19,13 @@ beforeAll(async () => {
   t = await createTestEnv();
 });
 afterAll(() => t.dropDatabase());
+
+/** How many times each outcome occurs in `xs`. */
+function tally(xs: string[]): Record<string, number> {
+  const n: Record<string, number> = {};
+  for (const x of xs) n[x] = (n[x] ?? 0) + 1;
+  return n;
+}
 
 /** Polls `check` (bounded) until it answers something. */
 async function until<T>(check: () => Promise<T | undefined>, ms = 10_000): Promise<T> {
@@ -140,6 +148,59 @@ describe('reconnecting', () => {
       await Promise.all(during);
     } finally {
       await sql.end({ timeout: 1 });
+      await pg.destroy();
+    }
+  });
+
+  it('has every pool connection answer within a second once its backends stop being terminated', { timeout: 60_000 }, async () => {
+    // Its own server: the test terminates backends every 300 ms.
+    const pg = await startPostgresServer();
+    const max = 10;
+    const sql = createSql(`${pg.base}/postgres`, { max });
+    const killer = createSql(`${pg.base}/postgres`, { max: 1 });
+    try {
+      // 16 callers keep every connection busy while the server ends their sessions, so that
+      // queries meet sessions at every moment of their end.
+      let loading = true;
+      const outcomes: string[] = [];
+      const callers = Array.from({ length: 16 }, async () => {
+        while (loading) outcomes.push(await settlement(sql`SELECT 1`, 60_000));
+      });
+      let killed = 0;
+      const stopAt = Date.now() + 5_000;
+      while (Date.now() < stopAt) {
+        const rows = await killer`
+          SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+          WHERE application_name = 'messaging-gateway' AND pid <> pg_backend_pid()`;
+        killed += rows.length;
+        await new Promise((r) => setTimeout(r, 300));
+      }
+      loading = false;
+      // Every query of the kill phase settles: one handed to a connection between its socket's
+      // 'error' and 'close' used to be carried into the next session and wait there for ever.
+      const drained = await settlement(Promise.all(callers), 2_000);
+      // Sessions ended by the last kills reconnect after the pool's backoff, at most 1 s (db.ts).
+      await new Promise((r) => setTimeout(r, 1_000));
+      // Then every connection answers within 1 s. Before the fix, one whose write was pending
+      // when its session ended never sent another start-up: each reconnect ended in
+      // CONNECT_TIMEOUT after 5 s, for about a minute.
+      const rounds: Record<string, number>[] = [];
+      for (let round = 0; round < 3; round++) {
+        const answers = await Promise.all(Array.from({ length: max * 2 }, () => settlement(sql`SELECT 1`, 1_000)));
+        rounds.push(tally(answers));
+      }
+      // And the server has a session for each: the stuck ones held a socket but no session.
+      const [{ n }] = await killer<{ n: number }[]>`
+        SELECT count(*)::int AS n FROM pg_stat_activity
+        WHERE application_name = 'messaging-gateway' AND pid <> pg_backend_pid()`;
+      expect({ drained, rounds, sessions: n }, `${killed} backends terminated; meanwhile ${JSON.stringify(tally(outcomes))}`).toEqual({
+        drained: 'resolved',
+        rounds: Array(3).fill({ resolved: max * 2 }),
+        sessions: max,
+      });
+    } finally {
+      await sql.end({ timeout: 1 });
+      await killer.end({ timeout: 1 });
       await pg.destroy();
     }
   });

@@ -5,6 +5,7 @@ import { createSql, freshlyPlanned, type Sql } from '../../src/db.js';
 import { projectRoot } from '../../src/project-root.js';
 import { createTestEnv, type TestEnv } from '../helpers/stack.js';
 import { startPgProxy, type PgProxy } from './support/pg-proxy.js';
+import { settlement } from './support/settlement.js';
 
 /**
  * postgres.js 3.4.9 failure modes the project patches (patches/postgres+3.4.9.patch), each
@@ -24,17 +25,6 @@ afterEach(async () => {
 afterAll(async () => {
   await t.dropDatabase();
 });
-
-/** How `p` settled within `ms`: a hang shows as 'pending' instead of stalling the test. */
-function settlement(p: Promise<unknown>, ms: number): Promise<string> {
-  return Promise.race([
-    p.then(
-      () => 'resolved',
-      (e: { code?: string }) => `rejected ${e.code}`,
-    ),
-    new Promise<string>((r) => setTimeout(() => r('pending'), ms)),
-  ]);
-}
 
 async function throughProxy(max: number) {
   proxy = await startPgProxy();
@@ -114,6 +104,22 @@ describe('postgres.js under connection faults', () => {
     expect(await outcomes).toEqual([lost, lost, lost]);
     tx.release();
     expect(await sql`SELECT 8 AS x`).toEqual([{ x: 8 }]);
+  });
+
+  it("fails a query handed to a connection between its socket's error and close, and the next session serves", async () => {
+    await throughProxy(1);
+    const cut = proxy.cutOnQuery('carry_probe');
+    const first = sql`SELECT 1 AS carry_probe`;
+    // Issued when the reset fails the first query, before the socket's 'close': the pool's one
+    // connection still counts as busy and takes it. It was kept for the next session, which
+    // never received it and waited for its answer for ever, and the connection with it.
+    const second = first.catch(() => sql`SELECT 2 AS x`);
+    const outcomes = Promise.all([settlement(first, 5_000), settlement(second, 5_000)]);
+    await cut;
+    const lost = expect.stringMatching(/^rejected (CONNECTION_CLOSED|ECONNRESET)$/);
+    expect(await outcomes).toEqual([lost, expect.stringMatching(/^(resolved|rejected (CONNECTION_CLOSED|ECONNRESET))$/)]);
+    expect(await settlement(sql`SELECT 3 AS x`, 5_000)).toBe('resolved');
+    expect(await settlement(sql`SELECT 4 AS x`, 5_000)).toBe('resolved');
   });
 
   it('runs a statement whose parameters all have known types in one round trip, without describing it first', async () => {

@@ -12,6 +12,7 @@ const row = (over: Partial<Row> = {}): Row => ({
   webhooksDelivered: null,
   webhooksExpected: null,
   sendsDoubled: null,
+  recoverySeconds: null,
   faults: [],
   ...over,
 });
@@ -88,9 +89,18 @@ describe('chaos reconciliation', () => {
       'stream duplicates',
       'webhooks delivered/expected',
       'sends doubled',
+      'recovery (s)',
       'result',
     ]);
     expect(table).toMatch(/\| total +\| 6 +\| 6 +\| 2 /);
     expect(table).toMatch(/\| b .*\| FAIL +\|/);
+  });
+
+  it('shows a recovery time where a scenario measured one, and the slowest in the totals', () => {
+    const rows = [row({ scenario: 'a' }), row({ scenario: 'b', recoverySeconds: 0.84 }), row({ scenario: 'c', recoverySeconds: 2.5 })];
+    const table = formatTable([...rows, total(rows)]);
+    expect(table).toMatch(/\| a .*\| - +\| ok +\|/);
+    expect(table).toMatch(/\| b .*\| 0\.8 +\| ok +\|/);
+    expect(table).toMatch(/\| total .*\| 2\.5 +\| ok +\|/);
   });
 });
