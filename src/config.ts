@@ -139,6 +139,20 @@ const schema = z
     JSON_MAX_DEPTH: int(64, 8),
     /** Safety net on one ledger group commit (ms; 0 = none): past it its jobs fail as UNAVAILABLE and retry. */
     LEDGER_WRITE_DEADLINE_MS: int(15_000, 0),
+    /**
+     * PostgreSQL ends a ledger writer's session left idle inside its transaction this long (ms),
+     * so a writer frozen holding an application's head (a GC pause, SIGSTOP, a paused VM) holds
+     * it for seconds, not DB_IDLE_IN_TRANSACTION_TIMEOUT_MS; its transaction rolls back and its
+     * jobs are retried. A live writer is idle there only between its own round trips.
+     */
+    LEDGER_IDLE_TIMEOUT_MS: int(2_000, 100),
+    /**
+     * A ledger writer waiting longer than this for a lock (ms; an application's head held by
+     * another writer) gives up its batch, which is retried: its process's group commit is not
+     * held by one application's holder. Above LEDGER_IDLE_TIMEOUT_MS, so a writer queued behind a
+     * frozen one gets the head when the server ends that one's session, without failing first.
+     */
+    LEDGER_LOCK_TIMEOUT_MS: int(5_000, 100),
     /** Longest a transaction waits for a free pool connection (ms) before answering UNAVAILABLE. */
     DB_ACQUIRE_TIMEOUT_MS: int(5_000, 1),
     /** PostgreSQL cancels a web process's statement running longer than this (ms; 0 = no limit). */
@@ -296,6 +310,13 @@ const schema = z
         code: 'custom',
         path: ['HTTP_REQUEST_TIMEOUT_MS'],
         message: `must be 0 or at least HTTP_HEADERS_TIMEOUT_MS (${env.HTTP_HEADERS_TIMEOUT_MS})`,
+      });
+    }
+    if (env.LEDGER_LOCK_TIMEOUT_MS <= env.LEDGER_IDLE_TIMEOUT_MS) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['LEDGER_LOCK_TIMEOUT_MS'],
+        message: `must be above LEDGER_IDLE_TIMEOUT_MS (${env.LEDGER_IDLE_TIMEOUT_MS}): a writer behind a frozen one would fail before the server frees the head`,
       });
     }
     if (env.FILE_STORAGE === 's3' && !env.S3_BUCKET)
