@@ -78,10 +78,15 @@ const schema = z
       }),
     WORKER_CONCURRENCY: int(16, 1),
     /**
-     * How long a job's lock lasts without renewal (ms): a worker killed mid-job has its jobs taken
-     * over by another worker after about this long (BullMQ lockDuration and stalledInterval).
+     * How long a job's lock lasts without renewal (ms; BullMQ lockDuration, renewed every quarter
+     * of it): a worker killed mid-job has its jobs taken over after about this long plus
+     * JOB_STALL_CHECK_MS. A worker whose event loop is held for about three quarters of it (CPU
+     * starvation, a long GC pause) loses its jobs to another worker, which runs them again; the
+     * trade-off is measured in docs/OPERATIONS.md ("Job locks").
      */
-    JOB_LOCK_MS: int(30_000, 1000),
+    JOB_LOCK_MS: int(4_000, 1000),
+    /** How often one worker looks for active jobs whose lock has lapsed (ms; BullMQ stalledInterval). */
+    JOB_STALL_CHECK_MS: int(500, 100),
     /** A job active longer than this (ms) counts as stuck in /metrics (`queue_stuck_jobs`). */
     JOB_STUCK_MS: int(120_000, 1000),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -311,6 +316,9 @@ const schema = z
         path: ['HTTP_REQUEST_TIMEOUT_MS'],
         message: `must be 0 or at least HTTP_HEADERS_TIMEOUT_MS (${env.HTTP_HEADERS_TIMEOUT_MS})`,
       });
+    }
+    if (env.JOB_STALL_CHECK_MS > env.JOB_LOCK_MS) {
+      ctx.addIssue({ code: 'custom', path: ['JOB_STALL_CHECK_MS'], message: `must be at most JOB_LOCK_MS (${env.JOB_LOCK_MS})` });
     }
     if (env.LEDGER_LOCK_TIMEOUT_MS <= env.LEDGER_IDLE_TIMEOUT_MS) {
       ctx.addIssue({
