@@ -22,6 +22,8 @@ export interface Row {
   webhooksExpected: number | null;
   /** Messages the platform fake received more than once. */
   sendsDoubled: number | null;
+  /** Seconds the service took to recover from the fault, for scenarios that measure it. */
+  recoverySeconds: number | null;
   /** Responses that broke the contract: 500s and requests that hung. Not a table column; fails the run. */
   faults: string[];
 }
@@ -93,6 +95,7 @@ const COLUMNS: [string, (r: Row) => string][] = [
   ['stream duplicates', (r) => (r.streamDuplicates === null ? '-' : String(r.streamDuplicates))],
   ['webhooks delivered/expected', (r) => (r.webhooksExpected === null ? '-' : `${r.webhooksDelivered}/${r.webhooksExpected}`)],
   ['sends doubled', (r) => (r.sendsDoubled === null ? '-' : String(r.sendsDoubled))],
+  ['recovery s', (r) => (r.recoverySeconds === null ? '-' : r.recoverySeconds.toFixed(1))],
   ['result', (r) => (failed(r) ? 'FAIL' : 'ok')],
 ];
 
@@ -121,6 +124,7 @@ export function total(rows: Row[]): Row {
     webhooksDelivered: sum((r) => r.webhooksDelivered),
     webhooksExpected: sum((r) => r.webhooksExpected),
     sendsDoubled: sum((r) => r.sendsDoubled),
+    recoverySeconds: rows.reduce<number | null>((m, r) => (r.recoverySeconds === null ? m : Math.max(m ?? 0, r.recoverySeconds)), null),
     faults: rows.flatMap((r) => r.faults),
   };
 }

@@ -191,7 +191,16 @@ async function runScenario(cluster: Cluster, telegram: TelegramFake, scenario: S
 
   const watch = watchActiveJobs(cluster);
   await sleep(timing.warmupMs);
-  const check = await scenario.fault({ cluster, timing, log, receiver: wiring.receiver, telegram });
+  let recoverySeconds: number | null = null;
+  const check = await scenario.fault({
+    cluster,
+    timing,
+    log,
+    appId: app.appId,
+    recovered: (seconds) => (recoverySeconds = seconds),
+    receiver: wiring.receiver,
+    telegram,
+  });
   await sleep(timing.settleMs);
   const [events, sends, inbound] = await Promise.all([
     writers.events.stop(GRACE_MS),
@@ -266,6 +275,7 @@ async function runScenario(cluster: Cluster, telegram: TelegramFake, scenario: S
     webhooksDelivered: s.ledger.length - s.undelivered,
     webhooksExpected: s.ledger.length,
     sendsDoubled: doubled.length,
+    recoverySeconds,
     faults,
   };
 }
@@ -276,8 +286,6 @@ const cluster = await startCluster({
   workerProcesses: 2,
   log,
   env: {
-    // A killed worker's jobs are taken over after ~5 s instead of 30 s, so a run stays short.
-    JOB_LOCK_MS: '5000',
     EVENT_WAIT_MS: '5000',
     SEND_WAIT_MS: '3000',
     // A silent platform settles a send as DELIVERY_UNCERTAIN after this; production waits 15 s.

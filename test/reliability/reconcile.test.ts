@@ -12,6 +12,7 @@ const row = (over: Partial<Row> = {}): Row => ({
   webhooksDelivered: null,
   webhooksExpected: null,
   sendsDoubled: null,
+  recoverySeconds: null,
   faults: [],
   ...over,
 });
@@ -88,9 +89,18 @@ describe('chaos reconciliation', () => {
       'stream duplicates',
       'webhooks delivered/expected',
       'sends doubled',
+      'recovery s',
       'result',
     ]);
     expect(table).toMatch(/\| total +\| 6 +\| 6 +\| 2 /);
     expect(table).toMatch(/\| b .*\| FAIL +\|/);
+  });
+
+  it('shows the seconds a scenario took to recover, and the slowest in the totals', () => {
+    const rows = [row({ scenario: 'a', recoverySeconds: 2.04 }), row({ scenario: 'b' }), row({ scenario: 'c', recoverySeconds: 4.5 })];
+    const table = formatTable([...rows, total(rows)]);
+    expect(table).toMatch(/\| a .*\| 2\.0 +\| ok +\|/);
+    expect(table).toMatch(/\| b .*\| - +\| ok +\|/);
+    expect(table).toMatch(/\| total .*\| 4\.5 +\| ok +\|/);
   });
 });
