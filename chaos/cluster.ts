@@ -5,7 +5,7 @@
  * fault is applied to these alone: the machine's Redis and PostgreSQL are never touched.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import postgres from 'postgres';
@@ -72,6 +72,8 @@ export interface Cluster {
   restart(kind: 'web' | 'worker', index: number): Promise<void>;
   /** Sends a signal to a running process (SIGSTOP / SIGCONT: a process frozen, then thawed). */
   signal(kind: 'web' | 'worker', index: number, signal: NodeJS.Signals): void;
+  /** PostgreSQL backend pids of one process's sessions (matched by their client ports; Linux /proc). */
+  backendsOf(kind: 'web' | 'worker', index: number): Promise<number[]>;
   /** Terminates every backend the gateway's processes hold (pg_terminate_backend); returns how many. */
   terminateBackends(): Promise<number>;
   /** Opens sessions until the server refuses more (every slot taken); `release` closes them. */
@@ -180,6 +182,14 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
       slot.proc?.kill(signal);
       o.log(`${signal} ${slot.name} (pid ${slot.proc?.proc.pid})`);
     },
+    async backendsOf(kind, index) {
+      const pid = slots[kind][index].proc?.proc.pid;
+      if (pid === undefined) return [];
+      const ports = clientPorts(pid);
+      const rows = await sql<{ pid: number }[]>`
+        SELECT pid FROM pg_stat_activity WHERE datname = ${dbName} AND client_port = ANY(${ports}::int[])`;
+      return rows.map((r) => r.pid);
+    },
     async terminateBackends() {
       const [{ n }] = await admin<{ n: number }[]>`
         SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity
@@ -267,4 +277,25 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
   }
   o.log(`${slots.web.length} web + ${slots.worker.length} worker processes up`);
   return cluster;
+}
+
+/** Local TCP ports of a process's sockets: its fds' socket inodes looked up in /proc/net/tcp{,6}. */
+function clientPorts(pid: number): number[] {
+  const inodes = new Set<string>();
+  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+    try {
+      const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
+      if (m) inodes.add(m[1]);
+    } catch {
+      // closed while we read the directory
+    }
+  }
+  const ports: number[] = [];
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    for (const line of readFileSync(table, 'utf8').split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/);
+      if (f.length > 9 && inodes.has(f[9])) ports.push(Number.parseInt(f[1].split(':')[1], 16));
+    }
+  }
+  return ports;
 }

@@ -196,9 +196,10 @@ async function runScenario(cluster: Cluster, telegram: TelegramFake, scenario: S
     cluster,
     timing,
     log,
+    appId: app.appId,
+    recovered: (seconds) => (recoverySeconds = seconds),
     receiver: wiring.receiver,
     telegram,
-    recovered: (seconds) => void (recoverySeconds = seconds),
   });
   await sleep(timing.settleMs);
   const [events, sends, inbound] = await Promise.all([
@@ -285,8 +286,6 @@ const cluster = await startCluster({
   workerProcesses: 2,
   log,
   env: {
-    // A killed worker's jobs are taken over after ~5 s instead of 30 s, so a run stays short.
-    JOB_LOCK_MS: '5000',
     EVENT_WAIT_MS: '5000',
     SEND_WAIT_MS: '3000',
     // A silent platform settles a send as DELIVERY_UNCERTAIN after this; production waits 15 s.

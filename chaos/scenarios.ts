@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { parseConfig, type QueueName } from '../src/config.js';
 import { queuePrefix } from '../src/queues.js';
 import { createRedis } from '../src/redis.js';
 import type { AppCredentials, Cluster } from './cluster.js';
@@ -20,12 +21,14 @@ export interface ScenarioContext {
   cluster: Cluster;
   timing: Timing;
   log(message: string): void;
+  /** The scenario's application. */
+  appId: string;
+  /** Reports how long the service took to recover from the fault (seconds; the table's recovery column): what each scenario measures is in chaos/README.md. */
+  recovered(seconds: number): void;
   /** The scenario application's webhook receiver. */
   receiver: WebhookReceiver;
   /** The platform fake every send goes to. */
   telegram: TelegramFake;
-  /** Reports how long after the fault ended requests answered 2xx again (the table's recovery column). */
-  recovered(seconds: number): void;
 }
 
 /** A scenario's own reconciliation, run after the drain: the faults it finds (empty when whole). */
@@ -110,21 +113,118 @@ async function untilEveryConnectionServes(cluster: Cluster, app: AppCredentials,
   return null;
 }
 
+/** Ids of the jobs of `queue` active now. */
+const activeJobIds = async (cluster: Cluster, queue: QueueName) =>
+  (await cluster.queues[queue].getActive(0, 1000)).flatMap((j) => (j.id ? [j.id] : []));
+
+/**
+ * Seconds from `since` until none of `ids` is waiting or active any more: each job a dead or
+ * frozen worker held was taken over and done (completed, failed, or handed to its own delayed
+ * schedule). Bounded at 60 s.
+ */
+async function jobsSettled(cluster: Cluster, queue: QueueName, ids: string[], since: number): Promise<number> {
+  const open = new Set(ids);
+  while (open.size && Date.now() - since < 60_000) {
+    for (const id of [...open]) {
+      const state = await cluster.queues[queue].getJobState(id).catch(() => 'active');
+      if (state !== 'active' && state !== 'waiting' && state !== 'prioritized') open.delete(id);
+    }
+    if (open.size) await sleep(50);
+  }
+  return (Date.now() - since) / 1000;
+}
+
+const headSeq = async (cluster: Cluster, appId: string) =>
+  (await cluster.sql<{ seq: number }[]>`SELECT seq FROM ledger_heads WHERE app_id = ${appId}`)[0]?.seq ?? 0;
+
+/** Seconds from `since` until the application's ledger head moves past `seq` (a plain read: never blocked by the head's lock). */
+async function commitsAgain(cluster: Cluster, appId: string, seq: number, since: number): Promise<number> {
+  while (Date.now() - since < 60_000 && (await headSeq(cluster, appId)) <= seq) await sleep(20);
+  return (Date.now() - since) / 1000;
+}
+
+/**
+ * SIGSTOPs worker `index` at a moment its ledger transaction holds an application's head: one
+ * of its sessions holds the ledger_heads row lock (RowShareLock of SELECT … FOR UPDATE) and,
+ * once frozen, stays idle in its transaction. Tries again (SIGCONT first) when the transaction
+ * ended between the look and the stop. Answers when it froze, or undefined after 15 s.
+ */
+async function freezeInLedgerTransaction(
+  cluster: Cluster,
+  index: number,
+  log: (m: string) => void,
+): Promise<{ at: number; backends: number[] } | undefined> {
+  const holding = async (pids: number[]) =>
+    (
+      await cluster.sql<{ pid: number; state: string }[]>`
+        SELECT a.pid, a.state FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid
+         WHERE a.pid = ANY(${pids}::int[]) AND l.granted AND l.relation = 'ledger_heads'::regclass AND l.mode = 'RowShareLock'`
+    ).filter((r) => r.state !== null);
+  const deadline = Date.now() + 15_000;
+  for (let tries = 1; Date.now() < deadline; tries++) {
+    const backends = await cluster.backendsOf('worker', index);
+    if (!(await holding(backends)).length) continue;
+    cluster.signal('worker', index, 'SIGSTOP');
+    const stoppedAt = Date.now();
+    // Whatever it had sent runs to its end; then a transaction still open is one it cannot end.
+    await sleep(100);
+    const held = (await holding(backends)).filter((r) => r.state === 'idle in transaction');
+    if (held.length) {
+      log(`worker${index} frozen inside its ledger transaction (backend ${held.map((r) => r.pid).join(', ')}, try ${tries})`);
+      return { at: stoppedAt, backends: held.map((r) => r.pid) };
+    }
+    cluster.signal('worker', index, 'SIGCONT');
+  }
+  log(`worker${index} never caught inside a ledger transaction in 15 s`);
+  return undefined;
+}
+
 export const SCENARIOS: Scenario[] = [
   {
     name: 'worker-kill',
     description: 'kill -9 each worker process in turn in the middle of its ledger, send and webhook jobs, then start it again',
-    async fault({ cluster, timing, log }) {
+    async fault({ cluster, timing, log, recovered }) {
+      let slowest = 0;
       for (const [i, queue] of [
         [0, 'ledger'],
         [1, 'send'],
         [0, 'webhook'],
       ] as const) {
         await whileJobsActive(cluster, queue, log);
+        const held = await activeJobIds(cluster, queue);
+        const killedAt = Date.now();
         await cluster.kill('worker', i);
+        const settled = jobsSettled(cluster, queue, held, killedAt);
         await sleep(timing.downMs / 2);
         await cluster.restart('worker', i);
+        const s = await settled;
+        log(`the ${held.length} ${queue} jobs active at the kill were done ${s.toFixed(1)} s after it`);
+        slowest = Math.max(slowest, s);
       }
+      recovered(slowest);
+    },
+  },
+  {
+    name: 'sigstop-in-transaction',
+    description:
+      "a worker is frozen (SIGSTOP) inside its ledger transaction, holding the application's head: the application must commit again within seconds, and the thawed worker commit nothing twice",
+    async fault({ cluster, timing, log, appId, recovered }) {
+      const frozen = await freezeInLedgerTransaction(cluster, 0, log);
+      if (frozen === undefined) return async () => ['the worker was never frozen inside a ledger transaction: nothing measured'];
+      const frozenAt = frozen.at;
+      // Read once frozen: the head the frozen transaction holds is still the last committed one.
+      const [held, seq] = await Promise.all([activeJobIds(cluster, 'ledger'), headSeq(cluster, appId)]);
+      const again = await commitsAgain(cluster, appId, seq, frozenAt);
+      log(`the application committed again ${again.toFixed(1)} s after the freeze`);
+      const jobs = await jobsSettled(cluster, 'ledger', held, frozenAt);
+      log(`the ${held.length} ledger jobs active at the freeze were done ${jobs.toFixed(1)} s after it`);
+      recovered(Math.max(again, jobs));
+      await sleep(timing.downMs);
+      // Its transaction must be gone before it wakes, or it could still commit.
+      const open = await cluster.sql`SELECT 1 FROM pg_stat_activity WHERE pid = ANY(${frozen.backends}::int[])`;
+      cluster.signal('worker', 0, 'SIGCONT');
+      if (open.length)
+        return async () => [`the frozen writer's session was still open ${((Date.now() - frozenAt) / 1000).toFixed(1)} s after the freeze`];
     },
   },
   {
@@ -233,7 +333,7 @@ export const SCENARIOS: Scenario[] = [
     async fault({ cluster, timing }) {
       await whileJobsActive(cluster, 'ledger', () => {});
       cluster.signal('worker', 0, 'SIGSTOP');
-      await sleep(Number(cluster.env.JOB_LOCK_MS) + timing.downMs);
+      await sleep(parseConfig(cluster.env).JOB_LOCK_MS + timing.downMs);
       cluster.signal('worker', 0, 'SIGCONT');
     },
   },

@@ -78,10 +78,15 @@ const schema = z
       }),
     WORKER_CONCURRENCY: int(16, 1),
     /**
-     * How long a job's lock lasts without renewal (ms): a worker killed mid-job has its jobs taken
-     * over by another worker after about this long (BullMQ lockDuration and stalledInterval).
+     * How long a job's lock lasts without renewal (ms; BullMQ lockDuration, renewed every quarter
+     * of it): a worker killed mid-job has its jobs taken over after about this long plus
+     * JOB_STALL_CHECK_MS. A worker whose event loop is held for about three quarters of it (CPU
+     * starvation, a long GC pause) loses its jobs to another worker, which runs them again; the
+     * trade-off is measured in docs/OPERATIONS.md ("Job locks").
      */
-    JOB_LOCK_MS: int(30_000, 1000),
+    JOB_LOCK_MS: int(4_000, 1000),
+    /** How often one worker looks for active jobs whose lock has lapsed (ms; BullMQ stalledInterval). */
+    JOB_STALL_CHECK_MS: int(500, 100),
     /** A job active longer than this (ms) counts as stuck in /metrics (`queue_stuck_jobs`). */
     JOB_STUCK_MS: int(120_000, 1000),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -139,6 +144,20 @@ const schema = z
     JSON_MAX_DEPTH: int(64, 8),
     /** Safety net on one ledger group commit (ms; 0 = none): past it its jobs fail as UNAVAILABLE and retry. */
     LEDGER_WRITE_DEADLINE_MS: int(15_000, 0),
+    /**
+     * PostgreSQL ends a ledger writer's session left idle inside its transaction this long (ms),
+     * so a writer frozen holding an application's head (a GC pause, SIGSTOP, a paused VM) holds
+     * it for seconds, not DB_IDLE_IN_TRANSACTION_TIMEOUT_MS; its transaction rolls back and its
+     * jobs are retried. A live writer is idle there only between its own round trips.
+     */
+    LEDGER_IDLE_TIMEOUT_MS: int(2_000, 100),
+    /**
+     * A ledger writer waiting longer than this for a lock (ms; an application's head held by
+     * another writer) gives up its batch, which is retried: its process's group commit is not
+     * held by one application's holder. Above LEDGER_IDLE_TIMEOUT_MS, so a writer queued behind a
+     * frozen one gets the head when the server ends that one's session, without failing first.
+     */
+    LEDGER_LOCK_TIMEOUT_MS: int(5_000, 100),
     /** Longest a transaction waits for a free pool connection (ms) before answering UNAVAILABLE. */
     DB_ACQUIRE_TIMEOUT_MS: int(5_000, 1),
     /** PostgreSQL cancels a web process's statement running longer than this (ms; 0 = no limit). */
@@ -296,6 +315,16 @@ const schema = z
         code: 'custom',
         path: ['HTTP_REQUEST_TIMEOUT_MS'],
         message: `must be 0 or at least HTTP_HEADERS_TIMEOUT_MS (${env.HTTP_HEADERS_TIMEOUT_MS})`,
+      });
+    }
+    if (env.JOB_STALL_CHECK_MS > env.JOB_LOCK_MS) {
+      ctx.addIssue({ code: 'custom', path: ['JOB_STALL_CHECK_MS'], message: `must be at most JOB_LOCK_MS (${env.JOB_LOCK_MS})` });
+    }
+    if (env.LEDGER_LOCK_TIMEOUT_MS <= env.LEDGER_IDLE_TIMEOUT_MS) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['LEDGER_LOCK_TIMEOUT_MS'],
+        message: `must be above LEDGER_IDLE_TIMEOUT_MS (${env.LEDGER_IDLE_TIMEOUT_MS}): a writer behind a frozen one would fail before the server frees the head`,
       });
     }
     if (env.FILE_STORAGE === 's3' && !env.S3_BUCKET)

@@ -1,5 +1,5 @@
 import { DelayedError, UnrecoverableError, Worker, type Job, type WorkerOptions } from 'bullmq';
-import type { QueueName } from '../src/config.js';
+import type { Config, QueueName } from '../src/config.js';
 import type { Deps } from '../src/deps.js';
 import { describeItemFault, isPermanentItemFault } from '../src/errors.js';
 import { JOBS, queuePrefix, type JobData } from '../src/queues.js';
@@ -27,6 +27,25 @@ export interface WorkerHost {
   services: WorkerServices;
   /** Stops taking jobs, lets running ones finish (bounded by SHUTDOWN_TIMEOUT_MS), closes. */
   close(): Promise<void>;
+}
+
+/**
+ * How a job's lock is kept and a dead worker's jobs are found (docs/OPERATIONS.md, "Job locks"):
+ * the lock lasts JOB_LOCK_MS; every JOB_STALL_CHECK_MS one worker moves the active jobs whose
+ * lock has lapsed back to waiting. A killed worker's jobs run again within about JOB_LOCK_MS +
+ * JOB_STALL_CHECK_MS. The lock is renewed every quarter of JOB_LOCK_MS (BullMQ's default is
+ * every half, checked every quarter): a live worker loses its jobs to another (run twice,
+ * safely) only when its event loop is held for about three quarters of JOB_LOCK_MS, not half.
+ */
+export function jobLockOptions(config: Pick<Config, 'JOB_LOCK_MS' | 'JOB_STALL_CHECK_MS'>): Partial<WorkerOptions> {
+  return {
+    lockDuration: config.JOB_LOCK_MS,
+    lockRenewTime: config.JOB_LOCK_MS / 4,
+    stalledInterval: config.JOB_STALL_CHECK_MS,
+    // Every job is idempotent, so one taken over from a crashed worker is safe to run again;
+    // BullMQ's default (1) would fail a job outright the second time its worker dies under it.
+    maxStalledCount: 5,
+  };
 }
 
 /** Starts one BullMQ worker per processor; each re-parses its payload against the job catalog. */
@@ -66,11 +85,7 @@ export function startWorkerHost(deps: Deps, defs: AnyProcessorDef[]): WorkerHost
         connection,
         prefix: queuePrefix(deps.config.REDIS_PREFIX),
         concurrency: deps.config.WORKER_CONCURRENCY,
-        lockDuration: deps.config.JOB_LOCK_MS,
-        stalledInterval: deps.config.JOB_LOCK_MS,
-        // Every job is idempotent, so one taken over from a crashed worker is safe to run again;
-        // BullMQ's default (1) would fail a job outright the second time its worker dies under it.
-        maxStalledCount: 5,
+        ...jobLockOptions(deps.config),
         autorun: true,
         // Names the worker's blocking connection (`workers/ledger` in the outage log lines).
         name: def.queue,

@@ -57,6 +57,7 @@ export const ledgerProcessor: ProcessorDef<'ledger'> = {
       const write = writeEvents(
         deps.sql,
         items.map((p) => p.event),
+        { idleMs: deps.config.LEDGER_IDLE_TIMEOUT_MS, lockMs: deps.config.LEDGER_LOCK_TIMEOUT_MS },
       );
       const bound = deps.config.LEDGER_WRITE_DEADLINE_MS;
       const committed = await (bound > 0 ? withDeadline(write, bound, 'PostgreSQL') : write);

@@ -40,11 +40,25 @@ export const CREATED_AT_ISO = `to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-D
  * batches spanning the same applications cannot deadlock. Holding the lock costs one short
  * transaction per batch, not per event, which is why this worker group-commits.
  */
-export async function writeEvents(sql: Sql, events: LedgerEvent[]): Promise<CommittedEvent[]> {
+export async function writeEvents(sql: Sql, events: LedgerEvent[], hold?: HoldBounds): Promise<CommittedEvent[]> {
   const unique = uniqueEvents(events);
   const prepared = prepareEvents(unique);
-  const committed = await transaction(sql, (tx) => insertPrepared(tx, prepared));
+  const committed = await transaction(sql, (tx) => insertPrepared(tx, prepared, hold));
   return completeCommitted(sql, unique, committed);
+}
+
+/**
+ * How long one ledger transaction may hold, or wait for, an application's head (ms). A writer
+ * frozen inside its transaction (a GC pause, SIGSTOP, a paused VM) would otherwise hold the
+ * head, and every write of that application, until the session-wide idle timeout. `idleMs`:
+ * the server ends the session idle inside the transaction this long, which rolls it back — a
+ * writer that wakes after it finds its connection closed and its COMMIT failed, never
+ * committed. `lockMs`: a writer waiting for a lock this long gives up (55P03) and its batch is
+ * retried. Absent, the session's own settings apply.
+ */
+export interface HoldBounds {
+  idleMs: number;
+  lockMs: number;
 }
 
 /**
@@ -157,10 +171,16 @@ function eventCtes(sql: Sql | Tx, appId: string, p: PreparedApp, keep: postgres.
     )`;
 }
 
-async function insertPrepared(tx: Tx, perApp: Map<string, PreparedApp>): Promise<CommittedEvent[]> {
+async function insertPrepared(tx: Tx, perApp: Map<string, PreparedApp>, hold?: HoldBounds): Promise<CommittedEvent[]> {
   const appIds = [...perApp.keys()];
   if (appIds.length === 0) return [];
   const out: CommittedEvent[] = [];
+  // Local to this transaction, and first in its pipeline: in force before any head is locked.
+  const bounded = hold
+    ? tx`SELECT set_config('idle_in_transaction_session_timeout', ${typed.text(tx, String(hold.idleMs))}, true),
+                set_config('lock_timeout', ${typed.text(tx, String(hold.lockMs))}, true)`
+    : undefined;
+  bounded?.catch(() => {});
   // Sent together (postgres.js pipelines them on the one connection): the head rows must
   // exist before the first UPDATE, and nothing needs the answer of the INSERT in between.
   const heads = tx`INSERT INTO ledger_heads (app_id) SELECT unnest(${appIds}::uuid[]) ORDER BY 1 ON CONFLICT DO NOTHING`;
@@ -187,9 +207,12 @@ async function insertPrepared(tx: Tx, perApp: Map<string, PreparedApp>): Promise
       out.push(...inserted);
     }
   } catch (err) {
-    await heads; // its own failure, if it failed, is the one to report
+    // Their own failure, if one failed, is the one to report.
+    await bounded;
+    await heads;
     throw err;
   }
+  await bounded;
   await heads;
   return out;
 }

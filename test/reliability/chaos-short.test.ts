@@ -12,7 +12,7 @@ import { SCENARIOS } from '../../chaos/scenarios.js';
  * (vitest.config.ts).
  */
 describe('chaos (short)', () => {
-  // Thirteen scenarios of 10–40 s each, plus start-up and drains: 3–5 minutes alone.
+  // Fourteen scenarios of 10–40 s each, plus start-up and drains: 3–5 minutes alone.
   it('loses, doubles and skips nothing through process kills, Redis and PostgreSQL crashes, connection faults, a silent platform and a poisonous neighbour', {
     timeout: 1_200_000,
   }, async () => {
