@@ -480,7 +480,7 @@ export interface paths {
         /** This application's live portal sessions and unused sign-in links */
         get: operations["listPortalSessions"];
         put?: never;
-        /** A one-time developer-portal sign-in URL for this application, limited to the chosen areas */
+        /** A one-time developer-portal sign-in URL for this application, limited to the chosen areas and to the caller's scopes */
         post: operations["createPortalSession"];
         /** End every portal session and unused sign-in link of this application */
         delete: operations["revokePortalSessions"];
@@ -6740,6 +6740,7 @@ export interface operations {
                         data: {
                             id: string;
                             areas: ("all" | "webhooks")[];
+                            scopes: ("events:read" | "events:write" | "users:read" | "users:write" | "admin")[];
                             created_by_key_id: string | null;
                             created_at: string;
                             /** @description when the sign-in link was used; null while unused */
@@ -6855,6 +6856,8 @@ export interface operations {
                      *     ]
                      */
                     areas?: ("all" | "webhooks")[];
+                    /** @description the session's scopes, none beyond the caller's; default: the caller's, as far as the areas use them */
+                    scopes?: ("events:read" | "events:write" | "users:read" | "users:write" | "admin")[];
                     /** Format: uri */
                     return_url?: string;
                     theme?: {
@@ -6879,6 +6882,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         url: string;
+                        /** @description what the session will hold */
+                        scopes: ("events:read" | "events:write" | "users:read" | "users:write" | "admin")[];
                         expires_at: string;
                     };
                 };
@@ -7308,6 +7313,8 @@ export interface operations {
                         application_id: string;
                         application_name: string;
                         areas: ("all" | "webhooks")[];
+                        /** @description what the session may do: never more than the key that made it */
+                        scopes: ("events:read" | "events:write" | "users:read" | "users:write" | "admin")[];
                         theme: {
                             accent_color?: string;
                             logo_url?: string;
@@ -7388,6 +7395,8 @@ export interface operations {
                         application_id: string;
                         application_name: string;
                         areas: ("all" | "webhooks")[];
+                        /** @description what the session may do: never more than the key that made it */
+                        scopes: ("events:read" | "events:write" | "users:read" | "users:write" | "admin")[];
                         theme: {
                             accent_color?: string;
                             logo_url?: string;
