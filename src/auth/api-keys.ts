@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { bumpStamp, type ChangeStamps } from '../change-stamps.js';
 import type { Sql } from '../db.js';
 import { fail, ok, type Result } from '../errors.js';
+import type { EventScope } from '../ledger/event-scope.js';
 import { grantScopes, type Maker, type Scope } from './scopes.js';
 
 /** Who is calling: the resolved key, its application and its scopes. */
@@ -14,6 +15,8 @@ export interface Principal {
   portalSessionId?: string;
   /** When the credential stops working by itself (a portal session's end): open streams end then. */
   expiresAt?: Date;
+  /** A scoped portal session's part of the ledger: every read, stream, subscription and replay it makes is confined to it. */
+  eventScope?: EventScope;
 }
 
 const KEY_PREFIX = 'gw_';

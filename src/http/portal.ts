@@ -2,6 +2,7 @@ import type { Request, Response } from 'express';
 import { z } from 'zod';
 import { scopeSchema } from '../auth/scopes.js';
 import { AppError, unwrap } from '../errors.js';
+import { storedScope } from '../ledger/event-scope.js';
 import { PORTAL_AREAS } from '../portal/areas.js';
 import {
   createSignIn,
@@ -21,11 +22,14 @@ import {
 import type { Api } from './api.js';
 import type { RouteContext } from './routes.js';
 
+const scopeOut = z.object({ channels: z.array(z.string()).optional(), event_types: z.array(z.string()).optional() });
+
 const sessionOut = z.object({
   application_id: z.string(),
   application_name: z.string(),
   areas: z.array(z.enum(PORTAL_AREAS)),
   scopes: z.array(scopeSchema).describe('what the session may do: never more than the key that made it'),
+  scope: scopeOut.nullable().describe('the channels and event types it is confined to; null: the whole application'),
   theme: z.object({ accent_color: z.string().optional(), logo_url: z.string().optional() }),
   return_url: z.string().nullable(),
   csrf_token: z.string().describe('send as X-CSRF-Token on every state-changing request'),
@@ -37,6 +41,7 @@ const sessionBody = (s: PortalSession, secret: string) => ({
   application_name: s.appName,
   areas: s.areas,
   scopes: s.scopes,
+  scope: storedScope(s.eventScope),
   theme: s.theme,
   return_url: s.returnUrl,
   csrf_token: csrfToken(secret),
@@ -87,6 +92,7 @@ export function registerPortalRoutes(api: Api, { deps, web }: RouteContext): voi
           keyId: principal.keyId,
           areas: body.areas,
           scopes: body.scopes,
+          eventScope: body.scope,
           returnUrl: body.return_url,
           theme: body.theme,
           expiresInSeconds: body.expires_in_seconds,
@@ -115,6 +121,7 @@ export function registerPortalRoutes(api: Api, { deps, web }: RouteContext): voi
               id: z.string(),
               areas: z.array(z.enum(PORTAL_AREAS)),
               scopes: z.array(scopeSchema),
+              scope: scopeOut.nullable(),
               created_by_key_id: z.string().nullable(),
               created_at: z.string(),
               exchanged_at: z.string().nullable().describe('when the sign-in link was used; null while unused'),

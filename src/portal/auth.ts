@@ -43,6 +43,7 @@ export async function authenticateRequest(
     appId: session.appId,
     keyId: session.sessionId,
     scopes: session.scopes,
+    eventScope: session.eventScope,
     portalSessionId: session.sessionId,
     expiresAt: session.expiresAt,
   });

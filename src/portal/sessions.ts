@@ -6,6 +6,7 @@ import type { Sql } from '../db.js';
 import { fail, ok, type Result } from '../errors.js';
 import { deleteInBatches } from '../retention/batched-delete.js';
 import { grantScopes, type Maker, type Scope, scopeSchema, SCOPES } from '../auth/scopes.js';
+import { type EventScope, eventScopeSchema, scopeFromStored, storedScope } from '../ledger/event-scope.js';
 import { PORTAL_AREAS, portalAreaSchema, type PortalArea, scopesWithin } from './areas.js';
 
 /** How long a browser session lasts after its sign-in link is exchanged: fixed, not sliding, so no request has to write. */
@@ -56,6 +57,11 @@ export const signInInput = (production: boolean) =>
       .max(SCOPES.length)
       .optional()
       .describe("the session's scopes, none beyond the caller's; default: the caller's, as far as the areas use them"),
+    scope: eventScopeSchema
+      .optional()
+      .describe(
+        'confine the session to these channels and/or event types (areas events and webhooks only): for embedding it for one of your customers',
+      ),
     return_url: embedUrl(production).optional(),
     theme: themeSchema(production).optional(),
     expires_in_seconds: z.number().int().min(60).max(3600).default(600).describe('how long the sign-in link works'),
@@ -68,6 +74,8 @@ export interface SignInRequest {
   areas: PortalArea[];
   /** The scopes asked for; default: all the maker's. */
   scopes?: readonly Scope[];
+  /** The part of the ledger the session is confined to; none: the whole application's (for your own team). */
+  eventScope?: EventScope;
   returnUrl?: string;
   theme?: PortalTheme;
   expiresInSeconds: number;
@@ -91,10 +99,15 @@ export async function createSignIn(
     return fail('VALIDATION_ERROR', `None of these scopes is used in the ${areas.join(', ')} area`, [
       { path: ['scopes'], message: 'no scope the areas use' },
     ]);
+  // The whole API cannot be confined (users, connections, keys, GraphQL): a scope opens only what can.
+  if (input.eventScope && areas.includes('all'))
+    return fail('VALIDATION_ERROR', 'A scoped session opens the events and webhooks areas only, not all', [
+      { path: ['areas'], message: 'all cannot be confined to a scope' },
+    ]);
   const token = TOKEN_PREFIX + randomBytes(32).toString('base64url');
   const [row] = await sql<{ id: string; token_expires_at: Date }[]>`
-    INSERT INTO portal_sessions (app_id, created_by_key_id, areas, scopes, theme, return_url, token_hash, token_expires_at)
-    VALUES (${input.appId}, ${input.keyId ?? null}, ${areas}, ${scopes}, ${sql.json(input.theme ?? {})},
+    INSERT INTO portal_sessions (app_id, created_by_key_id, areas, scopes, event_scope, theme, return_url, token_hash, token_expires_at)
+    VALUES (${input.appId}, ${input.keyId ?? null}, ${areas}, ${scopes}, ${input.eventScope ? sql.json(storedScope(input.eventScope)!) : null}, ${sql.json(input.theme ?? {})},
             ${input.returnUrl ?? null}, ${sha256(token)}, now() + ${input.expiresInSeconds} * interval '1 second')
     RETURNING id, token_expires_at`;
   return ok({ id: row.id, token, expiresAt: row.token_expires_at, scopes });
@@ -111,6 +124,8 @@ export interface PortalSession {
   areas: PortalArea[];
   /** What it may do: its maker's scopes (or fewer), within its areas. */
   scopes: Scope[];
+  /** The part of the ledger it sees, when it was minted for one of the application's customers. */
+  eventScope?: EventScope;
   theme: PortalTheme;
   returnUrl: string | null;
   expiresAt: Date;
@@ -122,6 +137,7 @@ type SessionRow = {
   app_name: string;
   areas: PortalArea[];
   scopes: Scope[];
+  event_scope: { channels?: string[]; event_types?: string[] } | null;
   theme: PortalTheme;
   return_url: string | null;
   expires_at: Date;
@@ -133,6 +149,7 @@ const toSession = (r: SessionRow): PortalSession => ({
   appName: r.app_name,
   areas: r.areas,
   scopes: r.scopes,
+  eventScope: scopeFromStored(r.event_scope),
   theme: r.theme,
   returnUrl: r.return_url,
   expiresAt: r.expires_at,
@@ -155,7 +172,7 @@ export async function exchangeSignIn(sql: Sql, token: string): Promise<Result<{ 
     WHERE s.token_hash = ${sha256(token)} AND a.id = s.app_id
       AND s.token_expires_at > now() AND s.revoked_at IS NULL
       AND (s.created_by_key_id IS NULL OR EXISTS (SELECT 1 FROM api_keys k WHERE k.id = s.created_by_key_id AND k.revoked_at IS NULL))
-    RETURNING s.id, s.app_id, a.name AS app_name, s.areas, s.scopes, s.theme, s.return_url, s.expires_at`;
+    RETURNING s.id, s.app_id, a.name AS app_name, s.areas, s.scopes, s.event_scope, s.theme, s.return_url, s.expires_at`;
   if (!row) return fail('UNAUTHORIZED', REFUSED);
   return ok({ session: toSession(row), secret });
 }
@@ -170,7 +187,7 @@ export async function sessionBySecret(sql: Sql, stamps: ChangeStamps, secret: st
   const hash = sha256(secret);
   const lookup = async () => {
     const [row] = await sql<SessionRow[]>`
-      SELECT s.id, s.app_id, a.name AS app_name, s.areas, s.scopes, s.theme, s.return_url, s.expires_at
+      SELECT s.id, s.app_id, a.name AS app_name, s.areas, s.scopes, s.event_scope, s.theme, s.return_url, s.expires_at
       FROM portal_sessions s JOIN applications a ON a.id = s.app_id
       WHERE s.session_hash = ${hash} AND s.revoked_at IS NULL AND s.expires_at > now()
         AND (s.created_by_key_id IS NULL OR EXISTS (SELECT 1 FROM api_keys k WHERE k.id = s.created_by_key_id AND k.revoked_at IS NULL))`;
@@ -200,6 +217,8 @@ export interface SessionRecord {
   id: string;
   areas: PortalArea[];
   scopes: Scope[];
+  /** The channels and event types it is confined to; null: the whole application. */
+  scope: { channels?: string[]; event_types?: string[] } | null;
   /** The key that minted it; null when the operator CLI did. */
   created_by_key_id: string | null;
   created_at: Date;
@@ -212,7 +231,7 @@ export interface SessionRecord {
 /** An application's live sessions and unused sign-in links, newest first; never a token or cookie. */
 export async function listSessions(sql: Sql, appId: string): Promise<SessionRecord[]> {
   return sql<SessionRecord[]>`
-    SELECT id, areas, scopes, created_by_key_id, created_at, exchanged_at, coalesce(expires_at, token_expires_at) AS expires_at
+    SELECT id, areas, scopes, event_scope AS scope, created_by_key_id, created_at, exchanged_at, coalesce(expires_at, token_expires_at) AS expires_at
       FROM portal_sessions
      WHERE app_id = ${appId} AND revoked_at IS NULL AND coalesce(expires_at, token_expires_at) > now()
      ORDER BY created_at DESC, id
