@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../helpers/cli.js';
 import { asSession as asSessionOf, exchangeLink, type SignedIn } from '../helpers/portal.js';
 import { openSse, take } from '../helpers/sse.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
@@ -121,6 +122,17 @@ describe('minting a scoped portal session', () => {
     expect(si.body.scope).toEqual({ channels: ['acme'] });
     expect(si.body.areas).toEqual(['webhooks', 'events']);
     expect(si.body.scopes).toEqual(['events:read', 'admin']);
+  });
+
+  it('from the operator CLI with --channels, for the events and webhooks areas only', async () => {
+    const open = await runCli(s.env, ['portal', 'open', '--app', app.appId, '--areas', 'events', '--channels', 'acme']);
+    expect(open.code, open.stderr).toBe(0);
+    const si = await exchangeLink(s, JSON.parse(open.stdout).url);
+    expect(si.body.scope).toEqual({ channels: ['acme'] });
+    expect((await asSession(si, 'GET', '/v1/events')).json.data.map((e: { id: string }) => e.id)).toEqual(ids.acme);
+    const all = await runCli(s.env, ['portal', 'open', '--app', app.appId, '--channels', 'acme']);
+    expect(all.code).not.toBe(0);
+    expect(all.stdout).toBe('');
   });
 });
 
