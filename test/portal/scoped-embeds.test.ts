@@ -101,6 +101,34 @@ describe('channels on events', () => {
   });
 });
 
+describe("webhook subscriptions' channels", () => {
+  it('select events on REST and GraphQL: replay queues those channels only', async () => {
+    const made = await s.gql(
+      app,
+      `mutation { createWebhookSubscription(name: "globex", targetUrl: "${rx.url}/globex", eventPatterns: ["order.*"], channels: ["globex"]) { id channels } }`,
+    );
+    expect(made.json.errors).toBeUndefined();
+    const sub = made.json.data.createWebhookSubscription;
+    expect(sub.channels).toEqual(['globex']);
+    const replay = await s.request('POST', `/v1/webhook-subscriptions/${sub.id}/replay`, {
+      auth: app,
+      body: { since: '2000-01-01T00:00:00Z' },
+    });
+    expect(replay.status, replay.text).toBe(202);
+    expect(replay.json.queued).toBe(ids.globex.length);
+    const cleared = await s.request('PATCH', `/v1/webhook-subscriptions/${sub.id}`, {
+      auth: app,
+      body: { channels: null, status: 'PAUSED' },
+    });
+    expect(cleared.json.channels).toBeNull();
+    const bad = await s.request('POST', '/v1/webhook-subscriptions', {
+      auth: app,
+      body: { name: 'x', target_url: rx.url, event_patterns: ['*'], channels: ['no spaces'] },
+    });
+    expect(bad.status).toBe(400);
+  });
+});
+
 describe('minting a scoped portal session', () => {
   it('takes channels and/or event-type patterns, for the events and webhooks areas only', async () => {
     const [{ n: before }] = await s.deps.sql`SELECT count(*)::int AS n FROM portal_sessions`;
