@@ -8,13 +8,14 @@
  *   dead requeue --queue Q JOB_ID           → {"queue","id","result":"requeued"}
  *   dead requeue --queue Q --all [--limit N] → {"queue","requeued":N}
  *   dead discard --queue Q JOB_ID           → {"queue","id","result":"discarded"}
- *   portal open --app APP_ID [--areas all|webhooks] → {"url","expires_at"} (a one-time sign-in URL)
+ *   portal open --app APP_ID [--areas all|webhooks|events] [--scopes a,b] [--channels a,b] → {"url","scopes","expires_at"} (a one-time sign-in URL; --channels confines it to them)
  *   portal revoke --app APP_ID              → {"app_id","revoked":N} (ends its portal sessions)
  */
 import { parseArgs } from 'node:util';
 import { createApplication, listApplications, applicationExists } from './apps/applications.js';
 import { createApiKey, isUuid, revokeApiKey } from './auth/api-keys.js';
-import { parseScopeList } from './auth/scopes.js';
+import { OPERATOR, parseScopeList } from './auth/scopes.js';
+import { eventScopeSchema } from './ledger/event-scope.js';
 import { portalAreaSchema } from './portal/areas.js';
 import { createSignIn, revokeAllSessions, signInUrl } from './portal/sessions.js';
 import { loadConfig } from './config.js';
@@ -33,7 +34,7 @@ const USAGE = `usage:
   cli dead requeue --queue Q JOB_ID
   cli dead requeue --queue Q --all [--limit N]
   cli dead discard --queue Q JOB_ID
-  cli portal open --app APP_ID [--areas all|webhooks]
+  cli portal open --app APP_ID [--areas all|webhooks|events] [--scopes a,b] [--channels a,b]
   cli portal revoke --app APP_ID`;
 
 function die(message: string): never {
@@ -51,6 +52,7 @@ const { values, positionals } = parseArgs({
     limit: { type: 'string' },
     all: { type: 'boolean' },
     areas: { type: 'string' },
+    channels: { type: 'string' },
   },
   allowPositionals: true,
   strict: true,
@@ -105,7 +107,9 @@ try {
   } else if (noun === 'key' && verb === 'create') {
     if (!values.app || !isUuid(values.app) || !(await applicationExists(sql, values.app)))
       die(`key create needs --app with an existing application id`);
-    const key = await createApiKey(sql, values.app, scopes);
+    const made = await createApiKey(sql, OPERATOR, values.app, scopes);
+    if (!made.ok) die(made.error.message);
+    const key = made.value;
     print({ key_id: key.keyId, api_key: key.apiKey, scopes });
   } else if (noun === 'portal' && (verb === 'open' || verb === 'revoke')) {
     if (!values.app || !isUuid(values.app) || !(await applicationExists(sql, values.app)))
@@ -115,10 +119,20 @@ try {
     } else {
       const areas = (values.areas ?? 'all').split(',').map((a) => portalAreaSchema.safeParse(a.trim()));
       const valid = areas.flatMap((a) => (a.success ? [a.data] : []));
-      if (valid.length !== areas.length) die('--areas must be all, webhooks, or both comma-separated');
+      if (valid.length !== areas.length) die('--areas must be all, or webhooks and/or events, comma-separated');
+      const scope = values.channels === undefined ? undefined : eventScopeSchema.safeParse({ channels: values.channels.split(',') });
+      if (scope && !scope.success) die(`--channels: ${scope.error.issues[0]?.message}`);
       // The operator's link is tied to no key: it ends by expiry or `portal revoke`.
-      const link = await createSignIn(sql, { appId: values.app, areas: valid, expiresInSeconds: 600 });
-      print({ url: signInUrl(config.PUBLIC_BASE_URL, link.token), expires_at: link.expiresAt.toISOString() });
+      const made = await createSignIn(sql, OPERATOR, {
+        appId: values.app,
+        areas: valid,
+        scopes,
+        eventScope: scope?.data,
+        expiresInSeconds: 600,
+      });
+      if (!made.ok) die(made.error.message);
+      const link = made.value;
+      print({ url: signInUrl(config.PUBLIC_BASE_URL, link.token), scopes: link.scopes, expires_at: link.expiresAt.toISOString() });
     }
   } else if (noun === 'dead') {
     await deadLetters(verb, arg);

@@ -29,6 +29,8 @@ export const ledgerEventSchema = z.object({
   conversation_id: uuid.nullish(),
   platform_connection_id: uuid.nullish(),
   validation_errors: z.array(json).nullish(),
+  /** Tags readers and subscriptions select by (src/ledger/event-scope.ts); checked where the event is made. */
+  channels: z.array(z.string().max(64)).max(20).optional(),
 });
 export type LedgerEvent = z.infer<typeof ledgerEventSchema>;
 

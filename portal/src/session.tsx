@@ -12,8 +12,8 @@ export function useSession(): Session {
 
 /** The portal's areas and which session areas open them (mirrors the API's own area check). */
 export const AREAS = [
-  { path: '/live', label: 'Live events', needs: 'all' },
-  { path: '/explore', label: 'Explore', needs: 'all' },
+  { path: '/live', label: 'Live events', needs: 'events' },
+  { path: '/explore', label: 'Explore', needs: 'events' },
   { path: '/webhooks', label: 'Webhooks', needs: 'webhooks' },
   { path: '/connections', label: 'Connections', needs: 'all' },
   { path: '/users', label: 'Users', needs: 'all' },

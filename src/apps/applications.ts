@@ -1,6 +1,7 @@
 import type { Sql } from '../db.js';
 import { createApiKey } from '../auth/api-keys.js';
-import type { Scope } from '../auth/scopes.js';
+import { OPERATOR, type Scope } from '../auth/scopes.js';
+import { unwrap } from '../errors.js';
 
 export interface Application {
   id: string;
@@ -15,7 +16,8 @@ export async function createApplication(
   scopes: Scope[],
 ): Promise<{ appId: string; keyId: string; apiKey: string }> {
   const [app] = await sql<{ id: string }[]>`INSERT INTO applications (name) VALUES (${name}) RETURNING id`;
-  const key = await createApiKey(sql, app.id, scopes);
+  // Only the operator creates applications; their first key is theirs to scope.
+  const key = unwrap(await createApiKey(sql, OPERATOR, app.id, scopes));
   return { appId: app.id, ...key };
 }
 

@@ -2,7 +2,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import { bumpStamp, type ChangeStamps } from '../change-stamps.js';
 import type { Sql } from '../db.js';
 import { fail, ok, type Result } from '../errors.js';
-import type { Scope } from './scopes.js';
+import type { EventScope } from '../ledger/event-scope.js';
+import { grantScopes, type Maker, type Scope } from './scopes.js';
 
 /** Who is calling: the resolved key, its application and its scopes. */
 export interface Principal {
@@ -14,6 +15,8 @@ export interface Principal {
   portalSessionId?: string;
   /** When the credential stops working by itself (a portal session's end): open streams end then. */
   expiresAt?: Date;
+  /** A scoped portal session's part of the ledger: every read, stream, subscription and replay it makes is confined to it. */
+  eventScope?: EventScope;
 }
 
 const KEY_PREFIX = 'gw_';
@@ -22,12 +25,19 @@ function hashKey(key: string): Buffer {
   return createHash('sha256').update(key).digest();
 }
 
-/** Creates a key; the plain value is returned here once and never stored. */
+/**
+ * Creates a key of `appId` holding `requested`, if its maker holds them all (src/auth/scopes.ts:
+ * no credential outranks its maker); the plain value is returned here once and never stored.
+ */
 export async function createApiKey(
   sql: Sql,
+  maker: Maker,
   appId: string,
-  scopes: Scope[],
-): Promise<{ keyId: string; apiKey: string; record: ApiKeyRecord }> {
+  requested: readonly Scope[],
+): Promise<Result<{ keyId: string; apiKey: string; record: ApiKeyRecord }>> {
+  const granted = grantScopes(maker, requested);
+  if (!granted.ok) return granted;
+  const scopes = granted.value;
   const apiKey = KEY_PREFIX + randomBytes(32).toString('base64url');
   const [row] = await sql<Pick<ApiKeyRecord, 'id' | 'key_prefix' | 'scopes' | 'created_at'>[]>`
     INSERT INTO api_keys (app_id, key_hash, key_prefix, scopes)
@@ -35,7 +45,7 @@ export async function createApiKey(
     RETURNING id, key_prefix, scopes, created_at`;
   // A new key is neither used nor revoked (and the columns the first migrations had suffice:
   // applications are created on older schemas by the migration tests).
-  return { keyId: row.id, apiKey, record: { ...row, last_used_at: null, revoked_at: null } };
+  return ok({ keyId: row.id, apiKey, record: { ...row, last_used_at: null, revoked_at: null } });
 }
 
 /**

@@ -3,7 +3,8 @@ import { firstRange, pageSize, parseInput } from './results.js';
 import { createCustomEvent, createEventInput } from '../ledger/create-event.js';
 import { decodeCursor } from '../ledger/cursor.js';
 import { createEventSchema, eventSchemaInput } from '../ledger/event-schemas.js';
-import { getEvent, listEvents, type EventFilters } from '../ledger/read.js';
+import { channelsSchema } from '../ledger/event-scope.js';
+import { getEvent, readEventPage, type EventFilters } from '../ledger/read.js';
 import { toEventNode, type EventNode } from '../ledger/shape.js';
 import type { GqlContext } from './context.js';
 import type { GraphqlModule } from './schema.js';
@@ -16,6 +17,7 @@ interface EventsArgs {
     payload?: { path: string; equals?: unknown; gt?: number; gte?: number; lt?: number; lte?: number };
     hasEdge?: { edgeType?: string; targetNodeId?: { equals?: string } };
     conversationId?: string;
+    channels?: string[];
   };
   first?: number;
   after?: string;
@@ -42,6 +44,8 @@ export const eventsModule: GraphqlModule = {
       id: ID!
       appId: ID!
       eventType: String!
+      "Tags it was written with, to select it by."
+      channels: [String!]!
       payload: JSON!
       edges: [Edge!]!
       attachments: JSON!
@@ -79,6 +83,8 @@ export const eventsModule: GraphqlModule = {
       payload: PayloadFilter
       hasEdge: HasEdgeFilter
       conversationId: ID
+      "Events carrying any of these channels."
+      channels: [String!]
     }
 
     input EdgeInput {
@@ -103,14 +109,14 @@ export const eventsModule: GraphqlModule = {
     }
 
     extend type Mutation {
-      createEvent(eventType: String!, payload: JSON, edges: [EdgeInput!], originEventId: ID): Event!
+      createEvent(eventType: String!, payload: JSON, edges: [EdgeInput!], originEventId: ID, channels: [String!]): Event!
       createEventSchema(name: String!, description: String, jsonSchema: JSON!, enforceValidation: Boolean = false): EventSchema!
     }
   `,
   resolvers: {
     Query: {
       events: async (_root, args: EventsArgs, ctx: GqlContext) => {
-        const { appId } = ctx.need('events:read');
+        const { appId, eventScope } = ctx.need('events:read');
         const first = pageSize(args.first, MAX_FIRST);
         const f = args.filters ?? {};
         const filters: EventFilters = {
@@ -121,29 +127,30 @@ export const eventsModule: GraphqlModule = {
             ? { edgeType: f.hasEdge.edgeType ?? undefined, targetNodeId: f.hasEdge.targetNodeId?.equals ?? undefined }
             : undefined,
           conversationId: f.conversationId ?? undefined,
+          channels: f.channels ? parseInput(channelsSchema, f.channels) : undefined,
+          scope: eventScope,
         };
         if (filters.payload && !/^[^.]+(\.[^.]+)*$/.test(filters.payload.path)) {
           throw new AppError('VALIDATION_ERROR', 'payload.path must be dotted field names like "order.total"', [
             { path: ['filters', 'payload', 'path'], message: 'invalid path' },
           ]);
         }
-        const rows = await listEvents(ctx.deps.sql, appId, filters, first + 1);
-        const page = rows.slice(0, first).map(toEventNode);
+        const page = await readEventPage(ctx.deps.sql, appId, filters, first);
         return {
-          edges: page.map((node) => ({ cursor: node.cursor, node })),
-          pageInfo: { hasNextPage: rows.length > first, endCursor: page.at(-1)?.cursor ?? null },
+          edges: page.data.map(toEventNode).map((node) => ({ cursor: node.cursor, node })),
+          pageInfo: { hasNextPage: page.hasMore, endCursor: page.next?.cursor ?? null },
         };
       },
       event: async (_root, args: { id: string }, ctx: GqlContext) => {
-        const { appId } = ctx.need('events:read');
-        const e = await getEvent(ctx.deps.sql, appId, args.id);
+        const { appId, eventScope } = ctx.need('events:read');
+        const e = await getEvent(ctx.deps.sql, appId, args.id, eventScope);
         return e ? toEventNode(e) : null;
       },
     },
     Event: {
       originEvent: async (node: EventNode, _args, ctx: GqlContext) => {
         if (!node.originEventId) return null;
-        const e = await getEvent(ctx.deps.sql, ctx.principal.appId, node.originEventId);
+        const e = await getEvent(ctx.deps.sql, ctx.principal.appId, node.originEventId, ctx.principal.eventScope);
         return e ? toEventNode(e) : null;
       },
     },
@@ -155,6 +162,7 @@ export const eventsModule: GraphqlModule = {
           payload?: Record<string, unknown>;
           edges?: { edgeType: string; targetNodeType: string; targetNodeId: string }[];
           originEventId?: string;
+          channels?: string[];
         },
         ctx: GqlContext,
       ) => {
@@ -168,6 +176,7 @@ export const eventsModule: GraphqlModule = {
             target_node_id: e.targetNodeId,
           })),
           origin_event_id: args.originEventId ?? null,
+          channels: args.channels ?? [],
         });
         const outcome = unwrap(await createCustomEvent(ctx.deps, ctx.web, appId, input));
         if (!outcome.committed)

@@ -24,6 +24,7 @@ const toNode = (s: PublicSubscription & { secret?: string }) => ({
   name: s.name,
   targetUrl: s.target_url,
   eventPatterns: s.event_patterns,
+  channels: s.channels,
   status: s.status,
   maxPerSecond: s.max_per_second,
   consecutiveFailures: s.consecutive_failures,
@@ -61,6 +62,8 @@ export const webhooksModule: GraphqlModule = {
       name: String!
       targetUrl: String!
       eventPatterns: [String!]!
+      "Only events carrying one of these channels; null = any."
+      channels: [String!]
       status: WebhookSubscriptionStatus!
       "Deliveries per second the receiver accepts; null = unthrottled."
       maxPerSecond: Int
@@ -140,8 +143,8 @@ export const webhooksModule: GraphqlModule = {
     }
 
     extend type Mutation {
-      createWebhookSubscription(name: String!, targetUrl: String!, eventPatterns: [String!]!, secret: String, maxPerSecond: Int): WebhookSubscription!
-      updateWebhookSubscription(id: ID!, name: String, targetUrl: String, eventPatterns: [String!], status: WebhookSubscriptionStatus, maxPerSecond: Int): WebhookSubscription!
+      createWebhookSubscription(name: String!, targetUrl: String!, eventPatterns: [String!]!, channels: [String!], secret: String, maxPerSecond: Int): WebhookSubscription!
+      updateWebhookSubscription(id: ID!, name: String, targetUrl: String, eventPatterns: [String!], channels: [String!], status: WebhookSubscriptionStatus, maxPerSecond: Int): WebhookSubscription!
       deleteWebhookSubscription(id: ID!): Boolean!
       testWebhookSubscription(id: ID!): WebhookTestResult!
       rotateWebhookSecret(id: ID!): WebhookSecretRotation!
@@ -171,7 +174,14 @@ export const webhooksModule: GraphqlModule = {
     Mutation: {
       createWebhookSubscription: async (
         _r,
-        args: { name: string; targetUrl: string; eventPatterns: string[]; secret?: string | null; maxPerSecond?: number | null },
+        args: {
+          name: string;
+          targetUrl: string;
+          eventPatterns: string[];
+          channels?: string[] | null;
+          secret?: string | null;
+          maxPerSecond?: number | null;
+        },
         ctx: GqlContext,
       ) => {
         const { appId } = ctx.need('admin');
@@ -181,6 +191,7 @@ export const webhooksModule: GraphqlModule = {
             name: args.name,
             target_url: args.targetUrl,
             event_patterns: args.eventPatterns,
+            channels: args.channels ?? undefined,
             secret: args.secret ?? undefined,
             max_per_second: args.maxPerSecond ?? undefined,
           }),
@@ -194,6 +205,7 @@ export const webhooksModule: GraphqlModule = {
           name?: string | null;
           targetUrl?: string | null;
           eventPatterns?: string[] | null;
+          channels?: string[] | null;
           status?: string | null;
           maxPerSecond?: number | null;
         },
@@ -206,6 +218,8 @@ export const webhooksModule: GraphqlModule = {
             name: args.name ?? undefined,
             target_url: args.targetUrl ?? undefined,
             event_patterns: args.eventPatterns ?? undefined,
+            // An explicit null selects every channel again; leaving the argument out keeps them.
+            channels: 'channels' in args ? args.channels : undefined,
             status: args.status ?? undefined,
             // An explicit null clears the throttle; leaving the argument out keeps it.
             max_per_second: 'maxPerSecond' in args ? args.maxPerSecond : undefined,

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { createApiKey, listApiKeys, revokeApiKey } from '../auth/api-keys.js';
 import { scopeSchema } from '../auth/scopes.js';
-import { AppError } from '../errors.js';
+import { AppError, unwrap } from '../errors.js';
 import type { Api } from './api.js';
 
 const keyOut = z.object({
@@ -34,11 +34,7 @@ export function registerApiKeyRoutes(api: Api): void {
     body: z.strictObject({ scopes: z.array(scopeSchema).min(1) }),
     responses: { 201: { description: 'The key, with its value', schema: keyOut.extend({ api_key: z.string() }) } },
     handler: async ({ deps, principal, body }) => {
-      const scopes = [...new Set(body.scopes)];
-      // A key cannot hand out more than it holds.
-      const beyond = scopes.filter((scope) => !principal.scopes.includes(scope));
-      if (beyond.length) throw new AppError('FORBIDDEN', `The caller lacks the scopes it tries to grant: ${beyond.join(', ')}`);
-      const key = await createApiKey(deps.sql, principal.appId, scopes);
+      const key = unwrap(await createApiKey(deps.sql, principal, principal.appId, body.scopes));
       return { status: 201, headers: { 'Cache-Control': 'no-store' }, body: { ...key.record, api_key: key.apiKey } };
     },
   });

@@ -2,7 +2,8 @@ import { z } from 'zod';
 import { unwrap } from '../errors.js';
 import { createCustomEvent, createEventInput } from '../ledger/create-event.js';
 import { decodeCursor } from '../ledger/cursor.js';
-import { getEvent, listEvents } from '../ledger/read.js';
+import { channelSchema } from '../ledger/event-scope.js';
+import { getEvent, readEventPage } from '../ledger/read.js';
 import { toRestEvent } from '../ledger/shape.js';
 import { AppError } from '../errors.js';
 import type { Api } from './api.js';
@@ -14,6 +15,7 @@ export const restEventSchema = z.object({
   id: z.string(),
   app_id: z.string(),
   event_type: z.string(),
+  channels: z.array(z.string()),
   payload: z.record(z.string(), z.unknown()),
   edges: z.array(edgeOut),
   attachments: z.array(z.unknown()),
@@ -37,6 +39,18 @@ const listQuery = z.strictObject({
     .optional(),
   conversation_id: z.string().max(100).optional(),
   user_id: z.string().max(100).optional().describe('events with an edge to this user or platform user (merges followed)'),
+  channel: z
+    .string()
+    .max(1400)
+    .transform((v, ctx) => {
+      const list = v.split(',').map((c) => c.trim());
+      const parsed = z.array(channelSchema).min(1).max(20).safeParse(list);
+      if (parsed.success) return parsed.data;
+      for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', message: issue.message });
+      return z.NEVER;
+    })
+    .optional()
+    .describe('events on any of these channels (comma-separated, at most 20)'),
 });
 
 /** Filters of GET /v1/events as the ledger's read filters. */
@@ -80,7 +94,7 @@ export function registerEventRoutes(api: Api, { web }: RouteContext): void {
     responses: {
       200: {
         description:
-          'A page; keep polling from next_cursor (as `after`) to see new events exactly once, or with order=desc page back (next_cursor as `before`)',
+          'A page (in a scoped portal session, only its events: a page may come back short, keep following next_cursor); keep polling from next_cursor (as `after`) to see new events exactly once, or with order=desc page back (next_cursor as `before`)',
         schema: z.object({ data: z.array(restEventSchema), next_cursor: z.string().optional(), has_more: z.boolean() }),
       },
     },
@@ -94,13 +108,13 @@ export function registerEventRoutes(api: Api, { web }: RouteContext): void {
         eventType: eventTypeFilter(query.event_type),
         conversationId: query.conversation_id,
         userId: query.user_id,
+        channels: query.channel,
+        scope: principal.eventScope,
       };
-      const rows = await listEvents(deps.sql, principal.appId, filters, query.limit + 1);
-      const page = rows.slice(0, query.limit);
-      const last = page.at(-1);
+      const page = await readEventPage(deps.sql, principal.appId, filters, query.limit);
       return {
         status: 200,
-        body: { data: page.map(toRestEvent), ...(last ? { next_cursor: last.cursor } : {}), has_more: rows.length > query.limit },
+        body: { data: page.data.map(toRestEvent), ...(page.next ? { next_cursor: page.next.cursor } : {}), has_more: page.hasMore },
       };
     },
   });
@@ -115,7 +129,7 @@ export function registerEventRoutes(api: Api, { web }: RouteContext): void {
     responses: { 200: { description: 'The event', schema: restEventSchema } },
     errors: ['NOT_FOUND'],
     async handler({ deps, principal, params }) {
-      const event = await getEvent(deps.sql, principal.appId, params.id);
+      const event = await getEvent(deps.sql, principal.appId, params.id, principal.eventScope);
       if (!event) throw new AppError('NOT_FOUND', `No event ${params.id}`);
       return { status: 200, body: toRestEvent(event) };
     },

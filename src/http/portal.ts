@@ -1,6 +1,8 @@
 import type { Request, Response } from 'express';
 import { z } from 'zod';
+import { scopeSchema } from '../auth/scopes.js';
 import { AppError, unwrap } from '../errors.js';
+import { storedScope } from '../ledger/event-scope.js';
 import { PORTAL_AREAS } from '../portal/areas.js';
 import {
   createSignIn,
@@ -20,10 +22,14 @@ import {
 import type { Api } from './api.js';
 import type { RouteContext } from './routes.js';
 
+const scopeOut = z.object({ channels: z.array(z.string()).optional(), event_types: z.array(z.string()).optional() });
+
 const sessionOut = z.object({
   application_id: z.string(),
   application_name: z.string(),
   areas: z.array(z.enum(PORTAL_AREAS)),
+  scopes: z.array(scopeSchema).describe('what the session may do: never more than the key that made it'),
+  scope: scopeOut.nullable().describe('the channels and event types it is confined to; null: the whole application'),
   theme: z.object({ accent_color: z.string().optional(), logo_url: z.string().optional() }),
   return_url: z.string().nullable(),
   csrf_token: z.string().describe('send as X-CSRF-Token on every state-changing request'),
@@ -34,6 +40,8 @@ const sessionBody = (s: PortalSession, secret: string) => ({
   application_id: s.appId,
   application_name: s.appName,
   areas: s.areas,
+  scopes: s.scopes,
+  scope: storedScope(s.eventScope),
   theme: s.theme,
   return_url: s.returnUrl,
   csrf_token: csrfToken(secret),
@@ -65,31 +73,35 @@ export function registerPortalRoutes(api: Api, { deps, web }: RouteContext): voi
     method: 'post',
     path: '/v1/portal/sessions',
     operationId: 'createPortalSession',
-    summary: 'A one-time developer-portal sign-in URL for this application, limited to the chosen areas',
+    summary: "A one-time developer-portal sign-in URL for this application, limited to the chosen areas and to the caller's scopes",
     scope: 'admin',
     body: signInInput(production),
     responses: {
       201: {
         description: 'The sign-in URL (the token is in its fragment) and when it stops working',
-        schema: z.object({ url: z.string(), expires_at: z.string() }),
+        schema: z.object({ url: z.string(), scopes: z.array(scopeSchema).describe('what the session will hold'), expires_at: z.string() }),
       },
     },
     handler: async ({ deps, principal, body }) => {
       // A session minting sessions would outlive its own fixed expiry; only a key (or the operator) mints.
       if (principal.portalSessionId)
         throw new AppError('FORBIDDEN', 'Portal sign-in links are created with an API key, not from the portal');
-      const link = await createSignIn(deps.sql, {
-        appId: principal.appId,
-        keyId: principal.keyId,
-        areas: body.areas,
-        returnUrl: body.return_url,
-        theme: body.theme,
-        expiresInSeconds: body.expires_in_seconds,
-      });
+      const link = unwrap(
+        await createSignIn(deps.sql, principal, {
+          appId: principal.appId,
+          keyId: principal.keyId,
+          areas: body.areas,
+          scopes: body.scopes,
+          eventScope: body.scope,
+          returnUrl: body.return_url,
+          theme: body.theme,
+          expiresInSeconds: body.expires_in_seconds,
+        }),
+      );
       return {
         status: 201,
         headers: NO_STORE,
-        body: { url: signInUrl(deps.config.PUBLIC_BASE_URL, link.token), expires_at: link.expiresAt.toISOString() },
+        body: { url: signInUrl(deps.config.PUBLIC_BASE_URL, link.token), scopes: link.scopes, expires_at: link.expiresAt.toISOString() },
       };
     },
   });
@@ -108,6 +120,8 @@ export function registerPortalRoutes(api: Api, { deps, web }: RouteContext): voi
             z.object({
               id: z.string(),
               areas: z.array(z.enum(PORTAL_AREAS)),
+              scopes: z.array(scopeSchema),
+              scope: scopeOut.nullable(),
               created_by_key_id: z.string().nullable(),
               created_at: z.string(),
               exchanged_at: z.string().nullable().describe('when the sign-in link was used; null while unused'),

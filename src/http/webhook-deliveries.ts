@@ -1,8 +1,9 @@
 import { z } from 'zod';
 import { unwrap } from '../errors.js';
 import { deliveriesOfEvent, getDelivery } from '../webhooks/deliveries.js';
+import { listSubscriptions } from '../webhooks/subscriptions.js';
 import type { Api } from './api.js';
-import { deliveryStatus, logOut } from './webhooks.js';
+import { confineDelivery, deliveryStatus, logOut } from './webhooks.js';
 
 const deliveryOut = z.object({
   id: z.string(),
@@ -27,10 +28,13 @@ export function registerWebhookDeliveryRoutes(api: Api): void {
     scope: 'admin',
     query: z.strictObject({ event_id: z.string().max(100) }),
     responses: { 200: { description: 'Every delivery of the event, oldest first', schema: z.object({ data: z.array(deliveryOut) }) } },
-    handler: async ({ deps, principal, query }) => ({
-      status: 200,
-      body: { data: await deliveriesOfEvent(deps, principal.appId, query.event_id) },
-    }),
+    handler: async ({ deps, principal, query }) => {
+      const data = await deliveriesOfEvent(deps, principal.appId, query.event_id);
+      if (!principal.eventScope) return { status: 200, body: { data } };
+      // A scoped session sees the deliveries of its own subscriptions only.
+      const visible = new Set((await listSubscriptions(deps, principal.appId, principal.eventScope)).map((sub) => sub.id));
+      return { status: 200, body: { data: data.filter((d) => visible.has(d.subscription_id)) } };
+    },
   });
 
   api.route({
@@ -42,6 +46,9 @@ export function registerWebhookDeliveryRoutes(api: Api): void {
     params: z.object({ id: z.string().max(100) }),
     responses: { 200: { description: 'The delivery', schema: deliveryOut.extend({ attempts: z.array(logOut) }) } },
     errors: ['NOT_FOUND'],
-    handler: async ({ deps, principal, params }) => ({ status: 200, body: unwrap(await getDelivery(deps, principal.appId, params.id)) }),
+    handler: async ({ deps, principal, params }) => {
+      await confineDelivery(deps, principal, params.id);
+      return { status: 200, body: unwrap(await getDelivery(deps, principal.appId, params.id)) };
+    },
   });
 }

@@ -1,5 +1,7 @@
 import { z } from 'zod';
-import { unwrap } from '../errors.js';
+import type { Principal } from '../auth/api-keys.js';
+import type { Deps } from '../deps.js';
+import { AppError, unwrap } from '../errors.js';
 import { listDeliveryLogs } from '../webhooks/logs.js';
 import { replayInput, replaySubscription, retryDelivery } from '../webhooks/replay.js';
 import {
@@ -9,6 +11,8 @@ import {
   getSubscription,
   listSubscriptions,
   rotateSecret,
+  subscriptionWithin,
+  deliveryWithin,
   updateSubscription,
   updateSubscriptionInput,
 } from '../webhooks/subscriptions.js';
@@ -21,6 +25,11 @@ const subscriptionOut = z.object({
   name: z.string(),
   target_url: z.string(),
   event_patterns: z.array(z.string()),
+  channels: z.array(z.string()).nullable().describe('only events on one of these channels; null: any'),
+  scope: z
+    .object({ channels: z.array(z.string()).optional(), event_types: z.array(z.string()).optional() })
+    .nullable()
+    .describe('the scoped portal session it was made in: it never matches an event outside it'),
   status,
   max_per_second: z.number().nullable(),
   consecutive_failures: z.number(),
@@ -55,6 +64,20 @@ const logsQuery = z.strictObject({
   status: deliveryStatus.optional(),
 });
 
+/**
+ * A scoped portal session reaches only the subscriptions made in its scope (and their
+ * deliveries): any other is not found, exactly as another application's.
+ */
+async function confine(deps: Deps, principal: Principal, id: string): Promise<void> {
+  if (!(await subscriptionWithin(deps, principal.appId, id, principal.eventScope)))
+    throw new AppError('NOT_FOUND', `No webhook subscription ${id}`);
+}
+
+export async function confineDelivery(deps: Deps, principal: Principal, id: string): Promise<void> {
+  if (!(await deliveryWithin(deps, principal.appId, id, principal.eventScope)))
+    throw new AppError('NOT_FOUND', `No webhook delivery ${id}`);
+}
+
 export function registerWebhookRoutes(api: Api): void {
   const base = '/v1/webhook-subscriptions';
   api.route({
@@ -71,7 +94,10 @@ export function registerWebhookRoutes(api: Api): void {
       },
     },
     errors: ['INVALID_WEBHOOK_TARGET'],
-    handler: async ({ deps, principal, body }) => ({ status: 201, body: unwrap(await createSubscription(deps, principal.appId, body)) }),
+    handler: async ({ deps, principal, body }) => ({
+      status: 201,
+      body: unwrap(await createSubscription(deps, principal.appId, body, principal.eventScope)),
+    }),
   });
   api.route({
     method: 'get',
@@ -80,7 +106,10 @@ export function registerWebhookRoutes(api: Api): void {
     summary: 'List webhook subscriptions',
     scope: 'admin',
     responses: { 200: { description: 'All subscriptions', schema: z.object({ data: z.array(subscriptionOut) }) } },
-    handler: async ({ deps, principal }) => ({ status: 200, body: { data: await listSubscriptions(deps, principal.appId) } }),
+    handler: async ({ deps, principal }) => ({
+      status: 200,
+      body: { data: await listSubscriptions(deps, principal.appId, principal.eventScope) },
+    }),
   });
   api.route({
     method: 'get',
@@ -91,10 +120,10 @@ export function registerWebhookRoutes(api: Api): void {
     params: idParams,
     responses: { 200: { description: 'The subscription', schema: subscriptionOut } },
     errors: ['NOT_FOUND'],
-    handler: async ({ deps, principal, params }) => ({
-      status: 200,
-      body: unwrap(await getSubscription(deps, principal.appId, params.id)),
-    }),
+    handler: async ({ deps, principal, params }) => {
+      await confine(deps, principal, params.id);
+      return { status: 200, body: unwrap(await getSubscription(deps, principal.appId, params.id)) };
+    },
   });
   api.route({
     method: 'patch',
@@ -106,10 +135,10 @@ export function registerWebhookRoutes(api: Api): void {
     body: updateSubscriptionInput,
     responses: { 200: { description: 'The updated subscription', schema: subscriptionOut } },
     errors: ['NOT_FOUND', 'INVALID_WEBHOOK_TARGET'],
-    handler: async ({ deps, principal, params, body }) => ({
-      status: 200,
-      body: unwrap(await updateSubscription(deps, principal.appId, params.id, body)),
-    }),
+    handler: async ({ deps, principal, params, body }) => {
+      await confine(deps, principal, params.id);
+      return { status: 200, body: unwrap(await updateSubscription(deps, principal.appId, params.id, body)) };
+    },
   });
   api.route({
     method: 'delete',
@@ -121,6 +150,7 @@ export function registerWebhookRoutes(api: Api): void {
     responses: { 204: { description: 'Deleted' } },
     errors: ['NOT_FOUND'],
     handler: async ({ deps, principal, params }) => {
+      await confine(deps, principal, params.id);
       unwrap(await deleteSubscription(deps, principal.appId, params.id));
       return { status: 204 };
     },
@@ -136,7 +166,10 @@ export function registerWebhookRoutes(api: Api): void {
       200: { description: 'The new secret (shown once)', schema: z.object({ secret: z.string(), previous_secret_expires_at: z.string() }) },
     },
     errors: ['NOT_FOUND'],
-    handler: async ({ deps, principal, params }) => ({ status: 200, body: unwrap(await rotateSecret(deps, principal.appId, params.id)) }),
+    handler: async ({ deps, principal, params }) => {
+      await confine(deps, principal, params.id);
+      return { status: 200, body: unwrap(await rotateSecret(deps, principal.appId, params.id)) };
+    },
   });
   api.route({
     method: 'post',
@@ -158,10 +191,10 @@ export function registerWebhookRoutes(api: Api): void {
       },
     },
     errors: ['NOT_FOUND'],
-    handler: async ({ deps, principal, params }) => ({
-      status: 200,
-      body: unwrap(await sendTestDelivery(deps, principal.appId, params.id)),
-    }),
+    handler: async ({ deps, principal, params }) => {
+      await confine(deps, principal, params.id);
+      return { status: 200, body: unwrap(await sendTestDelivery(deps, principal.appId, params.id)) };
+    },
   });
   api.route({
     method: 'get',
@@ -179,6 +212,7 @@ export function registerWebhookRoutes(api: Api): void {
     },
     errors: ['NOT_FOUND', 'INVALID_CURSOR'],
     handler: async ({ deps, principal, params, query }) => {
+      await confine(deps, principal, params.id);
       const page = unwrap(await listDeliveryLogs(deps, principal.appId, params.id, query));
       const last = page.logs.at(-1);
       return {
@@ -208,10 +242,10 @@ export function registerWebhookRoutes(api: Api): void {
       },
     },
     errors: ['NOT_FOUND', 'CONFLICT'],
-    handler: async ({ deps, principal, params, body }) => ({
-      status: 202,
-      body: unwrap(await replaySubscription(deps, principal.appId, params.id, body.since)),
-    }),
+    handler: async ({ deps, principal, params, body }) => {
+      await confine(deps, principal, params.id);
+      return { status: 202, body: unwrap(await replaySubscription(deps, principal.appId, params.id, body.since)) };
+    },
   });
   api.route({
     method: 'post',
@@ -222,6 +256,9 @@ export function registerWebhookRoutes(api: Api): void {
     params: idParams,
     responses: { 202: { description: 'Queued', schema: z.object({ id: z.string(), status: z.literal('pending'), run: z.number() }) } },
     errors: ['NOT_FOUND', 'CONFLICT'],
-    handler: async ({ deps, principal, params }) => ({ status: 202, body: unwrap(await retryDelivery(deps, principal.appId, params.id)) }),
+    handler: async ({ deps, principal, params }) => {
+      await confineDelivery(deps, principal, params.id);
+      return { status: 202, body: unwrap(await retryDelivery(deps, principal.appId, params.id)) };
+    },
   });
 }

@@ -6,6 +6,7 @@ import { claimIdempotencyKey } from '../idempotency.js';
 import { storableText } from '../storable-text.js';
 import type { LedgerEvent } from '../queues.js';
 import { encodeCursor } from './cursor.js';
+import { channelsSchema } from './event-scope.js';
 import { checkPayload, EVENT_TYPE_RE } from './event-schemas.js';
 import { RESERVED_PREFIXES } from './event-types.js';
 import { getEvent, type EdgeRecord, type EventRecord } from './read.js';
@@ -25,6 +26,7 @@ export const createEventInput = z.strictObject({
     .max(100)
     .default([]),
   origin_event_id: z.string().max(200).nullish(),
+  channels: channelsSchema.default([]).describe('tags to select the event by (at most 20, each 1-64 of A-Z a-z 0-9 _ . : @ -)'),
 });
 export type CreateEventInput = z.infer<typeof createEventInput>;
 
@@ -106,6 +108,7 @@ export async function createCustomEvent(
     attachments: [],
     origin_event_id: input.origin_event_id ?? null,
     validation_errors: checked.errors,
+    channels: input.channels,
   };
   const position = await web.ledger.submit(event, deps.config.EVENT_WAIT_MS);
   if (!position) return ok({ committed: false, id });
@@ -128,6 +131,7 @@ export async function createCustomEvent(
       event_type: event.event_type,
       // A custom type is never under a reserved prefix, so it has no SPEC alias.
       event_alias: null,
+      channels: input.channels,
       payload: event.payload,
       attachments: [],
       origin_event_id: event.origin_event_id ?? null,

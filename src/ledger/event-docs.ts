@@ -134,6 +134,21 @@ export function renderEventDocs(): string {
     'subscription.',
     '',
     ...aliasTable(),
+    '',
+    '## Channels',
+    '',
+    'A custom event may carry `channels` (POST /v1/events, GraphQL `createEvent(channels:)`): at',
+    'most 20 tags of 1-64 characters from `A-Z a-z 0-9 _ . : @ -`, for instance one per customer of',
+    'your own. They are stored and indexed, answered with the event (`channels`; in a webhook',
+    'body only when there are some), and select events everywhere: GET /v1/events `?channel=a,b`,',
+    'the SSE stream `?channels=a,b`, GraphQL `events(filters: {channels})` and',
+    "`eventStream(channels:)`, and a webhook subscription's `channels`. Each selects the events",
+    'carrying any of the channels named. Events the service records itself carry none: they concern',
+    'the whole application (its connections, its users), not one of its customers.',
+    '',
+    'A developer-portal session minted with a `scope` (channels and/or event-type patterns) sees only',
+    'the events in it, on every face it can open, and every webhook subscription it makes stays',
+    'inside it (docs/portal/README.md, *Embedding it for one of your customers*).',
   ];
   for (const [type, def] of Object.entries(SYSTEM_EVENTS)) {
     const schema = z.toJSONSchema(def.payload) as JsonSchema;

@@ -1,5 +1,6 @@
 import type { Sql } from '../db.js';
 import { encodeCursor } from './cursor.js';
+import { channelConditions, compileEventScope, type EventScope } from './event-scope.js';
 import { EVENT_ALIASES, prefixNeedsAliases } from './event-types.js';
 import { CREATED_AT_ISO } from './write.js';
 
@@ -20,6 +21,8 @@ export interface EventRecord {
   event_type: string;
   /** The SPEC name it also answers to (eventAlias); matched by filters, not shown by the faces. */
   event_alias: string | null;
+  /** The tags it was written with (src/ledger/event-scope.ts). */
+  channels: string[];
   payload: Record<string, unknown>;
   attachments: unknown[];
   origin_event_id: string | null;
@@ -43,6 +46,13 @@ export interface EventFilters {
   conversationId?: string;
   /** Events with an edge to this platform user or to any platform user of this user (or of its survivor, once merged). */
   userId?: string;
+  /** Events on any of these channels. */
+  channels?: string[];
+  /**
+   * The reader's confinement (a scoped portal session): its channels narrow the query; its
+   * type patterns do not (SQL has no fnmatch), so use readEventPage, which applies the whole rule.
+   */
+  scope?: EventScope;
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -81,6 +91,7 @@ export async function listEvents(sql: Sql, appId: string, filters: EventFilters,
         : sql`e.event_type LIKE ${like}`,
     );
   }
+  conds.push(...channelConditions(sql, 'e', f.channels ? { channels: f.channels } : undefined, f.scope));
   if (f.conversationId !== undefined) {
     if (!UUID.test(f.conversationId)) return [];
     conds.push(sql`e.conversation_id = ${f.conversationId}`);
@@ -119,7 +130,7 @@ export async function listEvents(sql: Sql, appId: string, filters: EventFilters,
   const where = conds.reduce((acc, c) => sql`${acc} AND ${c}`);
   const rows = await sql<Omit<EventRecord, 'edges' | 'cursor'>[]>`
     SELECT e.id, e.app_id, e.seq, ${sql.unsafe(CREATED_AT_ISO.replace('created_at', 'e.created_at'))} AS created_at,
-           e.event_type, e.event_alias, e.payload, e.attachments, e.origin_event_id, e.conversation_id,
+           e.event_type, e.event_alias, e.channels, e.payload, e.attachments, e.origin_event_id, e.conversation_id,
            e.platform_connection_id, e.validation_errors
       FROM events e
      WHERE ${where}
@@ -128,14 +139,32 @@ export async function listEvents(sql: Sql, appId: string, filters: EventFilters,
   return withEdges(sql, appId, rows);
 }
 
-export async function getEvent(sql: Sql, appId: string, id: string): Promise<EventRecord | undefined> {
+/**
+ * One page of the ledger as a confined reader sees it: `limit` events are read, those outside
+ * `filters.scope` dropped (so a page may come back short), and `next` is the last one read,
+ * whether it matched or not, so paging from it skips nothing and repeats nothing.
+ */
+export async function readEventPage(
+  sql: Sql,
+  appId: string,
+  filters: EventFilters,
+  limit: number,
+): Promise<{ data: EventRecord[]; next?: EventRecord; hasMore: boolean }> {
+  const rows = await listEvents(sql, appId, filters, limit + 1);
+  const read = rows.slice(0, limit);
+  const inScope = compileEventScope(filters.scope);
+  return { data: read.filter(inScope), next: read.at(-1), hasMore: rows.length > limit };
+}
+
+/** One event by id; outside `scope` it is not found, exactly as another application's. */
+export async function getEvent(sql: Sql, appId: string, id: string, scope?: EventScope): Promise<EventRecord | undefined> {
   if (!UUID.test(id)) return undefined;
   const rows = await sql<Omit<EventRecord, 'edges' | 'cursor'>[]>`
-    SELECT id, app_id, seq, ${sql.unsafe(CREATED_AT_ISO)} AS created_at, event_type, event_alias, payload, attachments,
+    SELECT id, app_id, seq, ${sql.unsafe(CREATED_AT_ISO)} AS created_at, event_type, event_alias, channels, payload, attachments,
            origin_event_id, conversation_id, platform_connection_id, validation_errors
       FROM events WHERE app_id = ${appId} AND id = ${id}`;
   const [event] = await withEdges(sql, appId, rows);
-  return event;
+  return event && compileEventScope(scope)(event) ? event : undefined;
 }
 
 /** The application's current head position (0 for an empty ledger). */

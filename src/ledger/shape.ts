@@ -6,6 +6,7 @@ export function toRestEvent(e: EventRecord) {
     id: e.id,
     app_id: e.app_id,
     event_type: e.event_type,
+    channels: e.channels,
     payload: e.payload,
     edges: e.edges.map((x) => ({ edge_type: x.edge_type, target_node_type: x.target_node_type, target_node_id: x.target_node_id })),
     attachments: e.attachments,
@@ -24,6 +25,7 @@ export function toEventNode(e: EventRecord) {
     id: e.id,
     appId: e.app_id,
     eventType: e.event_type,
+    channels: e.channels,
     payload: e.payload,
     edges: e.edges.map((x) => ({
       edgeType: x.edge_type,

@@ -14,6 +14,7 @@ export interface CommittedEvent {
   event_type: string;
   /** The SPEC name the event also answers to (eventAlias), matched beside its type. */
   event_alias: string | null;
+  channels: string[];
   conversation_id: string | null;
 }
 
@@ -86,7 +87,7 @@ export async function writeGuardedEvents(
     WITH guard AS (${guard}),
     ${eventCtes(sql, appId, prepared, sql`r.id IN (SELECT id FROM guard)`)}
     ${extra ? sql`, ${extra}` : sql``}
-    SELECT id, app_id, seq, ${sql.unsafe(CREATED_AT_ISO)} AS created_at, event_type, event_alias, conversation_id FROM ins ORDER BY seq`);
+    SELECT id, app_id, seq, ${sql.unsafe(CREATED_AT_ISO)} AS created_at, event_type, event_alias, channels, conversation_id FROM ins ORDER BY seq`);
 }
 
 const uniqueEvents = (events: LedgerEvent[]) => [...new Map(events.map((e) => [e.id, e])).values()];
@@ -115,6 +116,7 @@ function prepareEvents(unique: LedgerEvent[]): Map<string, PreparedApp> {
         id: e.id,
         event_type: e.event_type,
         event_alias: eventAlias(e),
+        channels: e.channels ?? [],
         // U+0000 cannot be stored in jsonb; producers refuse or replace it, this is the last guard.
         payload: storableText(e.payload),
         attachments: storableText(e.attachments ?? []),
@@ -140,7 +142,7 @@ function eventCtes(sql: Sql | Tx, appId: string, p: PreparedApp, keep: postgres.
     picked AS (
       SELECT r.*, row_number() OVER (ORDER BY r.ord) AS pos
         FROM jsonb_to_recordset(${typed.text(sql, p.rows)}::jsonb) AS r(
-             ord int, id uuid, event_type text, event_alias text, payload jsonb, attachments jsonb, origin_event_id uuid,
+             ord int, id uuid, event_type text, event_alias text, channels text[], payload jsonb, attachments jsonb, origin_event_id uuid,
              conversation_id uuid, platform_connection_id uuid, validation_errors jsonb)
        WHERE ${keep}
     ), counted AS (
@@ -154,14 +156,14 @@ function eventCtes(sql: Sql | Tx, appId: string, p: PreparedApp, keep: postgres.
              last_at = GREATEST(clock_timestamp(), h.last_at + interval '1 microsecond') + (EXCLUDED.seq - 1) * interval '1 microsecond'
       RETURNING h.seq AS top_seq, h.last_at AS top_at
     ), ins AS (
-      INSERT INTO events (id, app_id, seq, created_at, event_type, event_alias, payload, attachments,
+      INSERT INTO events (id, app_id, seq, created_at, event_type, event_alias, channels, payload, attachments,
                           origin_event_id, conversation_id, platform_connection_id, validation_errors)
       SELECT r.id, ${typed.uuid(sql, appId)}, head.top_seq - c.n + r.pos, head.top_at - (c.n - r.pos) * interval '1 microsecond',
-             r.event_type, r.event_alias, r.payload, r.attachments, r.origin_event_id, r.conversation_id,
+             r.event_type, r.event_alias, r.channels, r.payload, r.attachments, r.origin_event_id, r.conversation_id,
              r.platform_connection_id, r.validation_errors
         FROM head, counted c, picked r
       ORDER BY r.pos
-      RETURNING id, app_id, seq, created_at, event_type, event_alias, conversation_id
+      RETURNING id, app_id, seq, created_at, event_type, event_alias, channels, conversation_id
     ), edges AS (
       INSERT INTO event_edges (event_id, app_id, event_seq, event_created_at, edge_type, target_node_type, target_node_id, ord)
       SELECT r.event_id, ${typed.uuid(sql, appId)}, ins.seq, ins.created_at, r.edge_type, r.target_node_type, r.target_node_id, r.ord
@@ -203,7 +205,7 @@ async function insertPrepared(tx: Tx, perApp: Map<string, PreparedApp>, hold?: H
       // batch for 100 rows) hash-joins against every event of the ledger until it is large.
       const inserted = await tx<CommittedEvent[]>`
         WITH ${eventCtes(tx, appId, perApp.get(appId)!, tx`(SELECT 1 FROM events e WHERE e.id = r.id LIMIT 1) IS NULL`)}
-        SELECT id, app_id, seq, ${tx.unsafe(CREATED_AT_ISO)} AS created_at, event_type, event_alias, conversation_id FROM ins ORDER BY seq`;
+        SELECT id, app_id, seq, ${tx.unsafe(CREATED_AT_ISO)} AS created_at, event_type, event_alias, channels, conversation_id FROM ins ORDER BY seq`;
       out.push(...inserted);
     }
   } catch (err) {
@@ -224,7 +226,7 @@ async function completeCommitted(sql: Sql, unique: LedgerEvent[], committed: Com
     const earlier = unique.filter((e) => !got.has(e.id));
     committed.push(
       ...(await sql<CommittedEvent[]>`
-        SELECT e.id, e.app_id, e.seq, ${sql.unsafe(CREATED_AT_ISO.replace('created_at', 'e.created_at'))} AS created_at, e.event_type, e.event_alias, e.conversation_id
+        SELECT e.id, e.app_id, e.seq, ${sql.unsafe(CREATED_AT_ISO.replace('created_at', 'e.created_at'))} AS created_at, e.event_type, e.event_alias, e.channels, e.conversation_id
           FROM events e
           JOIN unnest(${earlier.map((x) => x.app_id)}::uuid[], ${earlier.map((x) => x.id)}::uuid[]) AS o(app_id, id) ON e.app_id = o.app_id AND e.id = o.id
          WHERE e.id = ANY(${earlier.map((x) => x.id)}::uuid[])`),

@@ -1,5 +1,4 @@
 import { authenticate, type Credentials, type Principal } from '../auth/api-keys.js';
-import { SCOPES } from '../auth/scopes.js';
 import type { ChangeStamps } from '../change-stamps.js';
 import type { Sql } from '../db.js';
 import { fail, ok, type Result } from '../errors.js';
@@ -20,8 +19,8 @@ const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 /**
  * Authenticates a request by its API key or, when it sends no Authorization header, by a
- * developer-portal session cookie. A session acts as its application with every scope, within
- * its areas; a state-changing request by cookie must also carry the session's CSRF token, since
+ * developer-portal session cookie. A session acts as its application with the scopes it was
+ * made with (never beyond its maker's), within its areas; a state-changing request by cookie must also carry the session's CSRF token, since
  * a browser attaches the cookie by itself. Requests with a key are checked exactly as before.
  */
 export async function authenticateRequest(
@@ -43,7 +42,8 @@ export async function authenticateRequest(
   return ok({
     appId: session.appId,
     keyId: session.sessionId,
-    scopes: [...SCOPES],
+    scopes: session.scopes,
+    eventScope: session.eventScope,
     portalSessionId: session.sessionId,
     expiresAt: session.expiresAt,
   });

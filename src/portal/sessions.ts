@@ -5,7 +5,9 @@ import { bumpStamp, type ChangeStamps } from '../change-stamps.js';
 import type { Sql } from '../db.js';
 import { fail, ok, type Result } from '../errors.js';
 import { deleteInBatches } from '../retention/batched-delete.js';
-import { PORTAL_AREAS, portalAreaSchema, type PortalArea } from './areas.js';
+import { grantScopes, type Maker, type Scope, scopeSchema, SCOPES } from '../auth/scopes.js';
+import { type EventScope, eventScopeSchema, scopeFromStored, storedScope } from '../ledger/event-scope.js';
+import { PORTAL_AREAS, portalAreaSchema, type PortalArea, scopesWithin } from './areas.js';
 
 /** How long a browser session lasts after its sign-in link is exchanged: fixed, not sliding, so no request has to write. */
 const SESSION_TTL_MS = 8 * 3600_000;
@@ -49,6 +51,17 @@ export type PortalTheme = z.infer<ReturnType<typeof themeSchema>>;
 export const signInInput = (production: boolean) =>
   z.strictObject({
     areas: z.array(portalAreaSchema).min(1).max(PORTAL_AREAS.length).default(['all']),
+    scopes: z
+      .array(scopeSchema)
+      .min(1)
+      .max(SCOPES.length)
+      .optional()
+      .describe("the session's scopes, none beyond the caller's; default: the caller's, as far as the areas use them"),
+    scope: eventScopeSchema
+      .optional()
+      .describe(
+        'confine the session to these channels and/or event types (areas events and webhooks only): for embedding it for one of your customers',
+      ),
     return_url: embedUrl(production).optional(),
     theme: themeSchema(production).optional(),
     expires_in_seconds: z.number().int().min(60).max(3600).default(600).describe('how long the sign-in link works'),
@@ -59,20 +72,45 @@ export interface SignInRequest {
   /** The key that minted the link; the session ends when it is revoked. Undefined from the operator CLI. */
   keyId?: string;
   areas: PortalArea[];
+  /** The scopes asked for; default: all the maker's. */
+  scopes?: readonly Scope[];
+  /** The part of the ledger the session is confined to; none: the whole application's (for your own team). */
+  eventScope?: EventScope;
   returnUrl?: string;
   theme?: PortalTheme;
   expiresInSeconds: number;
 }
 
-/** Creates a one-time sign-in link's token; only its hash is stored. */
-export async function createSignIn(sql: Sql, input: SignInRequest): Promise<{ id: string; token: string; expiresAt: Date }> {
+/**
+ * Creates a one-time sign-in link's token; only its hash is stored. The session it opens holds
+ * the scopes asked for, none beyond its maker's (src/auth/scopes.ts: no credential outranks
+ * its maker), and of those only what its areas use.
+ */
+export async function createSignIn(
+  sql: Sql,
+  maker: Maker,
+  input: SignInRequest,
+): Promise<Result<{ id: string; token: string; expiresAt: Date; scopes: Scope[] }>> {
+  const granted = grantScopes(maker, input.scopes ?? maker.scopes);
+  if (!granted.ok) return granted;
+  const areas = normaliseAreas(input.areas);
+  const scopes = scopesWithin(areas, granted.value);
+  if (!scopes.length)
+    return fail('VALIDATION_ERROR', `None of these scopes is used in the ${areas.join(', ')} area`, [
+      { path: ['scopes'], message: 'no scope the areas use' },
+    ]);
+  // The whole API cannot be confined (users, connections, keys, GraphQL): a scope opens only what can.
+  if (input.eventScope && areas.includes('all'))
+    return fail('VALIDATION_ERROR', 'A scoped session opens the events and webhooks areas only, not all', [
+      { path: ['areas'], message: 'all cannot be confined to a scope' },
+    ]);
   const token = TOKEN_PREFIX + randomBytes(32).toString('base64url');
   const [row] = await sql<{ id: string; token_expires_at: Date }[]>`
-    INSERT INTO portal_sessions (app_id, created_by_key_id, areas, theme, return_url, token_hash, token_expires_at)
-    VALUES (${input.appId}, ${input.keyId ?? null}, ${normaliseAreas(input.areas)}, ${sql.json(input.theme ?? {})},
+    INSERT INTO portal_sessions (app_id, created_by_key_id, areas, scopes, event_scope, theme, return_url, token_hash, token_expires_at)
+    VALUES (${input.appId}, ${input.keyId ?? null}, ${areas}, ${scopes}, ${input.eventScope ? sql.json(storedScope(input.eventScope)!) : null}, ${sql.json(input.theme ?? {})},
             ${input.returnUrl ?? null}, ${sha256(token)}, now() + ${input.expiresInSeconds} * interval '1 second')
     RETURNING id, token_expires_at`;
-  return { id: row.id, token, expiresAt: row.token_expires_at };
+  return ok({ id: row.id, token, expiresAt: row.token_expires_at, scopes });
 }
 
 /** The sign-in URL the SPA opens: the token rides in the fragment, which browsers send to no server (logs, Referer). */
@@ -84,6 +122,10 @@ export interface PortalSession {
   appId: string;
   appName: string;
   areas: PortalArea[];
+  /** What it may do: its maker's scopes (or fewer), within its areas. */
+  scopes: Scope[];
+  /** The part of the ledger it sees, when it was minted for one of the application's customers. */
+  eventScope?: EventScope;
   theme: PortalTheme;
   returnUrl: string | null;
   expiresAt: Date;
@@ -94,6 +136,8 @@ type SessionRow = {
   app_id: string;
   app_name: string;
   areas: PortalArea[];
+  scopes: Scope[];
+  event_scope: { channels?: string[]; event_types?: string[] } | null;
   theme: PortalTheme;
   return_url: string | null;
   expires_at: Date;
@@ -104,6 +148,8 @@ const toSession = (r: SessionRow): PortalSession => ({
   appId: r.app_id,
   appName: r.app_name,
   areas: r.areas,
+  scopes: r.scopes,
+  eventScope: scopeFromStored(r.event_scope),
   theme: r.theme,
   returnUrl: r.return_url,
   expiresAt: r.expires_at,
@@ -126,7 +172,7 @@ export async function exchangeSignIn(sql: Sql, token: string): Promise<Result<{ 
     WHERE s.token_hash = ${sha256(token)} AND a.id = s.app_id
       AND s.token_expires_at > now() AND s.revoked_at IS NULL
       AND (s.created_by_key_id IS NULL OR EXISTS (SELECT 1 FROM api_keys k WHERE k.id = s.created_by_key_id AND k.revoked_at IS NULL))
-    RETURNING s.id, s.app_id, a.name AS app_name, s.areas, s.theme, s.return_url, s.expires_at`;
+    RETURNING s.id, s.app_id, a.name AS app_name, s.areas, s.scopes, s.event_scope, s.theme, s.return_url, s.expires_at`;
   if (!row) return fail('UNAUTHORIZED', REFUSED);
   return ok({ session: toSession(row), secret });
 }
@@ -141,7 +187,7 @@ export async function sessionBySecret(sql: Sql, stamps: ChangeStamps, secret: st
   const hash = sha256(secret);
   const lookup = async () => {
     const [row] = await sql<SessionRow[]>`
-      SELECT s.id, s.app_id, a.name AS app_name, s.areas, s.theme, s.return_url, s.expires_at
+      SELECT s.id, s.app_id, a.name AS app_name, s.areas, s.scopes, s.event_scope, s.theme, s.return_url, s.expires_at
       FROM portal_sessions s JOIN applications a ON a.id = s.app_id
       WHERE s.session_hash = ${hash} AND s.revoked_at IS NULL AND s.expires_at > now()
         AND (s.created_by_key_id IS NULL OR EXISTS (SELECT 1 FROM api_keys k WHERE k.id = s.created_by_key_id AND k.revoked_at IS NULL))`;
@@ -170,6 +216,9 @@ export function csrfMatches(secret: string, presented: string | undefined): bool
 export interface SessionRecord {
   id: string;
   areas: PortalArea[];
+  scopes: Scope[];
+  /** The channels and event types it is confined to; null: the whole application. */
+  scope: { channels?: string[]; event_types?: string[] } | null;
   /** The key that minted it; null when the operator CLI did. */
   created_by_key_id: string | null;
   created_at: Date;
@@ -182,7 +231,7 @@ export interface SessionRecord {
 /** An application's live sessions and unused sign-in links, newest first; never a token or cookie. */
 export async function listSessions(sql: Sql, appId: string): Promise<SessionRecord[]> {
   return sql<SessionRecord[]>`
-    SELECT id, areas, created_by_key_id, created_at, exchanged_at, coalesce(expires_at, token_expires_at) AS expires_at
+    SELECT id, areas, scopes, event_scope AS scope, created_by_key_id, created_at, exchanged_at, coalesce(expires_at, token_expires_at) AS expires_at
       FROM portal_sessions
      WHERE app_id = ${appId} AND revoked_at IS NULL AND coalesce(expires_at, token_expires_at) > now()
      ORDER BY created_at DESC, id

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { channelsSchema, compileEventScope, type EventScope } from '../ledger/event-scope.js';
 import { compileEventTypePatterns, eventPatternSchema } from '../ledger/event-type-match.js';
 import type { EventFilters, EventRecord } from '../ledger/read.js';
 import type { UserScope } from '../identity/user-scope.js';
@@ -15,8 +16,10 @@ export const streamFilterSchema = z.object({
   eventTypes: z.array(pattern).min(1).max(MAX_PATTERNS).optional(),
   userId: uuid.optional(),
   conversationId: uuid.optional(),
+  channels: channelsSchema.pipe(z.array(z.string()).min(1)).optional(),
 });
-export type StreamFilter = z.infer<typeof streamFilterSchema>;
+/** A stream's filter, and the confinement of the credential that opened it (never from the request). */
+export type StreamFilter = z.infer<typeof streamFilterSchema> & { scope?: EventScope };
 
 /** The SSE endpoint's query string: `eventTypes` is comma-separated there. */
 export const streamQuerySchema = z
@@ -24,6 +27,7 @@ export const streamQuerySchema = z
     eventTypes: z.string().max(5000).optional(),
     userId: z.string().optional(),
     conversationId: z.string().optional(),
+    channels: z.string().max(1400).optional(),
     lastEventId: z.string().optional(),
   })
   .transform((q, ctx) => {
@@ -35,6 +39,7 @@ export const streamQuerySchema = z
       eventTypes: types && types.length > 0 ? types : undefined,
       userId: q.userId || undefined,
       conversationId: q.conversationId || undefined,
+      channels: q.channels ? q.channels.split(',').map((c) => c.trim()) : undefined,
     });
     if (!parsed.success) {
       for (const issue of parsed.error.issues) ctx.addIssue({ ...issue, code: 'custom', message: issue.message });
@@ -50,11 +55,17 @@ export const streamQuerySchema = z
  */
 export function compileStreamFilter(f: StreamFilter, user?: UserScope): (event: EventRecord) => boolean {
   const types = f.eventTypes ? compileEventTypePatterns(f.eventTypes) : undefined;
+  const inScope = compileEventScope(f.channels && { channels: f.channels }, f.scope);
   if (f.userId !== undefined && !user) throw new Error('a userId filter needs its UserScope');
   return (e) => {
     // The scope sees every event first, so it learns of merges even from events the other filters reject.
     const involved = user === undefined || user.involves(e);
-    return involved && (types === undefined || types(e)) && (f.conversationId === undefined || e.conversation_id === f.conversationId);
+    return (
+      involved &&
+      inScope(e) &&
+      (types === undefined || types(e)) &&
+      (f.conversationId === undefined || e.conversation_id === f.conversationId)
+    );
   };
 }
 
@@ -67,6 +78,11 @@ export function sqlPrefilter(f: StreamFilter): EventFilters {
   const out: EventFilters = {};
   if (f.conversationId) out.conversationId = f.conversationId;
   if (f.userId) out.userId = f.userId;
+  // Channels narrow by index too, except under a user filter (user.merged events carry none).
+  else {
+    out.channels = f.channels;
+    out.scope = f.scope;
+  }
   // With a user filter, user.merged events must reach the user scope whatever the type filter
   // (it learns merges from them), and the user narrowing is selective on its own.
   if (f.eventTypes && !f.userId) {

@@ -17,6 +17,7 @@ interface EventStreamArgs {
   eventTypes?: string[] | null;
   userId?: string | null;
   conversationId?: string | null;
+  channels?: string[] | null;
   after?: string | null;
 }
 
@@ -169,8 +170,9 @@ export const eventStreamModule: GraphqlModule = {
       sent first, in order and exactly once, then live. \`eventTypes\` are patterns (an exact type,
       \`prefix.*\`, \`*\`) matched against each event's stored type and its SPEC name, such as
       \`message.read\` for a read \`message.status\`; \`eventType\` is always the stored type.
+      \`channels\`: events carrying any of them.
       """
-      eventStream(eventTypes: [String!], userId: ID, conversationId: ID, after: String): Event!
+      eventStream(eventTypes: [String!], userId: ID, conversationId: ID, channels: [String!], after: String): Event!
     }
   `,
   resolvers: {
@@ -182,6 +184,7 @@ export const eventStreamModule: GraphqlModule = {
             eventTypes: args.eventTypes ?? undefined,
             userId: args.userId ?? undefined,
             conversationId: args.conversationId ?? undefined,
+            channels: args.channels ?? undefined,
           });
           if (!parsed.success)
             throw new AppError('VALIDATION_ERROR', parsed.error.issues[0]?.message ?? 'Invalid filter', zodDetails(parsed.error));
@@ -194,7 +197,7 @@ export const eventStreamModule: GraphqlModule = {
             ctx.deps.logger,
             { maxMs: config.STREAM_MAX_MS, bufferBytes: config.STREAM_BUFFER_BYTES },
             principal,
-            parsed.data,
+            { ...parsed.data, scope: principal.eventScope },
             start,
             () => res?.destroy(),
           );

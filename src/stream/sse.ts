@@ -59,7 +59,7 @@ export function registerStreamRoutes(api: Api, { deps, web, onShutdown }: RouteC
       const start: StreamStart = cursor ? { afterSeq: unwrap(decodeCursor(cursor)).seq } : { backfill: config.STREAM_BACKFILL };
       await holdStreamSlot(web.streams, principal.appId, res);
       const log = (req as { log?: Logger }).log ?? deps.logger;
-      serveSse(res, deps.sql, web.streams, log, limits, principal, query.filter, start);
+      serveSse(res, deps.sql, web.streams, log, limits, principal, { ...query.filter, scope: principal.eventScope }, start);
       return undefined;
     },
   });

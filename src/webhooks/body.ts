@@ -9,6 +9,8 @@ export interface BodyEvent {
   event_type: string;
   /** Matched beside the type (subscriptions by a SPEC alias); never in the body, which names the stored type. */
   event_alias: string | null;
+  /** Matched by subscriptions' channels and scopes; also sent in the body. */
+  channels: string[];
   payload: Record<string, unknown>;
   created_at: string;
   platform_connection_id: string | null;
@@ -57,7 +59,7 @@ export async function loadBodyEvents(
   const out = new Map<string, BodyEvent & { delivered_to: string[] }>();
   if (refs.length === 0) return out;
   const rows = await sql<(Omit<BodyEvent, 'edges'> & { edges: EdgeRow[]; delivered_to: string[] })[]>`
-    SELECT e.id, e.app_id, e.seq, e.event_type, e.event_alias, e.payload, ${sql.unsafe(CREATED_AT_ISO.replace('created_at', 'e.created_at'))} AS created_at,
+    SELECT e.id, e.app_id, e.seq, e.event_type, e.event_alias, e.channels, e.payload, ${sql.unsafe(CREATED_AT_ISO.replace('created_at', 'e.created_at'))} AS created_at,
            e.platform_connection_id,
            COALESCE((SELECT json_agg(json_build_object('edge_type', x.edge_type, 'target_node_type', x.target_node_type,
                                      'target_node_id', x.target_node_id, 'external_id', pu.external_id, 'name', pu.name,
@@ -103,6 +105,7 @@ export function deliveryBodies(
     created_at: event.created_at,
     timestamp: timestamp.toISOString(),
     ...(event.platform_connection_id ? { platform_connection_id: event.platform_connection_id } : {}),
+    ...(event.channels.length ? { channels: event.channels } : {}),
   }).slice(1);
   return (deliveryId, subscriptionId) => `{"id":${JSON.stringify(deliveryId)},"subscription_id":${JSON.stringify(subscriptionId)},${rest}`;
 }

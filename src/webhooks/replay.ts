@@ -2,7 +2,6 @@ import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import { fail, ok, type Result } from '../errors.js';
 import { decodeCursor } from '../ledger/cursor.js';
-import { compileEventTypePatterns } from '../ledger/event-type-match.js';
 import { encodeCursor } from '../ledger/cursor.js';
 import { loadBodyEvents } from './body.js';
 import { enqueueDeliveryRuns } from './delivery-queue.js';
@@ -55,7 +54,8 @@ export async function replaySubscription(deps: Deps, appId: string, subscription
     afterSeq = first ? first.seq - 1 : Number.MAX_SAFE_INTEGER;
   }
 
-  const matches = compileEventTypePatterns(sub.eventPatterns);
+  // The subscription's own matcher: a subscription made in a scoped session replays nothing outside its scope.
+  const { matches } = sub;
   const max = deps.config.WEBHOOK_REPLAY_MAX;
   const matched: { id: string; seq: number }[] = [];
   let scanned = 0;
@@ -63,8 +63,10 @@ export async function replaySubscription(deps: Deps, appId: string, subscription
   let truncated = false;
   while (scanned < max) {
     const take = Math.min(PAGE, max - scanned);
-    const rows = await sql<{ id: string; seq: number; event_type: string; event_alias: string | null; created_at: string }[]>`
-      SELECT id, seq, event_type, event_alias, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at
+    const rows = await sql<
+      { id: string; seq: number; event_type: string; event_alias: string | null; channels: string[]; created_at: string }[]
+    >`
+      SELECT id, seq, event_type, event_alias, channels, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at
         FROM events WHERE app_id = ${appId} AND seq > ${last?.seq ?? afterSeq}
        ORDER BY seq LIMIT ${take}`;
     for (const r of rows) if (matches(r)) matched.push(r);

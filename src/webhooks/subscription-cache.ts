@@ -1,9 +1,20 @@
 import type { Deps } from '../deps.js';
-import { compileEventTypePatterns, type EventTypeMatcher } from '../ledger/event-type-match.js';
+import { compileEventScope, type ScopedEvent, scopeFromStored } from '../ledger/event-scope.js';
 import { announceChange, watchChanges } from '../change-feed.js';
 import { createSigner, type Signer } from './signing.js';
 
 export type SubscriptionStatus = 'ACTIVE' | 'PAUSED' | 'DISABLED';
+
+/** A subscription's scope as stored: that of the scoped portal session it was made in, or null. */
+export type StoredScope = { channels?: string[]; event_types?: string[] } | null;
+
+/**
+ * What a subscription delivers: events its patterns and channels select, and never one outside
+ * the scope it was made in (src/ledger/event-scope.ts), whoever edits its patterns later. The
+ * fan-out, first attempts and replay all match with this.
+ */
+export const subscriptionMatcher = (r: { event_patterns: string[]; channels: string[] | null; scope: StoredScope }) =>
+  compileEventScope({ eventTypes: r.event_patterns, channels: r.channels ?? undefined }, scopeFromStored(r.scope));
 
 /** What matching and sending need of a subscription, secrets already opened. */
 export interface CachedSubscription {
@@ -12,7 +23,8 @@ export interface CachedSubscription {
   name: string;
   targetUrl: string;
   status: SubscriptionStatus;
-  matches: EventTypeMatcher;
+  /** Its patterns, channels and the scope it was made in (subscriptionMatcher). */
+  matches: (event: ScopedEvent) => boolean;
   /** Signs with the current secret alone. */
   signer: Signer;
   /** Signs with the current and the previous secret, until `previousExpiresAt`. */
@@ -50,6 +62,8 @@ interface Row {
   name: string;
   target_url: string;
   event_patterns: string[];
+  channels: string[] | null;
+  scope: StoredScope;
   status: SubscriptionStatus;
   secret_sealed: string;
   previous_secret_sealed: string | null;
@@ -89,7 +103,7 @@ export function createSubscriptionCache(deps: Deps): SubscriptionCache {
       name: r.name,
       targetUrl: r.target_url,
       status: r.status,
-      matches: compileEventTypePatterns(r.event_patterns),
+      matches: subscriptionMatcher(r),
       signer: createSigner([secret]),
       ...(r.previous_secret_sealed && r.previous_expires_at
         ? {
@@ -113,7 +127,7 @@ export function createSubscriptionCache(deps: Deps): SubscriptionCache {
     if (missing.length === 0) return out;
     const before = new Map(missing.map((a) => [a, genOf(a)]));
     const rows = await deps.sql<Row[]>`
-      SELECT id, app_id, name, target_url, event_patterns, status, secret_sealed, previous_secret_sealed,
+      SELECT id, app_id, name, target_url, event_patterns, channels, scope, status, secret_sealed, previous_secret_sealed,
              previous_expires_at, max_per_second
         FROM webhook_subscriptions WHERE app_id = ANY(${missing}::uuid[]) ORDER BY created_at, id`;
     for (const appId of missing) out.set(appId, []);

@@ -1,9 +1,10 @@
 import { z } from 'zod';
 import type { Deps } from '../deps.js';
 import { fail, ok, type Result } from '../errors.js';
+import { channelsSchema, type EventScope, storedScope } from '../ledger/event-scope.js';
 import { eventPatternSchema } from '../ledger/event-type-match.js';
 import { generateSecret } from './signing.js';
-import { publishSubscriptionsChanged, type SubscriptionStatus } from './subscription-cache.js';
+import { publishSubscriptionsChanged, type StoredScope, subscriptionMatcher, type SubscriptionStatus } from './subscription-cache.js';
 import { checkTargetUrl } from '../net/outbound-policy.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -11,11 +12,16 @@ export const isUuid = (s: string) => UUID.test(s);
 
 const pattern = eventPatternSchema;
 const patterns = z.array(pattern).min(1).max(50);
+const channels = channelsSchema
+  .pipe(z.array(z.string()).min(1))
+  .nullish()
+  .describe('only events carrying one of these channels; null or absent: any');
 
 export const createSubscriptionInput = z.strictObject({
   name: z.string().trim().min(1).max(200),
   target_url: z.string().min(1).max(2048),
   event_patterns: patterns,
+  channels,
   /** Omitted: the service generates one and returns it once. */
   secret: z.string().min(16, 'must be at least 16 characters').max(256).optional(),
   /** Deliveries per second this receiver accepts; more wait in the queue. */
@@ -27,6 +33,7 @@ export const updateSubscriptionInput = z.strictObject({
   name: z.string().trim().min(1).max(200).optional(),
   target_url: z.string().min(1).max(2048).optional(),
   event_patterns: patterns.optional(),
+  channels,
   // DISABLED is the service's verdict on a failing endpoint, not something a client sets.
   status: z.enum(['ACTIVE', 'PAUSED']).optional(),
   max_per_second: z.number().int().min(1).max(10_000).nullish(),
@@ -38,6 +45,8 @@ interface Row {
   name: string;
   target_url: string;
   event_patterns: string[];
+  channels: string[] | null;
+  scope: StoredScope;
   status: SubscriptionStatus;
   max_per_second: number | null;
   consecutive_failures: number;
@@ -53,6 +62,9 @@ export interface PublicSubscription {
   name: string;
   target_url: string;
   event_patterns: string[];
+  channels: string[] | null;
+  /** The scoped portal session's scope it was made in, which it never matches outside; null: made unscoped. */
+  scope: StoredScope;
   status: SubscriptionStatus;
   max_per_second: number | null;
   consecutive_failures: number;
@@ -64,7 +76,7 @@ export interface PublicSubscription {
 }
 
 const COLUMNS =
-  'id, name, target_url, event_patterns, status, max_per_second, consecutive_failures, previous_expires_at, disabled_at, created_at, updated_at';
+  'id, name, target_url, event_patterns, channels, scope, status, max_per_second, consecutive_failures, previous_expires_at, disabled_at, created_at, updated_at';
 
 function toPublic(r: Row): PublicSubscription {
   const live = r.previous_expires_at && r.previous_expires_at.getTime() > Date.now() ? r.previous_expires_at.toISOString() : null;
@@ -73,6 +85,8 @@ function toPublic(r: Row): PublicSubscription {
     name: r.name,
     target_url: r.target_url,
     event_patterns: r.event_patterns,
+    channels: r.channels,
+    scope: r.scope,
     status: r.status,
     max_per_second: r.max_per_second,
     consecutive_failures: r.consecutive_failures,
@@ -85,27 +99,57 @@ function toPublic(r: Row): PublicSubscription {
 
 const notFound = (id: string) => fail('NOT_FOUND', `No webhook subscription ${id}`);
 
+/**
+ * The subscriptions a confined reader may see and manage: those made in its very scope. An
+ * unscoped one (your own team) sees them all.
+ */
+function within(deps: Deps, scope: EventScope | undefined, column = 'scope') {
+  const { sql } = deps;
+  return scope === undefined ? sql`` : sql`AND ${sql(column)} = ${sql.json(storedScope(scope)!)}::jsonb`;
+}
+
+/** Whether subscription `id` is one a reader confined to `scope` may see (always, unscoped). */
+export async function subscriptionWithin(deps: Deps, appId: string, id: string, scope: EventScope | undefined): Promise<boolean> {
+  if (scope === undefined) return true;
+  if (!isUuid(id)) return false;
+  const rows = await deps.sql`SELECT 1 FROM webhook_subscriptions WHERE app_id = ${appId} AND id = ${id} ${within(deps, scope)}`;
+  return rows.length > 0;
+}
+
+/** Whether delivery `id` belongs to a subscription a reader confined to `scope` may see. */
+export async function deliveryWithin(deps: Deps, appId: string, id: string, scope: EventScope | undefined): Promise<boolean> {
+  if (scope === undefined) return true;
+  if (!isUuid(id)) return false;
+  const rows = await deps.sql`
+    SELECT 1 FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id AND s.app_id = d.app_id
+     WHERE d.app_id = ${appId} AND d.id = ${id} ${within(deps, scope, 's.scope')}`;
+  return rows.length > 0;
+}
+
+/** Creates a subscription; one made by a confined reader stores its scope and never matches outside it. */
 export async function createSubscription(
   deps: Deps,
   appId: string,
   input: CreateSubscriptionInput,
+  scope?: EventScope,
 ): Promise<Result<PublicSubscription & { secret?: string }>> {
   const url = checkTargetUrl(input.target_url, deps.config.OUTBOUND_ADDRESS_POLICY);
   if (!url.ok) return url;
   const generated = input.secret === undefined ? generateSecret() : undefined;
   const secret = input.secret ?? generated!;
   const [row] = await deps.sql<Row[]>`
-    INSERT INTO webhook_subscriptions (app_id, name, target_url, event_patterns, secret_sealed, max_per_second)
-    VALUES (${appId}, ${input.name}, ${url.value.toString()}, ${input.event_patterns}, ${deps.secrets.seal(secret)}, ${input.max_per_second ?? null})
+    INSERT INTO webhook_subscriptions (app_id, name, target_url, event_patterns, channels, scope, secret_sealed, max_per_second)
+    VALUES (${appId}, ${input.name}, ${url.value.toString()}, ${input.event_patterns}, ${input.channels ?? null},
+            ${scope ? deps.sql.json(storedScope(scope)!) : null}, ${deps.secrets.seal(secret)}, ${input.max_per_second ?? null})
     RETURNING ${deps.sql.unsafe(COLUMNS)}`;
   await publishSubscriptionsChanged(deps, appId);
   return ok({ ...toPublic(row), ...(generated ? { secret: generated } : {}) });
 }
 
-export async function listSubscriptions(deps: Deps, appId: string): Promise<PublicSubscription[]> {
+export async function listSubscriptions(deps: Deps, appId: string, scope?: EventScope): Promise<PublicSubscription[]> {
   const rows = await deps.sql<
     Row[]
-  >`SELECT ${deps.sql.unsafe(COLUMNS)} FROM webhook_subscriptions WHERE app_id = ${appId} ORDER BY created_at, id`;
+  >`SELECT ${deps.sql.unsafe(COLUMNS)} FROM webhook_subscriptions WHERE app_id = ${appId} ${within(deps, scope)} ORDER BY created_at, id`;
   return rows.map(toPublic);
 }
 
@@ -134,6 +178,7 @@ export async function updateSubscription(
       name = COALESCE(${patch.name ?? null}, name),
       target_url = COALESCE(${targetUrl ?? null}, target_url),
       event_patterns = COALESCE(${patch.event_patterns ?? null}::text[], event_patterns),
+      channels = ${patch.channels === undefined ? sql`channels` : patch.channels},
       max_per_second = ${patch.max_per_second === undefined ? sql`max_per_second` : patch.max_per_second},
       status = COALESCE(${patch.status ?? null}, status),
       -- Re-activating (from PAUSED or DISABLED) starts the failure count afresh.
@@ -189,16 +234,18 @@ export async function loadSubscriptionForSend(deps: Deps, appId: string, id: str
       target_url: string;
       status: SubscriptionStatus;
       event_patterns: string[];
+      channels: string[] | null;
+      scope: StoredScope;
       secret_sealed: string;
       previous_secret_sealed: string | null;
       previous_expires_at: Date | null;
     }[]
   >`
-    SELECT id, target_url, status, event_patterns, secret_sealed, previous_secret_sealed, previous_expires_at
+    SELECT id, target_url, status, event_patterns, channels, scope, secret_sealed, previous_secret_sealed, previous_expires_at
       FROM webhook_subscriptions WHERE app_id = ${appId} AND id = ${id}`;
   if (!row) return undefined;
   const secrets = [deps.secrets.open(row.secret_sealed)];
   if (row.previous_secret_sealed && row.previous_expires_at && row.previous_expires_at.getTime() > Date.now())
     secrets.push(deps.secrets.open(row.previous_secret_sealed));
-  return { id: row.id, targetUrl: row.target_url, status: row.status, eventPatterns: row.event_patterns, secrets };
+  return { id: row.id, targetUrl: row.target_url, status: row.status, matches: subscriptionMatcher(row), secrets };
 }

@@ -38,6 +38,7 @@ export async function sendTestDelivery(deps: Deps, appId: string, subscriptionId
       app_id: appId,
       ...test,
       edges: {},
+      channels: [],
       created_at: now.toISOString(),
       platform_connection_id: null,
     },

@@ -211,7 +211,7 @@ describe('the contract checker the REST tests go through', () => {
   });
 
   it('fails on a body its schema refuses: an undeclared field, a missing one, a wrong type', () => {
-    const event = { id: 'e', app_id: 'a', event_type: 't', payload: {}, edges: [], attachments: [], origin_event_id: null };
+    const event = { id: 'e', app_id: 'a', event_type: 't', channels: [], payload: {}, edges: [], attachments: [], origin_event_id: null };
     const full = { ...event, conversation_id: null, platform_connection_id: null, created_at: 'now', cursor: 'c' };
     expect(() => contract().validateBody('GET', '/v1/events/e', 200, full)).not.toThrow();
     expect(() => contract().validateBody('GET', '/v1/events/e', 200, { ...full, extra: 1 })).toThrow(/additional properties.*extra/s);

@@ -4,7 +4,7 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { createApplication } from '../../src/apps/applications.js';
 import { createApiKey } from '../../src/auth/api-keys.js';
-import { SCOPES, type Scope } from '../../src/auth/scopes.js';
+import { OPERATOR, SCOPES, type Scope } from '../../src/auth/scopes.js';
 import { parseConfig, type Config, type QueueName } from '../../src/config.js';
 import { redisReady } from '../../src/availability.js';
 import { closeDeps, createDeps, type Deps } from '../../src/deps.js';
@@ -132,7 +132,9 @@ export async function startTestStack(options: { env?: Record<string, string>; wo
       return creds(a.appId, a);
     },
     async createKey(appId, scopes) {
-      return creds(appId, await createApiKey(deps.sql, appId, scopes));
+      const made = await createApiKey(deps.sql, OPERATOR, appId, scopes);
+      if (!made.ok) throw new Error(made.error.message);
+      return creds(appId, made.value);
     },
     request,
     gql: (auth, query, variables) => request('POST', '/graphql', { auth, body: { query, variables } }),

@@ -121,6 +121,7 @@ describe('the ledger invariant', () => {
         created_at: stored.created_at,
         event_type: 'load.tick',
         event_alias: null,
+        channels: [],
         conversation_id: null,
       },
     ]);

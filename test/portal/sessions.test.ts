@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { asSession as asSessionOf, exchangeLink, type SignedIn, tokenOf } from '../helpers/portal.js';
 import { openSse } from '../helpers/sse.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
 
@@ -10,15 +11,6 @@ beforeAll(async () => {
 });
 afterAll(() => s.close());
 
-interface SignedIn {
-  cookie: string;
-  setCookie: string;
-  csrf: string;
-  body: Record<string, any>;
-}
-
-const tokenOf = (url: string) => new URL(url).hash.replace(/^#token=/, '');
-
 async function signInUrl(auth: AppCredentials, body: Record<string, unknown> = {}): Promise<string> {
   const r = await s.request('POST', '/v1/portal/sessions', { auth, body });
   expect(r.status, r.text).toBe(201);
@@ -29,16 +21,10 @@ async function exchange(token: string) {
   return s.request('POST', '/portal/session', { body: { token } });
 }
 
-async function signIn(auth: AppCredentials = app, body: Record<string, unknown> = {}): Promise<SignedIn> {
-  const r = await exchange(tokenOf(await signInUrl(auth, body)));
-  expect(r.status, r.text).toBe(200);
-  const setCookie = r.headers.get('set-cookie') ?? '';
-  return { cookie: setCookie.split(';')[0], setCookie, csrf: r.json.csrf_token, body: r.json };
-}
+const signIn = async (auth: AppCredentials = app, body: Record<string, unknown> = {}): Promise<SignedIn> =>
+  exchangeLink(s, await signInUrl(auth, body));
 
-/** A request signed in by cookie only: no Authorization, no X-Service-App-ID. */
-const asSession = (si: SignedIn, method: string, path: string, body?: unknown, csrf = true) =>
-  s.request(method, path, { body, headers: { Cookie: si.cookie, ...(csrf ? { 'X-CSRF-Token': si.csrf } : {}) } });
+const asSession = (si: SignedIn, method: string, path: string, body?: unknown, csrf = true) => asSessionOf(s, si, method, path, body, csrf);
 
 describe('POST /v1/portal/sessions', () => {
   it('needs the admin scope', async () => {
@@ -265,7 +251,7 @@ describe('ending a session', () => {
   });
 
   it('revoking the key that minted the session ends it (cached auth included)', async () => {
-    const admin = await s.createKey(app.appId, ['admin']);
+    const admin = await s.createKey(app.appId, ['admin', 'events:read']);
     const si = await signIn(admin);
     expect((await asSession(si, 'GET', '/v1/events')).status).toBe(200);
     const revoked = await s.request('DELETE', `/v1/api-keys/${admin.keyId}`, { auth: app });

@@ -109,8 +109,8 @@ describe('portal_sessions', () => {
   it('drops links and sessions that ended longer ago than the retention and keeps live and recently ended ones', async () => {
     const row = async (o: { tokenDaysAgo: number; expiresDaysAgo?: number; revokedDaysAgo?: number }) => {
       const [{ id }] = await deps.sql<{ id: string }[]>`
-        INSERT INTO portal_sessions (app_id, areas, token_expires_at, expires_at, revoked_at)
-        VALUES (${appId}, ${['all']}, now() - ${o.tokenDaysAgo} * interval '1 day',
+        INSERT INTO portal_sessions (app_id, areas, scopes, token_expires_at, expires_at, revoked_at)
+        VALUES (${appId}, ${['all']}, ${['admin']}, now() - ${o.tokenDaysAgo} * interval '1 day',
                 ${o.expiresDaysAgo === undefined ? null : deps.sql`now() - ${o.expiresDaysAgo} * interval '1 day'`},
                 ${o.revokedDaysAgo === undefined ? null : deps.sql`now() - ${o.revokedDaysAgo} * interval '1 day'`})
         RETURNING id`;

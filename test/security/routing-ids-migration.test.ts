@@ -1,35 +1,16 @@
-import { randomBytes } from 'node:crypto';
-import { readdirSync } from 'node:fs';
-import { join } from 'node:path';
-import { runner } from 'node-pg-migrate';
 import postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ensureDatabase, migrate } from '../../src/migrate.js';
-import { projectRoot } from '../../src/project-root.js';
-import { ADMIN_URL, TEST_DB_PREFIX, dbUrl } from '../helpers/db.js';
+import { migrate } from '../../src/migrate.js';
+import { databaseBefore } from '../helpers/migration-db.js';
 
 const MIGRATION = '1700000000052_connection_routing_ids';
-const name = `${TEST_DB_PREFIX}r${randomBytes(5).toString('hex')}`;
-const url = dbUrl(name);
-afterAll(async () => {
-  const admin = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
-  await admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {});
-  await admin.end();
-});
+let db: Awaited<ReturnType<typeof databaseBefore>> | undefined;
+afterAll(() => db?.drop());
 
 describe('the routing-id migration on a database that already holds duplicates', () => {
   it('keeps the oldest connection as owner and disables the later duplicates, with the reason on their health', async () => {
     // The schema as it was before the migration…
-    const before = readdirSync(join(projectRoot(), 'migrations')).filter((f) => f.endsWith('.sql') && f < `${MIGRATION}.sql`).length;
-    await ensureDatabase(url);
-    await runner({
-      databaseUrl: url,
-      dir: join(projectRoot(), 'migrations'),
-      direction: 'up',
-      migrationsTable: 'pgmigrations',
-      count: before,
-      log: () => {},
-    });
+    const { url } = (db = await databaseBefore(MIGRATION));
     const sql = postgres(url, { max: 1, onnotice: () => {} });
     try {
       const [a, b] = await sql<{ id: string }[]>`INSERT INTO applications (name) VALUES ('a'), ('b') RETURNING id`;

@@ -6,6 +6,8 @@ export interface StreamEvent {
   id: string;
   appId: string;
   eventType: string;
+  /** The tags it was written with. */
+  channels: string[];
   payload: Record<string, unknown>;
   edges: {
     edgeType: string;
@@ -30,6 +32,8 @@ export interface StreamOptions {
   userId?: string;
   /** Only events in this conversation. */
   conversationId?: string;
+  /** Only events carrying one of these channels. */
+  channels?: string[];
   /**
    * Start after this cursor (a StreamEvent's `cursor`, or a REST event's): every matching event
    * after it first, then live ones. Without it the stream starts live with a small backfill.
@@ -68,6 +72,7 @@ export async function* streamEvents(
   if (options.eventTypes?.length) query.set('eventTypes', options.eventTypes.join(','));
   if (options.userId) query.set('userId', options.userId);
   if (options.conversationId) query.set('conversationId', options.conversationId);
+  if (options.channels?.length) query.set('channels', options.channels.join(','));
   const url = `${connection.baseUrl}/events/stream${query.size ? `?${query}` : ''}`;
   const abort = new AbortController();
   const stop = () => abort.abort();

@@ -1,17 +1,18 @@
 import { useCallback, useEffect, useState } from 'react';
 import { api, errorText } from '../api.ts';
 import { ErrorNote, SecretOnce, Table, when } from '../components/ui.tsx';
+import { useSession } from '../session.tsx';
 import type { Answer } from '../types.ts';
-
-const SCOPES = ['events:read', 'events:write', 'users:read', 'users:write', 'admin'] as const;
 
 type ApiKeys = Answer<'listApiKeys'>['data'];
 type PortalSessions = Answer<'listPortalSessions'>['data'];
 
 export function Keys() {
+  // A key holds none of the scopes its maker lacks, and the maker here is this session.
+  const { scopes: held } = useSession();
   const [keys, setKeys] = useState<ApiKeys>();
   const [sessions, setSessions] = useState<PortalSessions>();
-  const [scopes, setScopes] = useState<string[]>(['events:read']);
+  const [scopes, setScopes] = useState<string[]>(held.includes('events:read') ? ['events:read'] : []);
   const [created, setCreated] = useState<string>();
   const [error, setError] = useState<string>();
   const load = useCallback(
@@ -52,7 +53,7 @@ export function Keys() {
       >
         <fieldset>
           <legend>Scopes of the new key</legend>
-          {SCOPES.map((s) => (
+          {held.map((s) => (
             <label key={s} className="check">
               <input
                 type="checkbox"

@@ -80,7 +80,7 @@ export const OPERATIONS = {
   streamEvents: { method: 'get', path: '/events/stream' },
   /** This application's live portal sessions and unused sign-in links */
   listPortalSessions: { method: 'get', path: '/v1/portal/sessions' },
-  /** A one-time developer-portal sign-in URL for this application, limited to the chosen areas */
+  /** A one-time developer-portal sign-in URL for this application, limited to the chosen areas and to the caller's scopes */
   createPortalSession: { method: 'post', path: '/v1/portal/sessions' },
   /** End every portal session and unused sign-in link of this application */
   revokePortalSessions: { method: 'delete', path: '/v1/portal/sessions' },

@@ -480,7 +480,7 @@ export interface paths {
         /** This application's live portal sessions and unused sign-in links */
         get: operations["listPortalSessions"];
         put?: never;
-        /** A one-time developer-portal sign-in URL for this application, limited to the chosen areas */
+        /** A one-time developer-portal sign-in URL for this application, limited to the chosen areas and to the caller's scopes */
         post: operations["createPortalSession"];
         /** End every portal session and unused sign-in link of this application */
         delete: operations["revokePortalSessions"];
@@ -642,6 +642,7 @@ export interface operations {
                 event_type?: string;
                 conversation_id?: string;
                 user_id?: string;
+                channel?: string;
             };
             header?: never;
             path?: never;
@@ -649,7 +650,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description A page; keep polling from next_cursor (as `after`) to see new events exactly once, or with order=desc page back (next_cursor as `before`) */
+            /** @description A page (in a scoped portal session, only its events: a page may come back short, keep following next_cursor); keep polling from next_cursor (as `after`) to see new events exactly once, or with order=desc page back (next_cursor as `before`) */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -660,6 +661,7 @@ export interface operations {
                             id: string;
                             app_id: string;
                             event_type: string;
+                            channels: string[];
                             payload: {
                                 [key: string]: unknown;
                             };
@@ -798,6 +800,8 @@ export interface operations {
                         target_node_id: string;
                     }[];
                     origin_event_id?: string | null;
+                    /** @description tags to select the event by (at most 20, each 1-64 of A-Z a-z 0-9 _ . : @ -) */
+                    channels?: string[];
                 };
             };
         };
@@ -812,6 +816,7 @@ export interface operations {
                         id: string;
                         app_id: string;
                         event_type: string;
+                        channels: string[];
                         payload: {
                             [key: string]: unknown;
                         };
@@ -997,6 +1002,7 @@ export interface operations {
                         id: string;
                         app_id: string;
                         event_type: string;
+                        channels: string[];
                         payload: {
                             [key: string]: unknown;
                         };
@@ -3491,6 +3497,13 @@ export interface operations {
                             name: string;
                             target_url: string;
                             event_patterns: string[];
+                            /** @description only events on one of these channels; null: any */
+                            channels: string[] | null;
+                            /** @description the scoped portal session it was made in: it never matches an event outside it */
+                            scope: {
+                                channels?: string[];
+                                event_types?: string[];
+                            } | null;
                             /** @enum {string} */
                             status: "ACTIVE" | "PAUSED" | "DISABLED";
                             max_per_second: number | null;
@@ -3606,6 +3619,8 @@ export interface operations {
                     name: string;
                     target_url: string;
                     event_patterns: string[];
+                    /** @description only events carrying one of these channels; null or absent: any */
+                    channels?: string[] | null;
                     secret?: string;
                     max_per_second?: number | null;
                 };
@@ -3623,6 +3638,13 @@ export interface operations {
                         name: string;
                         target_url: string;
                         event_patterns: string[];
+                        /** @description only events on one of these channels; null: any */
+                        channels: string[] | null;
+                        /** @description the scoped portal session it was made in: it never matches an event outside it */
+                        scope: {
+                            channels?: string[];
+                            event_types?: string[];
+                        } | null;
                         /** @enum {string} */
                         status: "ACTIVE" | "PAUSED" | "DISABLED";
                         max_per_second: number | null;
@@ -3775,6 +3797,13 @@ export interface operations {
                         name: string;
                         target_url: string;
                         event_patterns: string[];
+                        /** @description only events on one of these channels; null: any */
+                        channels: string[] | null;
+                        /** @description the scoped portal session it was made in: it never matches an event outside it */
+                        scope: {
+                            channels?: string[];
+                            event_types?: string[];
+                        } | null;
                         /** @enum {string} */
                         status: "ACTIVE" | "PAUSED" | "DISABLED";
                         max_per_second: number | null;
@@ -4055,6 +4084,8 @@ export interface operations {
                     name?: string;
                     target_url?: string;
                     event_patterns?: string[];
+                    /** @description only events carrying one of these channels; null or absent: any */
+                    channels?: string[] | null;
                     /** @enum {string} */
                     status?: "ACTIVE" | "PAUSED";
                     max_per_second?: number | null;
@@ -4073,6 +4104,13 @@ export interface operations {
                         name: string;
                         target_url: string;
                         event_patterns: string[];
+                        /** @description only events on one of these channels; null: any */
+                        channels: string[] | null;
+                        /** @description the scoped portal session it was made in: it never matches an event outside it */
+                        scope: {
+                            channels?: string[];
+                            event_types?: string[];
+                        } | null;
                         /** @enum {string} */
                         status: "ACTIVE" | "PAUSED" | "DISABLED";
                         max_per_second: number | null;
@@ -5784,6 +5822,7 @@ export interface operations {
                             id: string;
                             app_id: string;
                             event_type: string;
+                            channels: string[];
                             payload: {
                                 [key: string]: unknown;
                             };
@@ -6481,6 +6520,7 @@ export interface operations {
                             id: string;
                             app_id: string;
                             event_type: string;
+                            channels: string[];
                             payload: {
                                 [key: string]: unknown;
                             };
@@ -6611,6 +6651,7 @@ export interface operations {
                 eventTypes?: string;
                 userId?: string;
                 conversationId?: string;
+                channels?: string;
                 lastEventId?: string;
             };
             header?: {
@@ -6739,7 +6780,12 @@ export interface operations {
                     "application/json": {
                         data: {
                             id: string;
-                            areas: ("all" | "webhooks")[];
+                            areas: ("all" | "webhooks" | "events")[];
+                            scopes: ("events:read" | "events:write" | "users:read" | "users:write" | "admin")[];
+                            scope: {
+                                channels?: string[];
+                                event_types?: string[];
+                            } | null;
                             created_by_key_id: string | null;
                             created_at: string;
                             /** @description when the sign-in link was used; null while unused */
@@ -6854,7 +6900,14 @@ export interface operations {
                      *       "all"
                      *     ]
                      */
-                    areas?: ("all" | "webhooks")[];
+                    areas?: ("all" | "webhooks" | "events")[];
+                    /** @description the session's scopes, none beyond the caller's; default: the caller's, as far as the areas use them */
+                    scopes?: ("events:read" | "events:write" | "users:read" | "users:write" | "admin")[];
+                    /** @description confine the session to these channels and/or event types (areas events and webhooks only): for embedding it for one of your customers */
+                    scope?: {
+                        channels?: string[];
+                        event_types?: string[];
+                    };
                     /** Format: uri */
                     return_url?: string;
                     theme?: {
@@ -6879,6 +6932,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         url: string;
+                        /** @description what the session will hold */
+                        scopes: ("events:read" | "events:write" | "users:read" | "users:write" | "admin")[];
                         expires_at: string;
                     };
                 };
@@ -7307,7 +7362,14 @@ export interface operations {
                     "application/json": {
                         application_id: string;
                         application_name: string;
-                        areas: ("all" | "webhooks")[];
+                        areas: ("all" | "webhooks" | "events")[];
+                        /** @description what the session may do: never more than the key that made it */
+                        scopes: ("events:read" | "events:write" | "users:read" | "users:write" | "admin")[];
+                        /** @description the channels and event types it is confined to; null: the whole application */
+                        scope: {
+                            channels?: string[];
+                            event_types?: string[];
+                        } | null;
                         theme: {
                             accent_color?: string;
                             logo_url?: string;
@@ -7387,7 +7449,14 @@ export interface operations {
                     "application/json": {
                         application_id: string;
                         application_name: string;
-                        areas: ("all" | "webhooks")[];
+                        areas: ("all" | "webhooks" | "events")[];
+                        /** @description what the session may do: never more than the key that made it */
+                        scopes: ("events:read" | "events:write" | "users:read" | "users:write" | "admin")[];
+                        /** @description the channels and event types it is confined to; null: the whole application */
+                        scope: {
+                            channels?: string[];
+                            event_types?: string[];
+                        } | null;
                         theme: {
                             accent_color?: string;
                             logo_url?: string;
