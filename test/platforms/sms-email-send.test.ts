@@ -247,7 +247,7 @@ describe('an SMTP server pinned to the address the policy checked', () => {
       const judged = judgeUrl(`smtps://u:p@Mail.Test:${port}`, 'smtp', 'public-https');
       if (!judged.ok) throw new Error(judged.reason);
       // As if mail.test had resolved to 127.0.0.1 and been judged: nodemailer resolves nothing itself.
-      const options = smtpTransportOptions(judged.url, judged.host, '127.0.0.1');
+      const options = smtpTransportOptions(judged.url, judged.host, '127.0.0.1', true);
       expect(options).toMatchObject({ host: '127.0.0.1', servername: 'mail.test', port, secure: true, auth: { user: 'u', pass: 'p' } });
       const transport = nodemailer.createTransport({ ...options, tls: { ca: cert }, connectionTimeout: 3000 });
       await transport.sendMail({ from: 'a@example.com', to: 'b@example.org', text: 'pinned' });
@@ -260,6 +260,43 @@ describe('an SMTP server pinned to the address the policy checked', () => {
         /IP: 127\.0\.0\.1 is not in the cert/,
       );
       unnamed.close();
+    } finally {
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+  });
+
+  it('under the policy, an smtp:// server that offers no STARTTLS gets neither the login nor the message', async () => {
+    const seen: string[] = [];
+    const server = new SMTPServer({
+      disabledCommands: ['STARTTLS'],
+      allowInsecureAuth: true,
+      logger: false,
+      onAuth: (auth, _session, cb) => {
+        seen.push(`AUTH ${auth.username}`);
+        cb(null, { user: auth.username });
+      },
+      onData: (stream, _session, cb) => {
+        seen.push('DATA');
+        stream.resume().on('end', () => cb());
+      },
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.server.address() as { port: number }).port;
+    const send = (requireTls: boolean) => {
+      const judged = judgeUrl(`smtp://u:p@127.0.0.1:${port}`, 'smtp', 'any');
+      if (!judged.ok) throw new Error(judged.reason);
+      const transport = nodemailer.createTransport({
+        ...smtpTransportOptions(judged.url, judged.host, '127.0.0.1', requireTls),
+        connectionTimeout: 3000,
+      });
+      return transport.sendMail({ from: 'a@example.com', to: 'b@example.org', text: 'secret' }).finally(() => transport.close());
+    };
+    try {
+      await expect(send(true)).rejects.toThrow(/STARTTLS/);
+      expect(seen).toEqual([]);
+      // Outside the policy (development) the same server is used as it is.
+      await send(false);
+      expect(seen).toEqual(['AUTH u', 'DATA']);
     } finally {
       await new Promise<void>((r) => server.close(() => r()));
     }

@@ -44,12 +44,17 @@ function decoded(part: string): string {
  * the connection goes to that address (nodemailer resolves nothing itself), and a host name
  * stays the TLS server name, for SNI and the certificate check. Built from the URL's parts
  * only: nodemailer would read connection options (`proxy=`…) from a URL's query.
+ * `requireTls` (the `public-https` policy): an `smtp://` session must upgrade with STARTTLS
+ * before anything is sent, or fail; nodemailer would otherwise send the login and the message
+ * in the clear to a server (or a man in the middle) that does not offer it.
  */
-export function smtpTransportOptions(url: URL, host: string, address: string): SMTPTransport.Options {
+export function smtpTransportOptions(url: URL, host: string, address: string, requireTls: boolean): SMTPTransport.Options {
+  const secure = url.protocol === 'smtps:';
   return {
     host: address,
     ...(url.port ? { port: Number(url.port) } : {}),
-    secure: url.protocol === 'smtps:',
+    secure,
+    ...(requireTls && !secure ? { requireTLS: true } : {}),
     ...(url.username || url.password ? { auth: { user: decoded(url.username), pass: decoded(url.password) } } : {}),
     ...(isIP(host) ? {} : { servername: host }),
   };
@@ -66,7 +71,7 @@ async function smtpServer(
   });
   const judged = judgeUrl(smtpServerUrl(config), 'smtp', ctx.guarded ? 'public-https' : 'any');
   if (!judged.ok) return refused(judged.reason);
-  if (!ctx.guarded) return { ok: true, options: smtpTransportOptions(judged.url, judged.host, judged.host) };
+  if (!ctx.guarded) return { ok: true, options: smtpTransportOptions(judged.url, judged.host, judged.host, false) };
   const resolved = await resolvePublic(judged.host, ctx.timeoutMs);
   if (resolved.kind === 'refused') return refused(resolved.reason);
   if (resolved.kind === 'failed') {
@@ -76,7 +81,7 @@ async function smtpServer(
       error: platformError('PLATFORM_UNAVAILABLE', `Could not resolve the SMTP server (${code})`, { platformCode: code }),
     };
   }
-  return { ok: true, options: smtpTransportOptions(judged.url, judged.host, resolved.addresses[0].address) };
+  return { ok: true, options: smtpTransportOptions(judged.url, judged.host, resolved.addresses[0].address, true) };
 }
 
 /**
