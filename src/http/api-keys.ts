@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { createApiKey, listApiKeys, revokeApiKey } from '../auth/api-keys.js';
-import { scopeSchema } from '../auth/scopes.js';
+import { SCOPES, scopeSchema } from '../auth/scopes.js';
 import { AppError, unwrap } from '../errors.js';
 import type { Api } from './api.js';
 
@@ -31,7 +31,7 @@ export function registerApiKeyRoutes(api: Api): void {
     operationId: 'createApiKey',
     summary: 'Create an API key with some of the caller\u2019s scopes; its value is returned this once',
     scope: 'admin',
-    body: z.strictObject({ scopes: z.array(scopeSchema).min(1) }),
+    body: z.strictObject({ scopes: z.array(scopeSchema).min(1).max(SCOPES.length) }),
     responses: { 201: { description: 'The key, with its value', schema: keyOut.extend({ api_key: z.string() }) } },
     handler: async ({ deps, principal, body }) => {
       const key = unwrap(await createApiKey(deps.sql, principal, principal.appId, body.scopes));
