@@ -19,6 +19,7 @@ import { portalAreaSchema } from './portal/areas.js';
 import { createSignIn, revokeAllSessions, signInUrl } from './portal/sessions.js';
 import { loadConfig } from './config.js';
 import { createSql } from './db.js';
+import { targetingPrimary } from './db-primary.js';
 import { discardDeadLetter, listDeadLetters, requeueAllDeadLetters, requeueDeadLetter } from './dead-letters.js';
 import { closeQueues, createQueues, QUEUE_NAMES, type QueueName, type Queues } from './queues.js';
 import { createRedis } from './redis.js';
@@ -56,7 +57,7 @@ const { values, positionals } = parseArgs({
 });
 const [noun, verb, arg] = positionals;
 const config = loadConfig();
-const sql = createSql(config.DATABASE_URL, { max: 1 });
+const sql = createSql(targetingPrimary(config.DATABASE_URL), { max: 1 });
 const print = (obj: unknown) => process.stdout.write(`${JSON.stringify(obj)}\n`);
 
 /** The dead-letter commands: they need Redis (the queues), not the database. */
