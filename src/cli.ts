@@ -66,7 +66,7 @@ async function deadLetters(verb: string | undefined, id: string | undefined): Pr
   if (queue !== undefined && !QUEUE_NAMES.includes(queue)) die(`--queue must be one of ${QUEUE_NAMES.join(', ')}`);
   const limit = values.limit === undefined ? 100 : Number(values.limit);
   if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) die('--limit must be an integer from 1 to 10000');
-  const redis = createRedis(config.REDIS_URL);
+  const redis = createRedis(config.redis);
   const queues: Queues = createQueues(redis, config.REDIS_PREFIX);
   try {
     if (verb === 'list') {

@@ -42,7 +42,7 @@ export function createDeps(
   } = {},
 ): Deps {
   const logger = options.logger ?? createLogger(config.LOG_LEVEL);
-  const queueRedis = watchConnection(createRedis(config.REDIS_URL, 'request'), 'queues', logger);
+  const queueRedis = watchConnection(createRedis(config.redis, 'request'), 'queues', logger);
   return {
     config,
     sql: createSql(config.DATABASE_URL, {
@@ -51,7 +51,7 @@ export function createDeps(
       statementTimeoutMs: options.role === 'web' ? config.DB_STATEMENT_TIMEOUT_MS : config.DB_WORKER_STATEMENT_TIMEOUT_MS,
       idleInTransactionTimeoutMs: config.DB_IDLE_IN_TRANSACTION_TIMEOUT_MS,
     }),
-    redis: watchConnection(createRedis(config.REDIS_URL, 'request'), 'requests', logger),
+    redis: watchConnection(createRedis(config.redis, 'request'), 'requests', logger),
     queueRedis,
     queues: createQueues(queueRedis, config.REDIS_PREFIX),
     logger,

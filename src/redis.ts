@@ -1,7 +1,10 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis as Single, type RedisOptions } from 'ioredis';
+type ClusterNode = { host: string; port: number };
+import type { RedisTarget } from './config.js';
 import type { Logger } from './logger.js';
 
-export { Redis };
+/** A connection to one Redis server or to a Redis Cluster (REDIS_CLUSTER_NODES). */
+export type Redis = Single | Cluster;
 
 /**
  * A command on a request-path connection that has not been answered in this time means Redis
@@ -10,6 +13,9 @@ export { Redis };
  */
 const REQUEST_COMMAND_TIMEOUT_MS = 5_000;
 
+/** Reconnect delay after a lost connection (ms): 50 ms growing to 1 s, forever. */
+const reconnectDelay = (times: number) => Math.min(50 * times, 1000);
+
 /**
  * ioredis factory. `blocking` connections (BullMQ workers, pub/sub subscribers) must retry
  * forever and queue commands while reconnecting. `request` connections (rate limits, BullMQ
@@ -17,8 +23,13 @@ const REQUEST_COMMAND_TIMEOUT_MS = 5_000;
  * refused at once and the request answers 503; no resending of commands that were in flight
  * when the connection dropped, so a request already answered 503 is never applied later
  * behind the client's back; and a bound on every command.
+ *
+ * A Redis Cluster target gives a cluster client with the same options on each node's
+ * connection: it follows MOVED/ASK redirections and a failover's new masters itself.
  */
-export function createRedis(url: string, kind: 'blocking' | 'request' = 'request', extra: RedisOptions = {}): Redis {
+export function createRedis(url: string, kind?: 'blocking' | 'request', extra?: RedisOptions): Single;
+export function createRedis(target: RedisTarget, kind?: 'blocking' | 'request', extra?: RedisOptions): Redis;
+export function createRedis(target: RedisTarget | string, kind: 'blocking' | 'request' = 'request', extra: RedisOptions = {}): Redis {
   const failFast: RedisOptions =
     kind === 'request'
       ? {
@@ -28,13 +39,23 @@ export function createRedis(url: string, kind: 'blocking' | 'request' = 'request
           commandTimeout: REQUEST_COMMAND_TIMEOUT_MS,
         }
       : { maxRetriesPerRequest: null, enableOfflineQueue: true };
-  return new Redis(url, {
+  const at = typeof target === 'string' ? { url: target } : target;
+  if ('url' in at) return new Single(at.url, { lazyConnect: false, retryStrategy: reconnectDelay, ...failFast, ...extra });
+  const cluster = new Cluster(at.clusterNodes, {
     lazyConnect: false,
-    retryStrategy: (times) => Math.min(50 * times, 1000),
-    ...failFast,
-    ...extra,
+    clusterRetryStrategy: reconnectDelay,
+    enableOfflineQueue: failFast.enableOfflineQueue,
+    // Replicas are for failover here: every read goes to the master, which has every write.
+    scaleReads: 'master',
+    redisOptions: { ...failFast, ...extra },
   });
+  seeds.set(cluster, at.clusterNodes);
+  return cluster;
 }
+
+const seeds = new WeakMap<Cluster, ClusterNode[]>();
+/** The seed nodes a cluster client was created with (the start-up check asks them when it cannot connect). */
+export const seedsOf = (cluster: Cluster): ClusterNode[] => seeds.get(cluster) ?? [];
 
 /**
  * Logs a connection's outage once when it starts and once when it ends, instead of one

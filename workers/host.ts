@@ -31,7 +31,7 @@ export interface WorkerHost {
 
 /** Starts one BullMQ worker per processor; each re-parses its payload against the job catalog. */
 export function startWorkerHost(deps: Deps, defs: AnyProcessorDef[]): WorkerHost {
-  const connection: Redis = watchConnection(createRedis(deps.config.REDIS_URL, 'blocking'), 'workers', deps.logger);
+  const connection: Redis = watchConnection(createRedis(deps.config.redis, 'blocking'), 'workers', deps.logger);
   const services = createWorkerServices(
     deps,
     defs.map((d) => d.queue),

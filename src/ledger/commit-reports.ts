@@ -1,3 +1,4 @@
+import type { RedisTarget } from '../config.js';
 import type { ChainableCommander } from 'ioredis';
 import type { Logger } from '../logger.js';
 import { createRedis, watchConnection } from '../redis.js';
@@ -85,13 +86,13 @@ export interface ReportHandlers {
 
 /** Subscribes to this web process's reports: event commits and settled sends, on one channel. */
 export function subscribeCommitReports(
-  redisUrl: string,
+  redis: RedisTarget,
   redisPrefix: string,
   replyTo: string,
   logger: Logger,
   on: ReportHandlers,
 ): CommitReportSubscription {
-  const sub = watchConnection(createRedis(redisUrl, 'blocking'), 'commit reports', logger);
+  const sub = watchConnection(createRedis(redis, 'blocking'), 'commit reports', logger);
   const channel = commitReportChannel(redisPrefix, replyTo);
   sub.on('message', (ch: string, message: string) => {
     if (ch !== channel) return;

@@ -1,3 +1,4 @@
+import type { RedisTarget } from '../config.js';
 import type { Logger } from '../logger.js';
 import { createRedis, watchConnection, type Redis } from '../redis.js';
 import { wakePattern } from './wake.js';
@@ -16,8 +17,8 @@ export interface WakeHub {
   close(): Promise<void>;
 }
 
-export function createWakeHub(redisUrl: string, redisPrefix: string, logger: Logger): WakeHub {
-  const sub: Redis = watchConnection(createRedis(redisUrl, 'blocking'), 'wakes', logger);
+export function createWakeHub(redis: RedisTarget, redisPrefix: string, logger: Logger): WakeHub {
+  const sub: Redis = watchConnection(createRedis(redis, 'blocking'), 'wakes', logger);
   const listeners = new Map<string, Set<WakeListener>>();
   const prefixLen = wakePattern(redisPrefix).length - 1;
   sub.on('pmessage', (_pattern: string, channel: string, message: string) => {

@@ -10,6 +10,8 @@ export interface RedisServerOptions {
   args?: string[];
   /** Append-only file with fsync on every write, so a restart keeps every acknowledged job. @default false */
   durable?: boolean;
+  /** Directory its data directory is created in. @default the system's temp directory */
+  parent?: string;
 }
 
 export interface RedisServer {
@@ -33,7 +35,7 @@ export interface RedisServer {
  */
 export async function startRedisServer(options: RedisServerOptions = {}): Promise<RedisServer> {
   const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), 'gw-redis-'));
+  const dir = mkdtempSync(join(options.parent ?? tmpdir(), 'gw-redis-'));
   const base = options.durable ? ['--appendonly', 'yes', '--appendfsync', 'always', '--save', ''] : ['--appendonly', 'no', '--save', ''];
   let proc: ChildProcess | undefined;
   let exited: Promise<void> = Promise.resolve();
