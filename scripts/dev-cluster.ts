@@ -55,7 +55,10 @@ process.on('SIGTERM', onSignal);
 
 try {
   say(`starting a Redis Cluster (3 masters + 3 replicas) and PostgreSQL (primary + synchronous standby) in ${root}`);
-  const [cluster, replicated] = await Promise.all([startRedisCluster({ parent: root }), startReplicatedPostgres({ parent: root })]);
+  const [cluster, replicated] = await Promise.all([
+    startRedisCluster({ parent: root, detached: true }),
+    startReplicatedPostgres({ parent: root, detached: true }),
+  ]);
   redis = cluster;
   pg = replicated;
 } catch (err) {
@@ -75,8 +78,8 @@ say('Use them with:');
 for (const [k, v] of Object.entries(env)) say(`  ${k}=${v}`);
 say('');
 
-// Its own process group: a Ctrl-C in the terminal reaches it through this process only, once,
-// after which the servers it needs are stopped.
+// Its own process group, like the servers': a Ctrl-C in the terminal reaches it through this
+// process only, once, and the servers stay up until it has drained.
 gateway = spawn(process.execPath, ['--import', 'tsx', join(projectRoot(), 'src/dev.ts')], {
   cwd: projectRoot(),
   env: { ...process.env, ...env },

@@ -17,6 +17,8 @@ export interface ReplicatedPostgresOptions {
   parent?: string;
   /** Extra settings for both servers. */
   settings?: Record<string, string>;
+  /** Each server in a process group of its own (PostgresServerOptions.detached). @default false */
+  detached?: boolean;
 }
 
 export interface ReplicatedPostgres {
@@ -43,7 +45,7 @@ export interface ReplicatedPostgres {
  */
 export async function startReplicatedPostgres(options: ReplicatedPostgresOptions = {}): Promise<ReplicatedPostgres> {
   const common = { wal_level: 'replica', max_wal_senders: '10', hot_standby: 'on', synchronous_commit: 'on', ...options.settings };
-  const primary = await startPostgresServer({ parent: options.parent, settings: common });
+  const primary = await startPostgresServer({ parent: options.parent, settings: common, detached: options.detached });
   let standby: PostgresServer | undefined;
   const admin = postgres(`${primary.base}/postgres`, { max: 1, onnotice: () => {} });
   try {
@@ -58,7 +60,7 @@ export async function startReplicatedPostgres(options: ReplicatedPostgresOptions
     ]);
     await run(cmd, args, { timeout: 60_000 });
     // Its WAL receiver reports `cluster_name` as its name, which the primary then waits for.
-    standby = await runPostgres(dir, await freePort(), { ...common, cluster_name: STANDBY_NAME });
+    standby = await runPostgres(dir, await freePort(), { ...common, cluster_name: STANDBY_NAME }, options.detached);
     // Named only now (and not passed on the command line, so ALTER SYSTEM applies): named
     // before a standby streams, every commit on the primary would wait for it.
     await admin.unsafe(`ALTER SYSTEM SET synchronous_standby_names = 'FIRST 1 (${STANDBY_NAME})'`);

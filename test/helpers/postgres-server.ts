@@ -10,6 +10,11 @@ export interface PostgresServerOptions {
   settings?: Record<string, string>;
   /** Directory the data directory is created in. @default the system's temp directory */
   parent?: string;
+  /**
+   * In a process group of its own, so a terminal's Ctrl-C reaches it only through whoever
+   * started it (`npm run dev:cluster` stops the gateway before its servers). @default false
+   */
+  detached?: boolean;
 }
 
 export interface PostgresServer {
@@ -75,11 +80,16 @@ export async function startPostgresServer(options: PostgresServerOptions = {}): 
     '--no-sync',
   ]);
   execFileSync(initCmd, initArgs, { stdio: 'pipe' });
-  return runPostgres(dir, await freePort(), options.settings);
+  return runPostgres(dir, await freePort(), options.settings, options.detached);
 }
 
 /** Runs a postgres server on an existing data directory (from initdb or pg_basebackup). */
-export async function runPostgres(dir: string, port: number, extraSettings: Record<string, string> = {}): Promise<PostgresServer> {
+export async function runPostgres(
+  dir: string,
+  port: number,
+  extraSettings: Record<string, string> = {},
+  detached = false,
+): Promise<PostgresServer> {
   const settings = { listen_addresses: '127.0.0.1', port: String(port), unix_socket_directories: dir, fsync: 'on', ...extraSettings };
   let proc: ChildProcess | undefined;
   let exited: Promise<void> = Promise.resolve();
@@ -105,7 +115,7 @@ export async function runPostgres(dir: string, port: number, extraSettings: Reco
   const start = async () => {
     const args = ['-D', dir, ...Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`])];
     const [cmd, full] = runAsPostgres(postgresBin('postgres'), args);
-    const child = spawn(cmd, full, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(cmd, full, { stdio: ['ignore', 'pipe', 'pipe'], detached });
     child.stdout!.on('data', (d: Buffer) => (out = (out + d.toString()).slice(-4000)));
     child.stderr!.on('data', (d: Buffer) => (out = (out + d.toString()).slice(-4000)));
     proc = child;

@@ -13,6 +13,8 @@ export interface RedisClusterOptions {
    * Redis's default is 15 s; a short one keeps a failover test quick. @default 3000
    */
   nodeTimeoutMs?: number;
+  /** Each node in a process group of its own (RedisServerOptions.detached). @default false */
+  detached?: boolean;
 }
 
 export interface RedisCluster {
@@ -38,7 +40,9 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
     ...['--cluster-node-timeout', String(options.nodeTimeoutMs ?? 3000)],
     ...['--appendonly', 'yes', '--maxmemory-policy', 'noeviction'],
   ];
-  const started = await Promise.allSettled(Array.from({ length: 6 }, () => startRedisServer({ args, parent: options.parent })));
+  const started = await Promise.allSettled(
+    Array.from({ length: 6 }, () => startRedisServer({ args, parent: options.parent, detached: options.detached })),
+  );
   const nodes = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
   const destroy = async () => void (await Promise.all(nodes.map((n) => n.destroy())));
   const failed = started.find((s) => s.status === 'rejected');

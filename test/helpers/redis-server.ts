@@ -12,6 +12,11 @@ export interface RedisServerOptions {
   durable?: boolean;
   /** Directory its data directory is created in. @default the system's temp directory */
   parent?: string;
+  /**
+   * In a process group of its own, so a terminal's Ctrl-C reaches it only through whoever
+   * started it (`npm run dev:cluster` stops the gateway before its servers). @default false
+   */
+  detached?: boolean;
 }
 
 export interface RedisServer {
@@ -46,9 +51,7 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
     const child = spawn(
       'redis-server',
       ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--daemonize', 'no', ...base, ...args],
-      {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
+      { stdio: ['ignore', 'pipe', 'pipe'], detached: options.detached },
     );
     let out = '';
     child.stdout!.on('data', (d: Buffer) => (out = (out + d.toString()).slice(-4000)));
