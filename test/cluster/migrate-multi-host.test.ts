@@ -2,6 +2,7 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { primaryUrl } from '../../src/db-primary.js';
 import { migrate } from '../../src/migrate.js';
 import { projectRoot } from '../../src/project-root.js';
 import { runCli } from '../helpers/cli.js';
@@ -42,6 +43,16 @@ describe('a DATABASE_URL naming a primary and its standby', () => {
     await migrate(bareUrl('gw_bare'));
     expect(await appliedOn(pg.primary.base, 'gw_first')).toBe(migrationCount);
     expect(await appliedOn(pg.primary.base, 'gw_bare')).toBe(migrationCount);
+  });
+
+  it('without a primary (a failover under way) migrations fail naming what each server is', async () => {
+    const url = `postgres://postgres@127.0.0.1:${pg.standby.port},127.0.0.1:1/gw_none`;
+    await expect(migrate(url)).rejects.toThrow(
+      new RegExp(
+        `^no primary among the servers of DATABASE_URL \\(127\\.0\\.0\\.1:${pg.standby.port}: standby; 127\\.0\\.0\\.1:1: unreachable`,
+      ),
+    );
+    expect(await primaryUrl(bareUrl('gw_bare'))).toBe(`${pg.primary.base}/gw_bare`);
   });
 
   it('the CLI writes on the primary with the standby listed first', async () => {

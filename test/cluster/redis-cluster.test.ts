@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { createApplication } from '../../src/apps/applications.js';
+import { parseConfig } from '../../src/config.js';
 import { SCOPES } from '../../src/auth/scopes.js';
 import { createSql } from '../../src/db.js';
 import { createRedis } from '../../src/redis.js';
@@ -117,5 +118,27 @@ describe('REDIS_CLUSTER_NODES: the service on a 3-master Redis Cluster', () => {
     expect(await web.exited).toBe(1);
     expect(web.output()).toMatch(line);
     expect(web.output()).not.toMatch(/\n\s+at /); // no stack trace
+  });
+});
+
+describe('REDIS_CLUSTER_NODES parsing', () => {
+  it('takes host:port seeds (IPv6 in brackets) and makes them the target of every connection', () => {
+    const config = parseConfig({ REDIS_CLUSTER_NODES: 'redis-a:6379, 10.0.0.2:7000,[::1]:7001', REDIS_PREFIX: 'prod:{gw}' });
+    expect(config.redis).toEqual({
+      clusterNodes: [
+        { host: 'redis-a', port: 6379 },
+        { host: '10.0.0.2', port: 7000 },
+        { host: '::1', port: 7001 },
+      ],
+    });
+    expect(parseConfig({}).redis).toEqual({ url: 'redis://127.0.0.1:6379/0' });
+  });
+
+  it('refuses what is not a list of host:port with one line naming the variable', () => {
+    for (const bad of ['redis-a', 'redis-a:0', 'redis-a:70000', 'redis://redis-a:6379', ',', 'a:1,b']) {
+      expect(() => parseConfig({ REDIS_CLUSTER_NODES: bad, REDIS_PREFIX: '{gw}' }), bad).toThrow(
+        /^REDIS_CLUSTER_NODES: expected comma-separated host:port/,
+      );
+    }
   });
 });
