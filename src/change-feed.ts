@@ -57,7 +57,7 @@ function feedOf(deps: Deps): Feed {
   const known = feeds.get(deps.changeWatchers);
   if (known) return known;
   const sub = watchConnection(
-    createRedis(deps.config.REDIS_URL, 'blocking', { connectionName: `${deps.config.REDIS_PREFIX}:changes` }),
+    createRedis(deps.config.redis, 'blocking', { connectionName: `${deps.config.REDIS_PREFIX}:changes` }),
     'changes',
     deps,
   );

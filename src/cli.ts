@@ -20,6 +20,7 @@ import { portalAreaSchema } from './portal/areas.js';
 import { createSignIn, revokeAllSessions, signInUrl } from './portal/sessions.js';
 import { loadConfig } from './config.js';
 import { createSql } from './db.js';
+import { targetingPrimary } from './db-primary.js';
 import { discardDeadLetter, listDeadLetters, requeueAllDeadLetters, requeueDeadLetter } from './dead-letters.js';
 import { closeQueues, createQueues, QUEUE_NAMES, type QueueName, type Queues } from './queues.js';
 import { createLogger } from './logger.js';
@@ -59,7 +60,7 @@ const { values, positionals } = parseArgs({
 });
 const [noun, verb, arg] = positionals;
 const config = loadConfig();
-const sql = createSql(config.DATABASE_URL, { max: 1 });
+const sql = createSql(targetingPrimary(config.DATABASE_URL), { max: 1 });
 const print = (obj: unknown) => process.stdout.write(`${JSON.stringify(obj)}\n`);
 
 /** The dead-letter commands: they need Redis (the queues), not the database. */
@@ -68,7 +69,7 @@ async function deadLetters(verb: string | undefined, id: string | undefined): Pr
   if (queue !== undefined && !QUEUE_NAMES.includes(queue)) die(`--queue must be one of ${QUEUE_NAMES.join(', ')}`);
   const limit = values.limit === undefined ? 100 : Number(values.limit);
   if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) die('--limit must be an integer from 1 to 10000');
-  const redis = createRedis(config.REDIS_URL);
+  const redis = createRedis(config.redis);
   // Its output is JSON lines on stdout, and a failed command says why: queue events stay out of it.
   const queues: Queues = createQueues(redis, config.REDIS_PREFIX, createLogger('silent'));
   try {

@@ -50,6 +50,27 @@ const schema = z
       .regex(/^rediss?:\/\//, 'expected a redis:// URL')
       .default('redis://127.0.0.1:6379/0'),
     /**
+     * Seed nodes of a Redis Cluster, comma-separated `host:port` (a few are enough; the client
+     * learns the rest from them). Set, every connection is a cluster client and REDIS_URL is
+     * not used; REDIS_PREFIX must then hold a {hash tag} (docs/SCALING.md).
+     */
+    REDIS_CLUSTER_NODES: z
+      .string()
+      .optional()
+      .transform((s, ctx) => {
+        if (s === undefined) return undefined;
+        const nodes = s
+          .split(',')
+          .map((p) => p.trim())
+          .filter(Boolean)
+          .map((p) => /^(\[[0-9A-Fa-f:.]+\]|[^\s:[\]]+):(\d{1,5})$/.exec(p));
+        if (!nodes.length || nodes.some((m) => !m || Number(m[2]) < 1 || Number(m[2]) > 65535)) {
+          ctx.addIssue({ code: 'custom', message: 'expected comma-separated host:port seed nodes, e.g. 10.0.0.1:6379,10.0.0.2:6379' });
+          return z.NEVER;
+        }
+        return nodes.map((m) => ({ host: m![1].replace(/^\[|\]$/g, ''), port: Number(m![2]) }));
+      }),
+    /**
      * Prefix for every Redis key and channel (BullMQ queues, rate limits, stream slots, wakes).
      * It may hold one Redis Cluster hash tag, e.g. `{gw}`: every key then lives in one slot,
      * which BullMQ's multi-key scripts need on a cluster (docs/SCALING.md).
@@ -327,6 +348,12 @@ const schema = z
         message: `must be above LEDGER_IDLE_TIMEOUT_MS (${env.LEDGER_IDLE_TIMEOUT_MS}): a writer behind a frozen one would fail before the server frees the head`,
       });
     }
+    if (env.REDIS_CLUSTER_NODES && !env.REDIS_PREFIX.includes('{'))
+      ctx.addIssue({
+        code: 'custom',
+        path: ['REDIS_PREFIX'],
+        message: `must hold a {hash tag} on a Redis Cluster (REDIS_CLUSTER_NODES is set), e.g. {${env.REDIS_PREFIX}}: a BullMQ queue's keys must share one slot`,
+      });
     if (env.FILE_STORAGE === 's3' && !env.S3_BUCKET)
       ctx.addIssue({ code: 'custom', path: ['S3_BUCKET'], message: 'is required when FILE_STORAGE=s3' });
     if (env.NODE_ENV === 'production') {
@@ -344,7 +371,12 @@ const schema = z
     OUTBOUND_ADDRESS_POLICY:
       env.OUTBOUND_ADDRESS_POLICY ?? env.WEBHOOK_TARGET_POLICY ?? (env.NODE_ENV === 'production' ? 'public-https' : 'any'),
     usingDevSecrets: !env.ADMIN_TOKEN || !env.SECRETS_KEY,
+    /** Where every Redis connection goes (src/redis.ts): the cluster's seeds when given, else REDIS_URL. */
+    redis: (env.REDIS_CLUSTER_NODES ? { clusterNodes: env.REDIS_CLUSTER_NODES } : { url: env.REDIS_URL }) as RedisTarget,
   }));
+
+/** Where Redis is: one server by URL, or a Redis Cluster by its seed nodes. */
+export type RedisTarget = { url: string } | { clusterNodes: { host: string; port: number }[] };
 
 export type Config = z.infer<typeof schema>;
 

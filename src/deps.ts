@@ -45,7 +45,7 @@ export function createDeps(
   const logger = options.logger ?? createLogger(config.LOG_LEVEL);
   const metrics = options.metrics ?? createMetrics();
   const observer = { logger, metrics };
-  const queueRedis = watchConnection(createRedis(config.REDIS_URL, 'request'), 'queues', observer);
+  const queueRedis = watchConnection(createRedis(config.redis, 'request'), 'queues', observer);
   const sql: Sql = createSql(config.DATABASE_URL, {
     max: options.dbPoolSize ?? 10,
     acquireTimeoutMs: config.DB_ACQUIRE_TIMEOUT_MS,
@@ -56,7 +56,7 @@ export function createDeps(
   return {
     config,
     sql,
-    redis: watchConnection(createRedis(config.REDIS_URL, 'request'), 'requests', observer),
+    redis: watchConnection(createRedis(config.redis, 'request'), 'requests', observer),
     queueRedis,
     queues: createQueues(queueRedis, config.REDIS_PREFIX, logger),
     logger,

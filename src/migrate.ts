@@ -3,14 +3,18 @@ import { pathToFileURL } from 'node:url';
 import { runner } from 'node-pg-migrate';
 import postgres from 'postgres';
 import { loadConfig } from './config.js';
+import { primaryUrl } from './db-primary.js';
 import { projectRoot } from './project-root.js';
 
-/** Creates the database named in the URL when it does not exist yet (first run on a fresh machine). */
+/**
+ * Creates the database named in the URL when it does not exist yet (first run on a fresh
+ * machine), on the primary when the URL names several servers.
+ */
 export async function ensureDatabase(databaseUrl: string): Promise<void> {
-  const url = new URL(databaseUrl);
+  const url = new URL(await primaryUrl(databaseUrl));
   const name = decodeURIComponent(url.pathname.replace(/^\//, ''));
   if (!name) return;
-  const admin = new URL(databaseUrl);
+  const admin = new URL(url);
   admin.pathname = '/postgres';
   const sql = postgres(admin.toString(), { max: 1, onnotice: () => {} });
   try {
@@ -31,11 +35,13 @@ export async function ensureDatabase(databaseUrl: string): Promise<void> {
 /**
  * Applies pending SQL migrations. Safe to run twice (applied ones are recorded) and from two
  * processes at once (node-pg-migrate holds an advisory lock; the second waits for the first).
+ * A URL naming several servers is served by the one that is primary when it starts.
  */
 export async function migrate(databaseUrl: string, log: (msg: string) => void = () => {}): Promise<void> {
-  await ensureDatabase(databaseUrl);
+  const primary = await primaryUrl(databaseUrl);
+  await ensureDatabase(primary);
   await runner({
-    databaseUrl,
+    databaseUrl: primary,
     dir: join(projectRoot(), 'migrations'),
     direction: 'up',
     migrationsTable: 'pgmigrations',

@@ -1,7 +1,11 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis as Single, type RedisOptions } from 'ioredis';
+import type { RedisTarget } from './config.js';
 import { watchOutage, type ConnectionObserver } from './connection-watch.js';
 
-export { Redis };
+type ClusterNode = { host: string; port: number };
+
+/** A connection to one Redis server or to a Redis Cluster (REDIS_CLUSTER_NODES). */
+export type Redis = Single | Cluster;
 
 /**
  * A command on a request-path connection that has not been answered in this time means Redis
@@ -10,6 +14,9 @@ export { Redis };
  */
 const REQUEST_COMMAND_TIMEOUT_MS = 5_000;
 
+/** Reconnect delay after a lost connection (ms): 50 ms growing to 1 s, forever. */
+const reconnectDelay = (times: number) => Math.min(50 * times, 1000);
+
 /**
  * ioredis factory. `blocking` connections (BullMQ workers, pub/sub subscribers) must retry
  * forever and queue commands while reconnecting. `request` connections (rate limits, BullMQ
@@ -17,8 +24,13 @@ const REQUEST_COMMAND_TIMEOUT_MS = 5_000;
  * refused at once and the request answers 503; no resending of commands that were in flight
  * when the connection dropped, so a request already answered 503 is never applied later
  * behind the client's back; and a bound on every command.
+ *
+ * A Redis Cluster target gives a cluster client with the same options on each node's
+ * connection: it follows MOVED/ASK redirections and a failover's new masters itself.
  */
-export function createRedis(url: string, kind: 'blocking' | 'request' = 'request', extra: RedisOptions = {}): Redis {
+export function createRedis(url: string, kind?: 'blocking' | 'request', extra?: RedisOptions): Single;
+export function createRedis(target: RedisTarget, kind?: 'blocking' | 'request', extra?: RedisOptions): Redis;
+export function createRedis(target: RedisTarget | string, kind: 'blocking' | 'request' = 'request', extra: RedisOptions = {}): Redis {
   const failFast: RedisOptions =
     kind === 'request'
       ? {
@@ -28,18 +40,28 @@ export function createRedis(url: string, kind: 'blocking' | 'request' = 'request
           commandTimeout: REQUEST_COMMAND_TIMEOUT_MS,
         }
       : { maxRetriesPerRequest: null, enableOfflineQueue: true };
-  return new Redis(url, {
+  const at = typeof target === 'string' ? { url: target } : target;
+  if ('url' in at) return new Single(at.url, { lazyConnect: false, retryStrategy: reconnectDelay, ...failFast, ...extra });
+  const cluster = new Cluster(at.clusterNodes, {
     lazyConnect: false,
-    retryStrategy: (times) => Math.min(50 * times, 1000),
-    ...failFast,
-    ...extra,
+    clusterRetryStrategy: reconnectDelay,
+    enableOfflineQueue: failFast.enableOfflineQueue,
+    // Replicas are for failover here: every read goes to the master, which has every write.
+    scaleReads: 'master',
+    redisOptions: { ...failFast, ...extra },
   });
+  seeds.set(cluster, at.clusterNodes);
+  return cluster;
 }
 
 /** Errors a watch has taken from its connection: BullMQ forwards the same objects to its Queue and Worker `error` events. */
 const reported = new WeakSet<object>();
 /** Whether `err` is a connection's own error, already told by its watch (so not worth a line of its own). */
 export const reportedByWatch = (err: unknown): boolean => typeof err === 'object' && err !== null && reported.has(err);
+
+const seeds = new WeakMap<Cluster, ClusterNode[]>();
+/** The seed nodes a cluster client was created with (the start-up check asks them when it cannot connect). */
+export const seedsOf = (cluster: Cluster): ClusterNode[] => seeds.get(cluster) ?? [];
 
 /**
  * Tells a connection's outage once when it starts and once when it ends (src/connection-watch.ts)
@@ -62,9 +84,17 @@ export function watchConnection(redis: Redis, name: string, observer: Connection
     lastError = undefined;
     outage.restored();
   });
-  const duplicate = redis.duplicate.bind(redis);
+  // One wrapper for both clients: Redis.duplicate(options?) and Cluster.duplicate(nodes?, { redisOptions }),
+  // where BullMQ passes the connection's name.
+  const duplicate = redis.duplicate.bind(redis) as (...args: unknown[]) => Redis;
   let duplicates = 0;
-  redis.duplicate = (...args: Parameters<Redis['duplicate']>) =>
-    watchConnection(duplicate(...args), `${name}/${args[0]?.connectionName?.split(':').pop() || ++duplicates}`, observer);
+  const nameOf = (args: unknown[]): string | undefined => {
+    const options = (redis instanceof Cluster ? (args[1] as { redisOptions?: RedisOptions } | undefined)?.redisOptions : args[0]) as
+      | RedisOptions
+      | undefined;
+    return options?.connectionName?.split(':').pop();
+  };
+  (redis as { duplicate: (...args: unknown[]) => Redis }).duplicate = (...args: unknown[]) =>
+    watchConnection(duplicate(...args), `${name}/${nameOf(args) || ++duplicates}`, observer);
   return redis;
 }

@@ -1,6 +1,7 @@
+import { Cluster } from 'ioredis';
 import { redisReady } from './availability.js';
 import type { Logger } from './logger.js';
-import type { Redis } from './redis.js';
+import { createRedis, seedsOf, type Redis } from './redis.js';
 
 /** What the durability promise needs to know about the Redis it runs on. */
 export interface RedisDurability {
@@ -41,6 +42,51 @@ export interface CheckRedisOptions {
   onUnsafe?: (durability: RedisDurability) => void;
   /** How long start-up waits for Redis before giving up on verifying it (ms). @default 5000 */
   waitMs?: number;
+  /**
+   * Called with one line when a Redis Cluster cannot serve (seeds unreachable, slots not
+   * covered): the process would only fail every request, so it stops at start instead.
+   * @default logs the line and exits the process with status 1
+   */
+  onClusterFault?: (line: string) => void;
+}
+
+/** Slots a Redis Cluster must serve, all of them, for every key to have a home. */
+const CLUSTER_SLOTS = 16_384;
+
+/** CLUSTER INFO of the first seed node that answers it. */
+async function seedInfo(nodes: { host: string; port: number }[]): Promise<unknown> {
+  for (const { host, port } of nodes) {
+    const probe = createRedis(`redis://${host.includes(':') ? `[${host}]` : host}:${port}`, 'blocking', {
+      retryStrategy: () => null,
+      connectTimeout: 2_000,
+    });
+    probe.on('error', () => {});
+    try {
+      return await probe.call('CLUSTER', 'INFO');
+    } catch {
+      // the next seed
+    } finally {
+      probe.disconnect();
+    }
+  }
+  return undefined;
+}
+
+/** Why a cluster client cannot serve, or undefined when every slot is served. */
+async function clusterFault(cluster: Cluster, waitMs: number): Promise<string | undefined> {
+  const ready = await redisReady(cluster, waitMs).then(
+    () => true,
+    () => false,
+  );
+  // ioredis calls the cluster ready only once a node answers and reports cluster_state:ok;
+  // when it does not, the seeds themselves say whether they answer and what they serve.
+  const info = ready ? await cluster.call('CLUSTER', 'INFO').catch(() => undefined) : await seedInfo(seedsOf(cluster));
+  if (info === undefined)
+    return `Redis Cluster: no seed node of REDIS_CLUSTER_NODES answered within ${waitMs} ms; check the addresses and that the nodes run with cluster-enabled yes`;
+  const field = (name: string) => new RegExp(`^${name}:([^\r\n]*)`, 'm').exec(String(info))?.[1];
+  const served = Number(field('cluster_slots_ok') ?? 0);
+  if (ready && field('cluster_state') === 'ok' && served === CLUSTER_SLOTS) return undefined;
+  return `Redis Cluster: cluster_state:${field('cluster_state') ?? 'unknown'}, ${served} of ${CLUSTER_SLOTS} slots served; every slot needs a master (redis-cli --cluster check, then fix or add nodes)`;
 }
 
 /**
@@ -50,6 +96,20 @@ export interface CheckRedisOptions {
  * reconnect, since a restarted Redis may come back with another configuration; then it only logs.
  */
 export async function checkRedis(redis: Redis, logger: Logger, options: CheckRedisOptions = {}): Promise<RedisDurability | undefined> {
+  if (redis instanceof Cluster) {
+    const fault = await clusterFault(redis, options.waitMs ?? 5_000);
+    if (fault) {
+      (
+        options.onClusterFault ??
+        ((line: string) => {
+          logger.error(line);
+          logger.flush?.();
+          process.exit(1);
+        })
+      )(fault);
+      return undefined;
+    }
+  }
   const report = (d: RedisDurability) => {
     if (!d.evictionSafe) {
       logger.error(

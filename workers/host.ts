@@ -50,7 +50,7 @@ export function jobLockOptions(config: Pick<Config, 'JOB_LOCK_MS' | 'JOB_STALL_C
 
 /** Starts one BullMQ worker per processor; each re-parses its payload against the job catalog. */
 export function startWorkerHost(deps: Deps, defs: AnyProcessorDef[]): WorkerHost {
-  const connection: Redis = watchConnection(createRedis(deps.config.REDIS_URL, 'blocking'), 'workers', deps);
+  const connection: Redis = watchConnection(createRedis(deps.config.redis, 'blocking'), 'workers', deps);
   const services = createWorkerServices(
     deps,
     defs.map((d) => d.queue),

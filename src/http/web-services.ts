@@ -36,14 +36,14 @@ export interface WebServices {
 }
 
 export function createWebServices(deps: Deps): WebServices {
-  const wakes = createWakeHub(deps.config.REDIS_URL, deps.config.REDIS_PREFIX, deps);
+  const wakes = createWakeHub(deps.config.redis, deps.config.REDIS_PREFIX, deps);
   const stamps = createChangeStamps(deps.sql);
   // The workers answer this process directly; the waiters' periodic checks of the database
   // only cover a report that got lost.
   const replyTo = randomUUID();
   const commits = createCommitWaiter<CommitOutcome>(deps.sql, undefined, eventCommitted);
   const sends = createCommitWaiter<SendOutcome>(deps.sql, undefined, messageOutcome);
-  const reports = subscribeCommitReports(deps.config.REDIS_URL, deps.config.REDIS_PREFIX, replyTo, deps, {
+  const reports = subscribeCommitReports(deps.config.redis, deps.config.REDIS_PREFIX, replyTo, deps, {
     commit: commits.settle,
     send: sends.settle,
   });

@@ -1,3 +1,4 @@
+import type { RedisTarget } from '../config.js';
 import type { ChainableCommander } from 'ioredis';
 import type { ConnectionObserver } from '../connection-watch.js';
 import { createRedis, watchConnection } from '../redis.js';
@@ -85,14 +86,14 @@ export interface ReportHandlers {
 
 /** Subscribes to this web process's reports: event commits and settled sends, on one channel. */
 export function subscribeCommitReports(
-  redisUrl: string,
+  redis: RedisTarget,
   redisPrefix: string,
   replyTo: string,
   observer: ConnectionObserver,
   on: ReportHandlers,
 ): CommitReportSubscription {
   const { logger } = observer;
-  const sub = watchConnection(createRedis(redisUrl, 'blocking'), 'commit reports', observer);
+  const sub = watchConnection(createRedis(redis, 'blocking'), 'commit reports', observer);
   const channel = commitReportChannel(redisPrefix, replyTo);
   sub.on('message', (ch: string, message: string) => {
     if (ch !== channel) return;

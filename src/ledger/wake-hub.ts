@@ -1,3 +1,4 @@
+import type { RedisTarget } from '../config.js';
 import type { ConnectionObserver } from '../connection-watch.js';
 import { createRedis, watchConnection, type Redis } from '../redis.js';
 import { wakePattern } from './wake.js';
@@ -16,9 +17,9 @@ export interface WakeHub {
   close(): Promise<void>;
 }
 
-export function createWakeHub(redisUrl: string, redisPrefix: string, observer: ConnectionObserver): WakeHub {
+export function createWakeHub(redis: RedisTarget, redisPrefix: string, observer: ConnectionObserver): WakeHub {
   const { logger } = observer;
-  const sub: Redis = watchConnection(createRedis(redisUrl, 'blocking'), 'wakes', observer);
+  const sub: Redis = watchConnection(createRedis(redis, 'blocking'), 'wakes', observer);
   const listeners = new Map<string, Set<WakeListener>>();
   const prefixLen = wakePattern(redisPrefix).length - 1;
   sub.on('pmessage', (_pattern: string, channel: string, message: string) => {

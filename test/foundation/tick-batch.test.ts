@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createWindowLimiter } from '../../src/rate-limit.js';
-import { createRedis, type Redis } from '../../src/redis.js';
+import type { Redis } from 'ioredis';
+import { createRedis } from '../../src/redis.js';
 import { ItemFailed, tickBatch } from '../../src/tick-batch.js';
 import { SHARED_REDIS_URL } from '../helpers/servers.js';
 

@@ -8,6 +8,13 @@ import { freePort } from './stack.js';
 export interface PostgresServerOptions {
   /** Extra server settings (`-c name=value`), e.g. `{ max_connections: '60' }`. */
   settings?: Record<string, string>;
+  /** Directory the data directory is created in. @default the system's temp directory */
+  parent?: string;
+  /**
+   * In a process group of its own, so a terminal's Ctrl-C reaches it only through whoever
+   * started it (`npm run dev:cluster` stops the gateway before its servers). @default false
+   */
+  detached?: boolean;
 }
 
 export interface PostgresServer {
@@ -21,6 +28,11 @@ export interface PostgresServer {
    * `fast` rolls back open transactions and shuts down cleanly. Resolves once it has exited.
    */
   stop(mode?: 'immediate' | 'fast'): Promise<void>;
+  /**
+   * SIGKILLs the postmaster: the machine lost, nothing shut down. Its backends notice and exit
+   * by themselves; the port stops accepting at once. Resolves once the postmaster has exited.
+   */
+  kill(): Promise<void>;
   /** Starts it again on the same port and data directory; resolves once it accepts queries. */
   start(): Promise<void>;
   /** Stops it and removes its data directory. */
@@ -28,35 +40,57 @@ export interface PostgresServer {
 }
 
 /** The newest installed PostgreSQL's binaries (Debian's layout). */
-function binDir(): string {
+export function postgresBin(program: string): string {
   const versions = readdirSync('/usr/lib/postgresql').sort((a, b) => Number(b) - Number(a));
   if (!versions.length) throw new Error('no PostgreSQL server binaries under /usr/lib/postgresql');
-  return `/usr/lib/postgresql/${versions[0]}/bin`;
+  return `/usr/lib/postgresql/${versions[0]}/bin/${program}`;
+}
+
+// PostgreSQL refuses to run as root, so as root its programs run as the `postgres` user.
+const asRoot = userInfo().uid === 0;
+
+/** `cmd args` as the user PostgreSQL's programs run as. */
+export const runAsPostgres = (cmd: string, args: string[]): [string, string[]] =>
+  asRoot ? ['runuser', ['-u', 'postgres', '--', cmd, ...args]] : [cmd, args];
+
+/** A new empty directory the PostgreSQL user owns (initdb and pg_basebackup write into it). */
+export function postgresDataDir(parent = tmpdir()): string {
+  const dir = mkdtempSync(join(parent, 'gw-pg-'));
+  if (asRoot) {
+    const id = (flag: string) => Number(execFileSync('id', [flag, 'postgres']).toString());
+    chownSync(dir, id('-u'), id('-g'));
+  }
+  return dir;
 }
 
 /**
  * A private PostgreSQL server on a free port and its own data directory, so a test or the chaos
- * harness can crash and restart a real server without touching the machine's. PostgreSQL
- * refuses to run as root, so as root it runs as the `postgres` user.
+ * harness can crash and restart a real server without touching the machine's.
  */
 export async function startPostgresServer(options: PostgresServerOptions = {}): Promise<PostgresServer> {
-  const bin = binDir();
-  const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), 'gw-pg-'));
-  const asRoot = userInfo().uid === 0;
-  const runAs = (cmd: string, args: string[]): [string, string[]] =>
-    asRoot ? ['runuser', ['-u', 'postgres', '--', cmd, ...args]] : [cmd, args];
-  if (asRoot) {
-    const { uid, gid } = {
-      uid: Number(execFileSync('id', ['-u', 'postgres']).toString()),
-      gid: Number(execFileSync('id', ['-g', 'postgres']).toString()),
-    };
-    chownSync(dir, uid, gid);
-  }
-  const [initCmd, initArgs] = runAs(join(bin, 'initdb'), ['-D', dir, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync']);
+  const dir = postgresDataDir(options.parent);
+  const [initCmd, initArgs] = runAsPostgres(postgresBin('initdb'), [
+    '-D',
+    dir,
+    '-U',
+    'postgres',
+    '--auth=trust',
+    '-E',
+    'UTF8',
+    '--no-sync',
+  ]);
   execFileSync(initCmd, initArgs, { stdio: 'pipe' });
+  return runPostgres(dir, await freePort(), options.settings, options.detached);
+}
 
-  const settings = { listen_addresses: '127.0.0.1', port: String(port), unix_socket_directories: dir, fsync: 'on', ...options.settings };
+/** Runs a postgres server on an existing data directory (from initdb or pg_basebackup). */
+export async function runPostgres(
+  dir: string,
+  port: number,
+  extraSettings: Record<string, string> = {},
+  detached = false,
+): Promise<PostgresServer> {
+  const settings = { listen_addresses: '127.0.0.1', port: String(port), unix_socket_directories: dir, fsync: 'on', ...extraSettings };
   let proc: ChildProcess | undefined;
   let exited: Promise<void> = Promise.resolve();
   let out = '';
@@ -80,14 +114,25 @@ export async function startPostgresServer(options: PostgresServerOptions = {}): 
 
   const start = async () => {
     const args = ['-D', dir, ...Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`])];
-    const [cmd, full] = runAs(join(bin, 'postgres'), args);
-    const child = spawn(cmd, full, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const [cmd, full] = runAsPostgres(postgresBin('postgres'), args);
+    const child = spawn(cmd, full, { stdio: ['ignore', 'pipe', 'pipe'], detached });
     child.stdout!.on('data', (d: Buffer) => (out = (out + d.toString()).slice(-4000)));
     child.stderr!.on('data', (d: Buffer) => (out = (out + d.toString()).slice(-4000)));
     proc = child;
     exited = new Promise((resolve) => child.once('exit', () => resolve()));
     await ready();
   };
+
+  // Through runuser, signal the server itself (runuser's child), not the wrapper.
+  const postmasterPid = () =>
+    asRoot
+      ? Number(
+          execFileSync('pgrep', ['-P', String(proc!.pid)])
+            .toString()
+            .trim()
+            .split('\n')[0],
+        )
+      : proc!.pid!;
 
   const server: PostgresServer = {
     port,
@@ -97,16 +142,12 @@ export async function startPostgresServer(options: PostgresServerOptions = {}): 
     async stop(mode = 'fast') {
       if (!server.running()) return;
       // The postmaster's own signals: SIGQUIT is an immediate shutdown, SIGINT a fast one.
-      // Through runuser, signal the server itself (runuser's child), not the wrapper.
-      const pid = asRoot
-        ? Number(
-            execFileSync('pgrep', ['-P', String(proc!.pid)])
-              .toString()
-              .trim()
-              .split('\n')[0],
-          )
-        : proc!.pid!;
-      process.kill(pid, mode === 'immediate' ? 'SIGQUIT' : 'SIGINT');
+      process.kill(postmasterPid(), mode === 'immediate' ? 'SIGQUIT' : 'SIGINT');
+      await exited;
+    },
+    async kill() {
+      if (!server.running()) return;
+      process.kill(postmasterPid(), 'SIGKILL');
       await exited;
     },
     start,

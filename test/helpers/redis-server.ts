@@ -10,6 +10,13 @@ export interface RedisServerOptions {
   args?: string[];
   /** Append-only file with fsync on every write, so a restart keeps every acknowledged job. @default false */
   durable?: boolean;
+  /** Directory its data directory is created in. @default the system's temp directory */
+  parent?: string;
+  /**
+   * In a process group of its own, so a terminal's Ctrl-C reaches it only through whoever
+   * started it (`npm run dev:cluster` stops the gateway before its servers). @default false
+   */
+  detached?: boolean;
 }
 
 export interface RedisServer {
@@ -33,7 +40,7 @@ export interface RedisServer {
  */
 export async function startRedisServer(options: RedisServerOptions = {}): Promise<RedisServer> {
   const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), 'gw-redis-'));
+  const dir = mkdtempSync(join(options.parent ?? tmpdir(), 'gw-redis-'));
   const base = options.durable ? ['--appendonly', 'yes', '--appendfsync', 'always', '--save', ''] : ['--appendonly', 'no', '--save', ''];
   let proc: ChildProcess | undefined;
   let exited: Promise<void> = Promise.resolve();
@@ -44,9 +51,7 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
     const child = spawn(
       'redis-server',
       ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--daemonize', 'no', ...base, ...args],
-      {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
+      { stdio: ['ignore', 'pipe', 'pipe'], detached: options.detached },
     );
     let out = '';
     child.stdout!.on('data', (d: Buffer) => (out = (out + d.toString()).slice(-4000)));

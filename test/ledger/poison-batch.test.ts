@@ -21,7 +21,7 @@ beforeAll(async () => {
   b = await s.createApp();
   const replyTo = randomUUID();
   const commits = createCommitWaiter<CommitOutcome>(s.deps.sql, undefined, eventCommitted);
-  reports = subscribeCommitReports(s.config.REDIS_URL, s.config.REDIS_PREFIX, replyTo, s.deps, {
+  reports = subscribeCommitReports(s.config.redis, s.config.REDIS_PREFIX, replyTo, s.deps, {
     commit: commits.settle,
     send: () => undefined,
   });

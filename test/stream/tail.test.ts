@@ -16,7 +16,7 @@ let tails: TailRegistry;
 beforeAll(async () => {
   t = await createTestEnv();
   deps = createDeps(t.config);
-  wakes = createWakeHub(t.config.REDIS_URL, t.config.REDIS_PREFIX, deps);
+  wakes = createWakeHub(t.config.redis, t.config.REDIS_PREFIX, deps);
   await wakes.ready;
   // No periodic re-check in this file: every query below is caused by a wake.
   tails = createTailRegistry(deps.sql, wakes, deps.logger, { recheckMs: 3_600_000 });

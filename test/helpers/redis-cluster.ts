@@ -1,0 +1,116 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { createRedis, type Redis } from '../../src/redis.js';
+import { startRedisServer, type RedisServer } from './redis-server.js';
+
+const run = promisify(execFile);
+
+export interface RedisClusterOptions {
+  /** Directory the nodes' data directories are created in. @default the system's temp directory */
+  parent?: string;
+  /**
+   * How long a master may be unreachable before its replica takes over (ms, `cluster-node-timeout`).
+   * Redis's default is 15 s; a short one keeps a failover test quick. @default 3000
+   */
+  nodeTimeoutMs?: number;
+  /** Each node in a process group of its own (RedisServerOptions.detached). @default false */
+  detached?: boolean;
+}
+
+export interface RedisCluster {
+  /** The six nodes, in the order `redis-cli --cluster create` got them (it made the first three masters). */
+  nodes: RedisServer[];
+  /** `host:port` of every node, comma-separated: a `REDIS_CLUSTER_NODES` value. */
+  seeds: string;
+  /** The nodes that are masters now (a failover changes them). */
+  masters(): Promise<RedisServer[]>;
+  /** Stops every node and removes their directories. */
+  destroy(): Promise<void>;
+}
+
+/**
+ * A Redis Cluster of 3 masters with one replica each, six private redis-server processes on
+ * free ports (append-only, no RDB snapshots): what a cluster-mode deployment runs, for tests,
+ * the chaos harness and `npm run dev:cluster`. Resolves once every node reports
+ * `cluster_state:ok` and every master has its replica attached and in sync.
+ */
+export async function startRedisCluster(options: RedisClusterOptions = {}): Promise<RedisCluster> {
+  const args = [
+    ...['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf'],
+    ...['--cluster-node-timeout', String(options.nodeTimeoutMs ?? 3000)],
+    ...['--appendonly', 'yes', '--maxmemory-policy', 'noeviction'],
+  ];
+  const started = await Promise.allSettled(
+    Array.from({ length: 6 }, () => startRedisServer({ args, parent: options.parent, detached: options.detached })),
+  );
+  const nodes = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+  const destroy = async () => void (await Promise.all(nodes.map((n) => n.destroy())));
+  const failed = started.find((s) => s.status === 'rejected');
+  if (failed) {
+    await destroy();
+    throw failed.reason;
+  }
+  const admins = nodes.map((n) => createRedis(n.url, 'blocking'));
+  const closeAdmins = () => {
+    for (const a of admins) a.disconnect();
+  };
+  try {
+    await run(
+      'redis-cli',
+      ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '1', '--cluster-yes'],
+      { timeout: 60_000 },
+    );
+    await waitForCluster(admins);
+  } catch (err) {
+    closeAdmins();
+    await destroy();
+    throw err;
+  }
+  return {
+    nodes,
+    seeds: nodes.map((n) => `127.0.0.1:${n.port}`).join(','),
+    async masters() {
+      const roles = await Promise.all(
+        admins.map(async (a, i) => (nodes[i].running() && (await roleOf(a).catch(() => undefined)) === 'master' ? nodes[i] : undefined)),
+      );
+      return roles.filter((n): n is RedisServer => n !== undefined);
+    },
+    async destroy() {
+      closeAdmins();
+      await destroy();
+    },
+  };
+}
+
+const roleOf = async (redis: Redis) => ((await redis.call('ROLE')) as [string])[0];
+
+/** Every node sees the cluster whole, and each of the three masters has an in-sync replica. */
+async function waitForCluster(admins: Redis[]): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  let last = '';
+  for (;;) {
+    const states = await Promise.all(
+      admins.map(async (a) => {
+        const info = String(await a.call('CLUSTER', 'INFO'));
+        const replication = await a.info('replication');
+        return {
+          ok: /cluster_state:ok/.test(info),
+          master: /role:master/.test(replication),
+          replicaOnline: /slave0:.*state=online/.test(replication),
+          linkUp: /master_link_status:up/.test(replication),
+        };
+      }),
+    );
+    const masters = states.filter((s) => s.master);
+    if (
+      states.every((s) => s.ok) &&
+      masters.length === 3 &&
+      masters.every((m) => m.replicaOnline) &&
+      states.every((s) => s.master || s.linkUp)
+    )
+      return;
+    last = JSON.stringify(states);
+    if (Date.now() > deadline) throw new Error(`the Redis Cluster did not become ready: ${last}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
