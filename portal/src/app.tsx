@@ -52,15 +52,15 @@ export function App() {
       <Router base="/portal">
         <Shell onSignOut={() => setBoot({ kind: 'out', reason: 'You signed out.' })}>
           <Switch>
-            <Route path="/live">{gate('all', <Live />)}</Route>
-            <Route path="/explore">{gate('all', <Explore />)}</Route>
+            <Route path="/live">{gate('events', <Live />)}</Route>
+            <Route path="/explore">{gate('events', <Explore />)}</Route>
             <Route path="/webhooks">{gate('webhooks', <Webhooks />)}</Route>
             <Route path="/webhooks/:id">{(p) => gate('webhooks', <WebhookDetail id={p.id} />)}</Route>
             <Route path="/connections">{gate('all', <Connections />)}</Route>
             <Route path="/users">{gate('all', <Users />)}</Route>
             <Route path="/keys">{gate('all', <Keys />)}</Route>
             <Route>
-              <Redirect to={canOpen(boot.session.areas, 'all') ? '/live' : '/webhooks'} replace />
+              <Redirect to={canOpen(boot.session.areas, 'events') ? '/live' : '/webhooks'} replace />
             </Route>
           </Switch>
         </Shell>

@@ -506,4 +506,31 @@ describe('portal access', () => {
       await ctx.close();
     }
   });
+
+  it("opens an events-only embed on its live view, shows its channel's events and asks for nothing it may not open", async () => {
+    const ctx = await newContext();
+    const refused: string[] = [];
+    try {
+      const p = await ctx.newPage();
+      p.on('response', (r) => r.status() === 403 && refused.push(r.url()));
+      await p.goto(await signInLink({ areas: ['events'], scope: { channels: ['customer-7'] } }));
+      await p.getByTestId('stream-state').getByText('Live').waitFor();
+      expect(new URL(p.url()).pathname).toBe('/portal/live');
+      const nav = await p.getByRole('navigation', { name: 'Portal areas' }).getByRole('link').allTextContents();
+      expect(nav).toEqual(['Live events', 'Explore']);
+      const post = (event_type: string, channels: string[]) =>
+        s.request('POST', '/v1/events', { auth: app, body: { event_type, payload: { n: 1 }, channels } });
+      expect((await post('invoice.other', ['customer-8'])).status).toBe(201);
+      expect((await post('invoice.mine', ['customer-7'])).status).toBe(201);
+      await p.locator('[data-event-type="invoice.mine"]').first().click();
+      await p.getByRole('heading', { name: 'invoice.mine' }).waitFor();
+      expect(await p.locator('[data-event-type="invoice.other"]').count()).toBe(0);
+      // The event view of an embed without webhooks neither asks for deliveries nor shows an error.
+      expect(await p.getByRole('heading', { name: 'Webhook deliveries' }).count()).toBe(0);
+      expect(await p.getByRole('alert').count()).toBe(0);
+      expect(refused).toEqual([]);
+    } finally {
+      await ctx.close();
+    }
+  });
 });

@@ -2,6 +2,7 @@ import { useEffect, useState } from 'react';
 import { Link } from 'wouter';
 import { api, errorText } from '../api.ts';
 import { Badge, CopyButton, ErrorNote, Json, when } from '../components/ui.tsx';
+import { canOpen, useSession } from '../session.tsx';
 import type { Answer, DeliveryAttempt, RestEvent, Subscription } from '../types.ts';
 
 interface Caused {
@@ -11,9 +12,11 @@ interface Caused {
 
 /**
  * One event: payload, edges, the event it follows from, and the webhook deliveries it caused
- * (GET /v1/webhook-deliveries?event_id=, one per subscription it matched, each with its attempts).
+ * (GET /v1/webhook-deliveries?event_id=, one per subscription it matched, each with its attempts)
+ * where the session may open webhooks: an events-only embed may not, so it is not asked.
  */
 export function EventDetail({ id, onOpen }: { id: string; onOpen: (id: string) => void }) {
+  const showsDeliveries = canOpen(useSession().areas, 'webhooks');
   const [event, setEvent] = useState<RestEvent>();
   const [origin, setOrigin] = useState<RestEvent>();
   const [caused, setCaused] = useState<Caused[]>();
@@ -34,6 +37,7 @@ export function EventDetail({ id, onOpen }: { id: string; onOpen: (id: string) =
           (o) => live && setOrigin(o),
           () => undefined,
         );
+      if (!showsDeliveries) return;
       const [subs, deliveries] = await Promise.all([
         api<Answer<'listWebhooks'>>('GET', '/v1/webhook-subscriptions'),
         api<Answer<'listEventDeliveries'>>('GET', `/v1/webhook-deliveries?event_id=${encodeURIComponent(id)}`),
@@ -50,7 +54,7 @@ export function EventDetail({ id, onOpen }: { id: string; onOpen: (id: string) =
     return () => {
       live = false;
     };
-  }, [id]);
+  }, [id, showsDeliveries]);
 
   if (error) return <ErrorNote error={error} />;
   if (!event) return <p aria-live="polite">Loading event…</p>;
@@ -114,8 +118,8 @@ export function EventDetail({ id, onOpen }: { id: string; onOpen: (id: string) =
           </tbody>
         </table>
       )}
-      <h3>Webhook deliveries</h3>
-      {!caused ? (
+      {showsDeliveries ? <h3>Webhook deliveries</h3> : null}
+      {!showsDeliveries ? null : !caused ? (
         <p>Looking for deliveries…</p>
       ) : caused.length === 0 ? (
         <p>This event caused no webhook delivery.</p>
