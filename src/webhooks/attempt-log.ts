@@ -130,7 +130,7 @@ async function writeAttempts(deps: Deps, records: AttemptRecord[]): Promise<void
           FROM jsonb_to_recordset(${tx.json(inserts as never)}::jsonb) AS r(id uuid, app_id uuid, subscription_id uuid, event_id uuid,
                event_type text, body text, status text, attempt int, first_ts bigint, status_code int, error text)
           JOIN webhook_subscriptions s ON s.id = r.subscription_id AND s.app_id = r.app_id
-        ON CONFLICT (subscription_id, event_id) DO NOTHING`;
+        ON CONFLICT (app_id, subscription_id, event_id) DO NOTHING`;
     }
     if (deliveries.length) {
       await tx`
@@ -200,16 +200,16 @@ export async function purgeOldLogs(deps: Deps): Promise<{ logs: number; deliveri
     async (limit) =>
       (
         await deps.sql`
-      DELETE FROM webhook_delivery_logs WHERE n IN (
-        SELECT n FROM webhook_delivery_logs WHERE created_at < now() - ${days} * interval '1 day' LIMIT ${limit})`
+      DELETE FROM webhook_delivery_logs WHERE (app_id, n) IN (
+        SELECT app_id, n FROM webhook_delivery_logs WHERE created_at < now() - ${days} * interval '1 day' LIMIT ${limit})`
       ).count,
   );
   const deliveries = await deleteInBatches(
     async (limit) =>
       (
         await deps.sql`
-      DELETE FROM webhook_deliveries WHERE id IN (
-        SELECT id FROM webhook_deliveries
+      DELETE FROM webhook_deliveries WHERE (app_id, id) IN (
+        SELECT app_id, id FROM webhook_deliveries
          WHERE status IN ('delivered', 'failed') AND updated_at < now() - ${days} * interval '1 day' LIMIT ${limit})`
       ).count,
   );
