@@ -174,7 +174,7 @@ async function insertPrepared(tx: Tx, perApp: Map<string, PreparedApp>): Promise
   // One statement per application (pipelined, in one order for every writer): no statement
   // locks rows of several applications, which a ledger sharded by application needs
   // (docs/SCALING.md, Citus).
-  const locks = [...appIds].sort().map((appId) => tx`SELECT 1 FROM ledger_heads WHERE app_id = ${appId} FOR UPDATE`);
+  const locks = [...appIds].sort().map((appId) => tx`SELECT 1 FROM ledger_heads WHERE app_id = ${typed.uuid(tx, appId)} FOR UPDATE`);
   for (const l of locks) l.catch(() => {});
   try {
     await Promise.all(locks);

@@ -86,7 +86,7 @@ export async function claimBatch(
       return freshlyPlanned(deps.sql<MessageRow[]>`
         UPDATE outbound_messages m
            SET ${claimedBy(deps.sql, claim, leaseMs)}
-         WHERE m.app_id = ${appId} AND m.id = ANY(${ids})
+         WHERE m.app_id = ${typed.uuid(deps.sql, appId)} AND m.id = ANY(${ids})
            AND m.status = 'queued' AND m.file_ids = '{}'
            AND NOT EXISTS (
                  SELECT 1 FROM outbound_messages p
@@ -178,7 +178,7 @@ export async function claimSends(deps: Deps, appId: string, ids: string[], claim
   if (ids.length === 0) return new Set();
   const rows = await freshlyPlanned(deps.sql<{ id: string }[]>`
     UPDATE outbound_messages SET ${claimedBy(deps.sql, claim, leaseMs)}
-     WHERE app_id = ${appId} AND id = ANY(${typed.uuids(deps.sql, ids)}) AND status = 'queued' RETURNING id`);
+     WHERE app_id = ${typed.uuid(deps.sql, appId)} AND id = ANY(${typed.uuids(deps.sql, ids)}) AND status = 'queued' RETURNING id`);
   return new Set(rows.map((r) => r.id));
 }
 
