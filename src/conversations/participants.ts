@@ -1,6 +1,7 @@
 import { typed, type Sql } from '../db.js';
 import type { Deps } from '../deps.js';
 import type { CommittedEvent } from '../ledger/write.js';
+import { byApp } from '../per-app.js';
 
 /**
  * Ledger after-commit hook: everyone an event of a conversation points at (its platform-user
@@ -10,19 +11,14 @@ import type { CommittedEvent } from '../ledger/write.js';
  * none locks rows of several (docs/SCALING.md, Citus).
  */
 export async function recordParticipants(deps: Deps, committed: CommittedEvent[]): Promise<void> {
-  const inConversations = new Map<string, string[]>();
-  for (const c of committed.filter((c) => c.conversation_id !== null)) {
-    const ids = inConversations.get(c.app_id);
-    if (ids) ids.push(c.id);
-    else inConversations.set(c.app_id, [c.id]);
-  }
   await Promise.all(
-    [...inConversations].map(
-      ([appId, ids]) => deps.sql`
+    byApp(committed.filter((c) => c.conversation_id !== null)).map(
+      ([appId, events]) => deps.sql`
         INSERT INTO conversation_participants (conversation_id, platform_user_id, app_id, first_seen_at, last_seen_at)
         SELECT e.conversation_id, x.target_node_id, e.app_id, min(e.created_at), max(e.created_at)
           FROM events e JOIN event_edges x ON x.app_id = e.app_id AND x.event_id = e.id
-         WHERE e.app_id = ${appId} AND e.id = ANY(${ids}::uuid[]) AND x.app_id = ${appId} AND x.event_id = ANY(${ids}::uuid[])
+         WHERE e.app_id = ${appId} AND e.id = ANY(${events.map((c) => c.id)}::uuid[])
+           AND x.app_id = ${appId} AND x.event_id = ANY(${events.map((c) => c.id)}::uuid[])
            AND e.conversation_id IS NOT NULL AND x.target_node_type = 'platform_user'
          GROUP BY e.conversation_id, x.target_node_id, e.app_id
          ORDER BY e.conversation_id, x.target_node_id

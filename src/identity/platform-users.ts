@@ -178,8 +178,8 @@ export async function upsertParties(sql: Sql, userKeys: PlatformUserKey[], convK
       ? sql<Found[]>`
           SELECT 'conversation' AS kind, c.id, NULL AS user_id, c.external_id, NULL AS name, NULL AS app_id, c.platform_connection_id
             FROM conversations c
-            JOIN unnest(${lostConvs.map((k) => k.connectionId)}::uuid[], ${lostConvs.map((k) => k.externalId)}::text[]) AS k(conn, external_id)
-              ON c.platform_connection_id = k.conn AND c.external_id = k.external_id AND c.thread_id = ''`
+            JOIN unnest(${lostConvs.map((k) => k.appId)}::uuid[], ${lostConvs.map((k) => k.connectionId)}::uuid[], ${lostConvs.map((k) => k.externalId)}::text[])
+              AS k(app_id, conn, external_id) ON c.app_id = k.app_id AND c.platform_connection_id = k.conn AND c.external_id = k.external_id AND c.thread_id = ''`
       : [],
   ]);
   for (const rows of reread) collect(rows as Found[]);

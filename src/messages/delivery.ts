@@ -6,6 +6,7 @@ import type { ErrorCode } from '../errors.js';
 import { readFiles } from '../files/files.js';
 import type { BlobStore } from '../files/storage.js';
 import { derivedId } from '../ids.js';
+import { byApp } from '../per-app.js';
 import type { OutboundFile, PlatformError, PlatformName } from '../platforms/types.js';
 import { systemEvent, systemEventType } from '../ledger/event-types.js';
 import { catalogJob, enqueue, messageJobId, type LedgerEvent } from '../queues.js';
@@ -78,7 +79,7 @@ export async function claimBatch(
   leaseMs: number,
 ): Promise<MessageRow[]> {
   const claimed = await Promise.all(
-    [...byApp(messages)].map(([appId, ms]) => {
+    byApp(messages).map(([appId, ms]) => {
       const ids = typed.uuids(
         deps.sql,
         ms.map((m) => m.id),
@@ -97,20 +98,6 @@ export async function claimBatch(
     }),
   );
   return claimed.flat();
-}
-
-/**
- * Messages by application. A statement on messages touches one application's rows, never
- * several at once: what a database sharded by application needs (docs/SCALING.md, Citus).
- */
-function byApp<T extends { app_id: string }>(messages: T[]): Map<string, T[]> {
-  const groups = new Map<string, T[]>();
-  for (const m of messages) {
-    const group = groups.get(m.app_id);
-    if (group) group.push(m);
-    else groups.set(m.app_id, [m]);
-  }
-  return groups;
 }
 
 /** Whether an earlier message to the same recipient of the same connection is still unsettled. */
@@ -185,7 +172,7 @@ export async function claimSends(deps: Deps, appId: string, ids: string[], claim
 /** Gives claimed messages back unsent (their call was never made): queued again, the attempt not counted. */
 export async function releaseClaims(deps: Deps, messages: { app_id: string; id: string }[], claim: string): Promise<void> {
   await Promise.all(
-    [...byApp(messages)].map(
+    byApp(messages).map(
       ([appId, ms]) => deps.sql`
         UPDATE outbound_messages SET status = 'queued', attempts = attempts - 1, claimed_by = NULL, lease_until = NULL
          WHERE app_id = ${appId} AND id = ANY(${ms.map((m) => m.id)}::uuid[]) AND status = 'sending' AND claimed_by = ${claim}`,
