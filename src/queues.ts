@@ -197,6 +197,9 @@ export const JOBS = {
   inbound: {
     schema: z.object({
       connection_id: uuid,
+      // The connection's application, so the worker's lookups are by (app_id, id); absent in
+      // jobs queued before it was carried.
+      app_id: uuid.optional(),
       platform: z.string(),
       received_at: z.string(),
       headers: z.record(z.string(), z.string()),

@@ -1,5 +1,5 @@
 import { UnrecoverableError } from 'bullmq';
-import { loadConnectionById, recordInbound, type Connection } from '../src/connections/connections.js';
+import { loadConnection, loadConnectionById, recordInbound, type Connection } from '../src/connections/connections.js';
 import { watchChanges } from '../src/change-feed.js';
 import type { PlatformUserRef } from '../src/identity/platform-users.js';
 import { lookupCache } from '../src/lookup-cache.js';
@@ -26,7 +26,9 @@ export const inboundProcessor: ProcessorDef<'inbound'> = {
     watchChanges(deps, 'connections', () => connections.clear());
     return async (job) => {
       const d = job.data;
-      const conn = await connections.get(d.connection_id, () => loadConnectionById(deps, d.connection_id));
+      const conn = await connections.get(d.connection_id, () =>
+        d.app_id ? loadConnection(deps, d.app_id, d.connection_id) : loadConnectionById(deps, d.connection_id),
+      );
       if (!conn) return { skipped: 'connection deleted' };
       let records: NormalisedRecord[];
       try {
@@ -60,7 +62,7 @@ export const inboundProcessor: ProcessorDef<'inbound'> = {
         else if (r.kind === 'watermark') await recordWatermark(ctx, r);
         else await recordReaction(ctx, r);
       }
-      await recordInbound(deps, conn.id, d.received_at);
+      await recordInbound(deps, conn, d.received_at);
       return { records: records.length };
     };
   },

@@ -134,7 +134,7 @@ const holdFor = (deps: Deps, conn: Connection, ms: number) =>
 /** Bad credentials and an unreachable platform are the connection's health; a refused recipient is not. */
 async function noteFailure(deps: Deps, conn: Connection, error: PlatformError): Promise<void> {
   if (error.code === 'PLATFORM_AUTH_FAILED' || error.code === 'PLATFORM_UNAVAILABLE') {
-    await recordHealth(deps, conn.id, { ok: false, error: `${error.code}: ${error.message}` });
+    await recordHealth(deps, conn, { ok: false, error: `${error.code}: ${error.message}` });
   }
 }
 
@@ -237,7 +237,7 @@ async function sendOne(ctx: SendContext, job: Job<MessageJob>, data: MessageJob,
     return delay(wait);
   }
   const claim = randomUUID();
-  if (!(await claimSends(deps, [msg.id], claim, sendLeaseMs(deps.config, msg.file_ids.length))).has(msg.id))
+  if (!(await claimSends(deps, msg.app_id, [msg.id], claim, sendLeaseMs(deps.config, msg.file_ids.length))).has(msg.id))
     return { skipped: 'claimed or settled elsewhere' };
   const [parties] = resolvePartiesAhead(ctx.parties, [{ msg, conn }]);
   const outcome = await callPlatform(deps, conn, outbound);
@@ -279,11 +279,7 @@ async function sendBatch(ctx: SendContext, data: BatchJob) {
   } catch (err) {
     // No platform call was made: the claims go back, and the job's retry claims them again
     // (left claimed, they would end as DELIVERY_UNCERTAIN once their lease ran out).
-    await releaseClaims(
-      deps,
-      claimed.map((m) => m.id),
-      claim,
-    ).catch(() => undefined);
+    await releaseClaims(deps, claimed, claim).catch(() => undefined);
     throw err;
   }
   // The parties (recipient, account, conversation) are found or created while the calls are
@@ -351,11 +347,7 @@ async function admitClaimed(ctx: SendContext, data: BatchJob, claimed: MessageRo
   // Given back before their own jobs are queued (a job finding its message still claimed
   // would wait out the lease); the reserved ones' own jobs keep their slots.
   const behind = groups.flatMap((g, gi) => g.slice(cut[gi]));
-  await releaseClaims(
-    deps,
-    [...reserved.map((r) => r.m), ...behind].map((m) => m.id),
-    claim,
-  );
+  await releaseClaims(deps, [...reserved.map((r) => r.m), ...behind], claim);
   // In one round trip, before any platform call of this run can fail.
   const taken = new Set(claimed.map((m) => m.id));
   const waiting = [
@@ -426,11 +418,7 @@ async function sendInOrder(ctx: SendContext, admitted: Admitted[], claim: string
     const { msg, conn, paced, at, parties } = admitted[i];
     if (!paced && !(await paceUntil(deps, conn, msg, at))) {
       // Behind a platform's hold: give this one and the rest back to their own jobs, unsent.
-      await releaseClaims(
-        deps,
-        msgs.slice(i).map((m) => m.id),
-        claim,
-      );
+      await releaseClaims(deps, msgs.slice(i), claim);
       await handOver(deps, msgs.slice(i), replyTo);
       break;
     }
@@ -443,11 +431,7 @@ async function sendInOrder(ctx: SendContext, admitted: Admitted[], claim: string
       continue;
     }
     const rest = msgs.slice(i + 1);
-    await releaseClaims(
-      deps,
-      rest.map((m) => m.id),
-      claim,
-    );
+    await releaseClaims(deps, rest, claim);
     const error = outcome.error;
     await noteFailure(deps, conn, error);
     const stored = storedError(error);

@@ -8,7 +8,7 @@ import { getAdapter } from '../platforms/registry.js';
 import { PLATFORM_NAMES, type PlatformName } from '../platforms/types.js';
 import { announceChange } from '../change-feed.js';
 import { transaction, typed, type Sql, type Tx } from '../db.js';
-import { claimRoutingIds, routingConflict, routingIdsOf } from './routing-ids.js';
+import { claimRoutingIds, releaseRoutingIds, routingConflict, routingIdsOf } from './routing-ids.js';
 
 export { routingIdsOf } from './routing-ids.js';
 
@@ -188,7 +188,7 @@ export async function createConnection(
       VALUES (${appId}, ${input.platform_name}, ${input.name}, ${sealed}, ${tx.json(pub as never)},
               ${deps.secrets.seal(randomBytes(24).toString('base64url'))}, ${verifyTokenHash})
       RETURNING *`;
-    await claimRoutingIds(tx, inserted.id, input.platform_name, routingIds);
+    await claimRoutingIds(tx, { appId, connectionId: inserted.id }, input.platform_name, routingIds);
     return inserted;
   });
   if (!row.ok) return row;
@@ -245,9 +245,9 @@ export async function loadConnectionById(deps: Deps, id: string): Promise<Connec
 export async function connectionsByRoutingIds(deps: Deps, platform: PlatformName, ids: string[]): Promise<Connection[]> {
   if (ids.length === 0) return [];
   const rows = await deps.sql<ConnectionRow[]>`
-    SELECT * FROM platform_connections
-     WHERE status = 'ACTIVE'
-       AND id IN (SELECT connection_id FROM connection_routing_ids WHERE platform = ${platform} AND routing_id = ANY(${ids}::text[]))`;
+    SELECT c.* FROM connection_routing_ids r
+      JOIN platform_connections c ON c.app_id = r.app_id AND c.id = r.connection_id
+     WHERE r.platform = ${platform} AND r.routing_id = ANY(${ids}::text[]) AND c.status = 'ACTIVE'`;
   return rows.map((r) => open(deps, r));
 }
 
@@ -268,7 +268,7 @@ export async function connectionByVerifyToken(deps: Deps, platform: PlatformName
     const conn = open(deps, row);
     const own = verifyTokenHashOf(deps, conn.config);
     if (own === null) continue;
-    await deps.sql`UPDATE platform_connections SET verify_token_hash = ${own} WHERE id = ${row.id} AND verify_token_hash IS NULL`;
+    await deps.sql`UPDATE platform_connections SET verify_token_hash = ${own} WHERE app_id = ${row.app_id} AND id = ${row.id} AND verify_token_hash IS NULL`;
     if (own === hash) found ??= row;
   }
   return found && open(deps, found);
@@ -301,7 +301,7 @@ export async function updateConnection(
       WHERE app_id = ${appId} AND id = ${id}
       RETURNING *`;
     // Only a config change can move the ids; a rename or status change keeps the claims.
-    if (updated && routingIds) await claimRoutingIds(tx, id, row.platform, routingIds);
+    if (updated && routingIds) await claimRoutingIds(tx, { appId, connectionId: id }, row.platform, routingIds);
     return updated;
   });
   if (!written.ok) return written;
@@ -313,20 +313,27 @@ export async function updateConnection(
 
 export async function deleteConnection(deps: Deps, appId: string, id: string): Promise<Result<true>> {
   if (!UUID.test(id)) return notFound(id);
-  const rows = await deps.sql`DELETE FROM platform_connections WHERE app_id = ${appId} AND id = ${id} RETURNING id`;
+  const rows = await transaction(deps.sql, async (tx) => {
+    await releaseRoutingIds(tx, { appId, connectionId: id });
+    return tx`DELETE FROM platform_connections WHERE app_id = ${appId} AND id = ${id} RETURNING id`;
+  });
   if (!rows.length) return notFound(id);
   await announceChange(deps, 'connections', id);
   return ok(true);
 }
 
 /** Records a platform call's outcome on the connection's health. */
-export async function recordHealth(deps: Deps, connectionId: string, outcome: { ok: true } | { ok: false; error: string }): Promise<void> {
-  if (outcome.ok) await deps.sql`WITH ${successesOf(deps.sql, [connectionId])} SELECT 1`;
+export async function recordHealth(
+  deps: Deps,
+  conn: Pick<Connection, 'appId' | 'id'>,
+  outcome: { ok: true } | { ok: false; error: string },
+): Promise<void> {
+  if (outcome.ok) await deps.sql`WITH ${successesOf(deps.sql, conn.appId, [conn.id])} SELECT 1`;
   else
     await deps.sql`
       UPDATE platform_connections SET last_error_at = now(), last_error = ${outcome.error.slice(0, 500)},
              consecutive_failures = consecutive_failures + 1
-       WHERE id = ${connectionId}`;
+       WHERE app_id = ${conn.appId} AND id = ${conn.id}`;
 }
 
 /**
@@ -335,11 +342,11 @@ export async function recordHealth(deps: Deps, connectionId: string, outcome: { 
  * when something changes (or once a second for last_success_at), so a busy connection's sends
  * do not queue on its row lock.
  */
-export function successesOf(sql: Sql, connectionIds: string[]) {
+export function successesOf(sql: Sql, appId: string, connectionIds: string[]) {
   return sql`
     health AS (
       UPDATE platform_connections SET last_success_at = now(), consecutive_failures = 0
-       WHERE id = ANY(${typed.uuids(sql, connectionIds)})
+       WHERE app_id = ${typed.uuid(sql, appId)} AND id = ANY(${typed.uuids(sql, connectionIds)})
          AND (consecutive_failures > 0 OR last_success_at IS NULL OR last_success_at < now() - interval '1 second')
     )`;
 }
@@ -349,8 +356,8 @@ export function successesOf(sql: Sql, connectionIds: string[]) {
  * send's success, it writes at most once a second per connection, so a burst of deliveries
  * does not queue on the row's lock.
  */
-export async function recordInbound(deps: Deps, connectionId: string, receivedAt: string): Promise<void> {
+export async function recordInbound(deps: Deps, conn: Pick<Connection, 'appId' | 'id'>, receivedAt: string): Promise<void> {
   await deps.sql`
     UPDATE platform_connections SET last_inbound_at = ${receivedAt}
-     WHERE id = ${connectionId} AND (last_inbound_at IS NULL OR last_inbound_at < ${receivedAt}::timestamptz - interval '1 second')`;
+     WHERE app_id = ${conn.appId} AND id = ${conn.id} AND (last_inbound_at IS NULL OR last_inbound_at < ${receivedAt}::timestamptz - interval '1 second')`;
 }

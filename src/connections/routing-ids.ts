@@ -25,12 +25,25 @@ const CONFLICT_CONSTRAINT = 'connection_routing_ids_pkey';
  * transaction. A taken id raises the primary key's unique violation, which aborts the
  * transaction: see `routingConflict`.
  */
-export async function claimRoutingIds(tx: Sql, connectionId: string, platform: PlatformName, ids: string[]): Promise<void> {
-  await tx`DELETE FROM connection_routing_ids WHERE connection_id = ${connectionId}`;
+export async function claimRoutingIds(
+  tx: Sql,
+  conn: { appId: string; connectionId: string },
+  platform: PlatformName,
+  ids: string[],
+): Promise<void> {
+  await releaseRoutingIds(tx, conn);
   if (ids.length === 0) return;
   await tx`
-    INSERT INTO connection_routing_ids (platform, routing_id, connection_id)
-    SELECT ${platform}, id, ${connectionId}::uuid FROM unnest(${ids}::text[]) AS id`;
+    INSERT INTO connection_routing_ids (platform, routing_id, connection_id, app_id)
+    SELECT ${platform}, id, ${conn.connectionId}::uuid, ${conn.appId}::uuid FROM unnest(${ids}::text[]) AS id`;
+}
+
+/**
+ * Drops a connection's claims. Called where the connection goes too: the claims are a
+ * reference table (docs/SCALING.md, Citus), which cannot cascade from a sharded one.
+ */
+export async function releaseRoutingIds(tx: Sql, conn: { appId: string; connectionId: string }): Promise<void> {
+  await tx`DELETE FROM connection_routing_ids WHERE app_id = ${conn.appId} AND connection_id = ${conn.connectionId}`;
 }
 
 /**

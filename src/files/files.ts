@@ -108,14 +108,16 @@ const FILE_PRUNE_BATCH = 500;
 export async function pruneFiles(sql: Sql, days: number, store?: BlobStore): Promise<number> {
   if (days === 0) return 0;
   return deleteInBatches(async (limit) => {
-    const rows = await sql<{ id: string; storage: string; storage_key: string | null }[]>`
-      SELECT f.id, f.storage, f.storage_key FROM files f
+    const rows = await sql<{ app_id: string; id: string; storage: string; storage_key: string | null }[]>`
+      SELECT f.app_id, f.id, f.storage, f.storage_key FROM files f
        WHERE f.created_at < now() - ${days} * interval '1 day'
          AND (f.storage <> 's3' OR ${store !== undefined})
-         AND NOT EXISTS (SELECT 1 FROM outbound_messages m WHERE m.finished_at IS NULL AND f.id = ANY(m.file_ids))
+         AND NOT EXISTS (SELECT 1 FROM outbound_messages m WHERE m.app_id = f.app_id AND m.finished_at IS NULL AND f.id = ANY(m.file_ids))
        LIMIT ${limit}`;
     for (const r of rows) if (r.storage === 's3' && r.storage_key) await store!.delete(r.storage_key);
     if (rows.length === 0) return 0;
-    return (await sql`DELETE FROM files WHERE id = ANY(${rows.map((r) => r.id)}::uuid[])`).count;
+    return (
+      await sql`DELETE FROM files WHERE (app_id, id) IN (SELECT * FROM unnest(${rows.map((r) => r.app_id)}::uuid[], ${rows.map((r) => r.id)}::uuid[]))`
+    ).count;
   }, FILE_PRUNE_BATCH);
 }

@@ -243,12 +243,12 @@ async function useCode(tx: Tx, appId: string, code: string, puId: string, via: '
     if (!owner)
       return fail('LINK_CODE_NOT_FOUND', 'The user of this link code no longer exists', [{ path: ['code'], message: 'user gone' }]);
     const current = await userOf(tx, appId, puId);
-    if (current === owner) return ok({ activation: await markUsed(tx, row.id, owner, puId, null, via), merge: null });
+    if (current === owner) return ok({ activation: await markUsed(tx, appId, row.id, owner, puId, null, via), merge: null });
     await lockUsers(tx, appId, [owner, current]);
     if ((await resolve(tx, appId, row.user_id)) !== owner || (await userOf(tx, appId, puId)) !== current) continue;
     const merged = await mergeInTransaction(tx, appId, { targetUserId: owner, sourceUserId: current, linkCodeId: row.id });
     if (!merged.ok) return merged;
-    return ok({ activation: await markUsed(tx, row.id, owner, puId, current, via), merge: merged.value });
+    return ok({ activation: await markUsed(tx, appId, row.id, owner, puId, current, via), merge: merged.value });
   }
   throw Object.assign(new Error('link activation kept racing concurrent merges'), { code: '40001' });
 }
@@ -265,6 +265,7 @@ async function userOf(tx: Tx, appId: string, puId: string): Promise<string> {
 
 async function markUsed(
   tx: Tx,
+  appId: string,
   codeId: string,
   owner: string,
   puId: string,
@@ -274,7 +275,7 @@ async function markUsed(
   await tx`
     UPDATE link_codes SET used_at = now(), used_by_platform_user_id = ${puId}, result_user_id = ${owner},
            merged_user_id = ${mergedUserId}, via = ${via}
-     WHERE id = ${codeId}`;
+     WHERE app_id = ${appId} AND id = ${codeId}`;
   return { link_code_id: codeId, user_id: owner, platform_user_id: puId, merged_user_id: mergedUserId, replayed: false };
 }
 
@@ -341,8 +342,8 @@ export async function pruneLinkCodes(sql: Sql, days: number): Promise<number> {
     async (limit) =>
       (
         await sql`
-    DELETE FROM link_codes WHERE id IN (
-      SELECT id FROM link_codes WHERE expires_at < now() - ${days} * interval '1 day' LIMIT ${limit})`
+    DELETE FROM link_codes WHERE (app_id, id) IN (
+      SELECT app_id, id FROM link_codes WHERE expires_at < now() - ${days} * interval '1 day' LIMIT ${limit})`
       ).count,
   );
 }

@@ -120,7 +120,7 @@ export async function mergeInTransaction(
       metadata = CASE WHEN octet_length((s.metadata || t.metadata)::text) <= 65536 THEN s.metadata || t.metadata ELSE t.metadata END,
       updated_at = now()
       FROM users s
-     WHERE t.app_id = ${appId} AND t.id = ${target} AND s.id = ${source}`;
+     WHERE t.app_id = ${appId} AND t.id = ${target} AND s.app_id = ${appId} AND s.id = ${source}`;
   await tx`UPDATE users SET merged_into = ${target}, merged_at = now(), updated_at = now() WHERE app_id = ${appId} AND id = ${source}`;
   const eventId = mergeEventId(appId, source);
   const platformUserIds = moved.map((r) => r.id).sort();

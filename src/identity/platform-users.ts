@@ -26,7 +26,7 @@ export async function upsertPlatformUser(
      WHERE app_id = ${p.appId} AND platform_connection_id = ${p.connectionId} AND external_id = ${p.externalId}`;
   if (seen) {
     if (name === null || seen.name === name) return seen;
-    await sql`UPDATE platform_users SET name = ${name} WHERE id = ${seen.id}`;
+    await sql`UPDATE platform_users SET name = ${name} WHERE app_id = ${p.appId} AND id = ${seen.id}`;
     return { ...seen, name };
   }
   return transaction(sql, async (tx) => {
@@ -38,7 +38,7 @@ export async function upsertPlatformUser(
       ON CONFLICT (app_id, platform_connection_id, external_id)
       DO UPDATE SET name = COALESCE(EXCLUDED.name, platform_users.name)
       RETURNING id, user_id, external_id, name`;
-    if (row.user_id !== userId) await tx`DELETE FROM users WHERE id = ${userId}`;
+    if (row.user_id !== userId) await tx`DELETE FROM users WHERE app_id = ${p.appId} AND id = ${userId}`;
     return row;
   }) as Promise<PlatformUserRef>;
 }
@@ -51,7 +51,7 @@ export async function upsertConversation(
   const [row] = await sql<{ id: string }[]>`
     INSERT INTO conversations (app_id, platform_connection_id, external_id, thread_id, name, last_inbound_at)
     VALUES (${c.appId}, ${c.connectionId}, ${c.externalId}, ${c.threadId ?? ''}, ${c.name ?? null}, ${c.inboundAt ?? null})
-    ON CONFLICT (platform_connection_id, external_id, thread_id)
+    ON CONFLICT (app_id, platform_connection_id, external_id, thread_id)
     DO UPDATE SET name = COALESCE(EXCLUDED.name, conversations.name),
                   last_inbound_at = GREATEST(conversations.last_inbound_at, EXCLUDED.last_inbound_at)
     RETURNING id`;
@@ -150,13 +150,13 @@ export async function upsertParties(sql: Sql, userKeys: PlatformUserKey[], convK
       ), c_found AS (
         SELECT c.id, c.platform_connection_id, c.external_id
           FROM c_input i CROSS JOIN LATERAL (
-            SELECT * FROM conversations c WHERE c.platform_connection_id = i.conn AND c.external_id = i.external_id AND c.thread_id = '' LIMIT 1) c
+            SELECT * FROM conversations c WHERE c.app_id = i.app_id AND c.platform_connection_id = i.conn AND c.external_id = i.external_id AND c.thread_id = '' LIMIT 1) c
       ), c_new AS (
         INSERT INTO conversations (app_id, platform_connection_id, external_id, thread_id)
         SELECT i.app_id, i.conn, i.external_id, '' FROM c_input i
          WHERE NOT EXISTS (SELECT 1 FROM c_found f WHERE f.platform_connection_id = i.conn AND f.external_id = i.external_id)
          ORDER BY i.conn, i.external_id
-        ON CONFLICT (platform_connection_id, external_id, thread_id) DO NOTHING
+        ON CONFLICT (app_id, platform_connection_id, external_id, thread_id) DO NOTHING
         RETURNING id, platform_connection_id, external_id
       )
       SELECT 'user' AS kind, id, user_id, external_id, name, app_id, platform_connection_id FROM pu_found
@@ -178,8 +178,8 @@ export async function upsertParties(sql: Sql, userKeys: PlatformUserKey[], convK
       ? sql<Found[]>`
           SELECT 'conversation' AS kind, c.id, NULL AS user_id, c.external_id, NULL AS name, NULL AS app_id, c.platform_connection_id
             FROM conversations c
-            JOIN unnest(${lostConvs.map((k) => k.connectionId)}::uuid[], ${lostConvs.map((k) => k.externalId)}::text[]) AS k(conn, external_id)
-              ON c.platform_connection_id = k.conn AND c.external_id = k.external_id AND c.thread_id = ''`
+            JOIN unnest(${lostConvs.map((k) => k.appId)}::uuid[], ${lostConvs.map((k) => k.connectionId)}::uuid[], ${lostConvs.map((k) => k.externalId)}::text[])
+              AS k(app_id, conn, external_id) ON c.app_id = k.app_id AND c.platform_connection_id = k.conn AND c.external_id = k.external_id AND c.thread_id = ''`
       : [],
   ]);
   for (const rows of reread) collect(rows as Found[]);

@@ -92,6 +92,7 @@ export function inboundRouter(deps: Deps): Router {
     const headers = Object.fromEntries(KEPT_HEADERS.filter((h) => inbound.headers[h]).map((h) => [h, inbound.headers[h]]));
     await enqueueInbound({
       connection_id: conn.id,
+      app_id: conn.appId,
       platform: conn.platform,
       received_at: new Date(inbound.now).toISOString(),
       headers,

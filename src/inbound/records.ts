@@ -256,7 +256,7 @@ export async function recordStatus(ctx: RecordContext, r: Rec<'status'>): Promis
     // which the ledger writes once, so a crash between this update and the enqueue loses nothing.
     const moved = await deps.sql`
       UPDATE outbound_messages SET delivery_status = ${r.status}
-       WHERE id = ${outbound.id} AND ${deps.sql.unsafe(RANK_SQL)} <= ${STATUS_RANK[r.status]}
+       WHERE app_id = ${conn.appId} AND id = ${outbound.id} AND ${deps.sql.unsafe(RANK_SQL)} <= ${STATUS_RANK[r.status]}
        RETURNING id`;
     if (moved.length === 0) return;
   }

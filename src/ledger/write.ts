@@ -193,10 +193,13 @@ async function insertPrepared(tx: Tx, perApp: Map<string, PreparedApp>, hold?: H
   // id from being written twice. (events is partitioned by created_at, so no unique index
   // on the id alone can do it, and a retry gets a new created_at; an id belongs to one
   // application, so its writers are the ones this lock serialises.)
-  const locked = tx`SELECT 1 FROM ledger_heads WHERE app_id = ANY(${appIds}::uuid[]) ORDER BY app_id FOR UPDATE`;
-  locked.catch(() => {});
+  // One statement per application (pipelined, in one order for every writer): no statement
+  // locks rows of several applications, which a ledger sharded by application needs
+  // (docs/SCALING.md, Citus).
+  const locks = [...appIds].sort().map((appId) => tx`SELECT 1 FROM ledger_heads WHERE app_id = ${typed.uuid(tx, appId)} FOR UPDATE`);
+  for (const l of locks) l.catch(() => {});
   try {
-    await locked;
+    await Promise.all(locks);
     for (const appId of appIds) {
       // One statement per application writes its events and their edges. An event an earlier
       // attempt already wrote is skipped (this snapshot was taken after the lock, so it sees
@@ -204,7 +207,7 @@ async function insertPrepared(tx: Tx, perApp: Map<string, PreparedApp>, hold?: H
       // partition's id index per event: written as NOT EXISTS, the planner (which takes the
       // batch for 100 rows) hash-joins against every event of the ledger until it is large.
       const inserted = await tx<CommittedEvent[]>`
-        WITH ${eventCtes(tx, appId, perApp.get(appId)!, tx`(SELECT 1 FROM events e WHERE e.id = r.id LIMIT 1) IS NULL`)}
+        WITH ${eventCtes(tx, appId, perApp.get(appId)!, tx`(SELECT 1 FROM events e WHERE e.app_id = ${typed.uuid(tx, appId)} AND e.id = r.id LIMIT 1) IS NULL`)}
         SELECT id, app_id, seq, ${tx.unsafe(CREATED_AT_ISO)} AS created_at, event_type, event_alias, channels, conversation_id FROM ins ORDER BY seq`;
       out.push(...inserted);
     }

@@ -6,6 +6,7 @@ import type { ErrorCode } from '../errors.js';
 import { readFiles } from '../files/files.js';
 import type { BlobStore } from '../files/storage.js';
 import { derivedId } from '../ids.js';
+import { byApp } from '../per-app.js';
 import type { OutboundFile, PlatformError, PlatformName } from '../platforms/types.js';
 import { systemEvent, systemEventType } from '../ledger/event-types.js';
 import { catalogJob, enqueue, messageJobId, type LedgerEvent } from '../queues.js';
@@ -77,27 +78,33 @@ export async function claimBatch(
   claim: string,
   leaseMs: number,
 ): Promise<MessageRow[]> {
-  if (messages.length === 0) return [];
-  const [ids, appIds] = [messages.map((m) => m.id), messages.map((m) => m.app_id)].map((xs) => typed.uuids(deps.sql, xs));
-  return freshlyPlanned(deps.sql<MessageRow[]>`
-    UPDATE outbound_messages m
-       SET ${claimedBy(deps.sql, claim, leaseMs)}
-      FROM unnest(${appIds}, ${ids}) AS b(app_id, id)
-     WHERE m.id = ANY(${ids}) AND m.id = b.id AND m.app_id = b.app_id
-       AND m.status = 'queued' AND m.file_ids = '{}'
-       AND NOT EXISTS (
-             SELECT 1 FROM outbound_messages p
-              WHERE p.platform_connection_id = m.platform_connection_id AND p.to_external_id = m.to_external_id
-                AND p.recipient_seq < m.recipient_seq AND p.finished_at IS NULL
-                AND NOT (p.id = ANY(${ids}) AND p.status = 'queued' AND p.file_ids = '{}'))
-    RETURNING m.*`);
+  const claimed = await Promise.all(
+    byApp(messages).map(([appId, ms]) => {
+      const ids = typed.uuids(
+        deps.sql,
+        ms.map((m) => m.id),
+      );
+      return freshlyPlanned(deps.sql<MessageRow[]>`
+        UPDATE outbound_messages m
+           SET ${claimedBy(deps.sql, claim, leaseMs)}
+         WHERE m.app_id = ${typed.uuid(deps.sql, appId)} AND m.id = ANY(${ids})
+           AND m.status = 'queued' AND m.file_ids = '{}'
+           AND NOT EXISTS (
+                 SELECT 1 FROM outbound_messages p
+                  WHERE p.app_id = m.app_id AND p.platform_connection_id = m.platform_connection_id AND p.to_external_id = m.to_external_id
+                    AND p.recipient_seq < m.recipient_seq AND p.finished_at IS NULL
+                    AND NOT (p.id = ANY(${ids}) AND p.status = 'queued' AND p.file_ids = '{}'))
+        RETURNING m.*`);
+    }),
+  );
+  return claimed.flat();
 }
 
 /** Whether an earlier message to the same recipient of the same connection is still unsettled. */
 export async function hasEarlierPending(deps: Deps, msg: MessageRow): Promise<boolean> {
   const rows = await deps.sql`
     SELECT 1 FROM outbound_messages
-     WHERE platform_connection_id = ${msg.platform_connection_id} AND to_external_id = ${msg.to_external_id}
+     WHERE app_id = ${msg.app_id} AND platform_connection_id = ${msg.platform_connection_id} AND to_external_id = ${msg.to_external_id}
        AND recipient_seq < ${msg.recipient_seq} AND finished_at IS NULL
      LIMIT 1`;
   return rows.length > 0;
@@ -111,7 +118,7 @@ export async function hasEarlierPending(deps: Deps, msg: MessageRow): Promise<bo
 export async function promoteSuccessor(deps: Deps, msg: MessageRow): Promise<void> {
   const [next] = await deps.sql<{ id: string }[]>`
     SELECT id FROM outbound_messages
-     WHERE platform_connection_id = ${msg.platform_connection_id} AND to_external_id = ${msg.to_external_id}
+     WHERE app_id = ${msg.app_id} AND platform_connection_id = ${msg.platform_connection_id} AND to_external_id = ${msg.to_external_id}
        AND recipient_seq > ${msg.recipient_seq} AND finished_at IS NULL
      ORDER BY recipient_seq LIMIT 1`;
   if (next) await promoteSendJob(deps, next.id);
@@ -133,11 +140,11 @@ export async function promoteSuccessors(deps: Deps, settled: MessageRow[]): Prom
   if (last.size === 0) return;
   const ms = [...last.values()];
   const next = await deps.sql<{ id: string }[]>`
-    SELECT n.id FROM unnest(${ms.map((m) => m.platform_connection_id)}::uuid[], ${ms.map((m) => m.to_external_id)}::text[],
-                            ${ms.map((m) => m.recipient_seq)}::bigint[]) AS s(conn, to_id, seq)
+    SELECT n.id FROM unnest(${ms.map((m) => m.app_id)}::uuid[], ${ms.map((m) => m.platform_connection_id)}::uuid[],
+                            ${ms.map((m) => m.to_external_id)}::text[], ${ms.map((m) => m.recipient_seq)}::bigint[]) AS s(app_id, conn, to_id, seq)
     CROSS JOIN LATERAL (
       SELECT id FROM outbound_messages
-       WHERE platform_connection_id = s.conn AND to_external_id = s.to_id AND recipient_seq > s.seq AND finished_at IS NULL
+       WHERE app_id = s.app_id AND platform_connection_id = s.conn AND to_external_id = s.to_id AND recipient_seq > s.seq AND finished_at IS NULL
        ORDER BY recipient_seq LIMIT 1) n`;
   await Promise.all(next.map((n) => promoteSendJob(deps, n.id)));
 }
@@ -154,34 +161,37 @@ export const sendLeaseMs = (config: { PLATFORM_TIMEOUT_MS: number }, files = 0) 
  * until the lease ends; committed before any call. Answers the ids claimed: a message another
  * job claimed, or that settled meanwhile, is not this run's to send.
  */
-export async function claimSends(deps: Deps, ids: string[], claim: string, leaseMs: number): Promise<Set<string>> {
+export async function claimSends(deps: Deps, appId: string, ids: string[], claim: string, leaseMs: number): Promise<Set<string>> {
   if (ids.length === 0) return new Set();
   const rows = await freshlyPlanned(deps.sql<{ id: string }[]>`
     UPDATE outbound_messages SET ${claimedBy(deps.sql, claim, leaseMs)}
-     WHERE id = ANY(${typed.uuids(deps.sql, ids)}) AND status = 'queued' RETURNING id`);
+     WHERE app_id = ${typed.uuid(deps.sql, appId)} AND id = ANY(${typed.uuids(deps.sql, ids)}) AND status = 'queued' RETURNING id`);
   return new Set(rows.map((r) => r.id));
 }
 
 /** Gives claimed messages back unsent (their call was never made): queued again, the attempt not counted. */
-export async function releaseClaims(deps: Deps, ids: string[], claim: string): Promise<void> {
-  if (ids.length === 0) return;
-  await deps.sql`
-    UPDATE outbound_messages SET status = 'queued', attempts = attempts - 1, claimed_by = NULL, lease_until = NULL
-     WHERE id = ANY(${ids}::uuid[]) AND status = 'sending' AND claimed_by = ${claim}`;
+export async function releaseClaims(deps: Deps, messages: { app_id: string; id: string }[], claim: string): Promise<void> {
+  await Promise.all(
+    byApp(messages).map(
+      ([appId, ms]) => deps.sql`
+        UPDATE outbound_messages SET status = 'queued', attempts = attempts - 1, claimed_by = NULL, lease_until = NULL
+         WHERE app_id = ${appId} AND id = ANY(${ms.map((m) => m.id)}::uuid[]) AND status = 'sending' AND claimed_by = ${claim}`,
+    ),
+  );
 }
 
 /** A transient failure: back to queued (successors keep waiting), the error kept for GET /v1/messages/:id. */
 export async function markRetrying(deps: Deps, msg: MessageRow, error: StoredError): Promise<void> {
   await deps.sql`
     UPDATE outbound_messages SET status = 'queued', error = ${deps.sql.json(error as never)}, claimed_by = NULL, lease_until = NULL
-     WHERE id = ${msg.id}`;
+     WHERE app_id = ${msg.app_id} AND id = ${msg.id}`;
 }
 
 /** A final failure. With `onlyIfLeaseEnded`, only a message still `sending` under a lapsed claim (its owner died mid-call). */
 export async function markFailed(deps: Deps, msg: MessageRow, error: StoredError, onlyIfLeaseEnded = false): Promise<boolean> {
   const rows = await deps.sql`
     UPDATE outbound_messages SET status = 'failed', error = ${deps.sql.json(error as never)}, finished_at = now(), claimed_by = NULL, lease_until = NULL
-     WHERE id = ${msg.id}
+     WHERE app_id = ${msg.app_id} AND id = ${msg.id}
        AND (${!onlyIfLeaseEnded} OR (status = 'sending' AND (lease_until IS NULL OR lease_until <= now())))
      RETURNING 1`;
   return rows.length > 0;

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { ConnectionCache } from '../connections/connection-cache.js';
+import type { Connection } from '../connections/connections.js';
 import type { Sql } from '../db.js';
 import type { Deps } from '../deps.js';
 import { fail, ok, type ErrorCode, type Result } from '../errors.js';
@@ -118,7 +119,7 @@ export async function submitMessage(
         missing.map((m) => ({ path: ['file_ids', m.i], message: `file ${m.id} not found` })),
       );
   }
-  const window = await replyWindowClosed(deps, conn.id, conn.platform, input.to_external_id);
+  const window = await replyWindowClosed(deps, conn, input.to_external_id);
   if (window) return fail('REPLY_WINDOW_CLOSED', window);
 
   const claim = await claimIdempotencyKey(deps.sql, appId, 'messages', idempotencyKey, input);
@@ -178,11 +179,12 @@ export async function submitMessage(
  * user's last message. When we have seen the conversation and its last inbound is older than that,
  * fail fast without calling the platform; when we know nothing, the platform decides.
  */
-async function replyWindowClosed(deps: Deps, connectionId: string, platform: string, to: string): Promise<string | undefined> {
+async function replyWindowClosed(deps: Deps, conn: Pick<Connection, 'appId' | 'id' | 'platform'>, to: string): Promise<string | undefined> {
+  const { platform } = conn;
   if (replyPolicyOf(platform, to) !== 'window_24h') return undefined;
   const [conv] = await deps.sql<{ last_inbound_at: Date | null }[]>`
     SELECT max(last_inbound_at) AS last_inbound_at FROM conversations
-     WHERE platform_connection_id = ${connectionId} AND external_id IN (${to}, ${to.replace(/^\+/, '')})`;
+     WHERE app_id = ${conn.appId} AND platform_connection_id = ${conn.id} AND external_id IN (${to}, ${to.replace(/^\+/, '')})`;
   const w = replyWindow(platform, to, conv?.last_inbound_at ?? null);
   if (w.open !== false) return undefined;
   return `The 24-hour reply window for ${to} closed at ${w.closes_at}; a template message is needed`;
@@ -207,8 +209,8 @@ export async function pruneMessages(sql: Sql, days: number): Promise<number> {
     async (limit) =>
       (
         await sql`
-    DELETE FROM outbound_messages WHERE id IN (
-      SELECT id FROM outbound_messages
+    DELETE FROM outbound_messages WHERE (app_id, id) IN (
+      SELECT app_id, id FROM outbound_messages
        WHERE finished_at < now() - ${days} * interval '1 day' AND status IN ('sent', 'failed') LIMIT ${limit})`
       ).count,
   );

@@ -58,11 +58,11 @@ export function createMessageRecorder(deps: Deps, replyTo: string): MessageRecor
           SELECT * FROM jsonb_to_recordset(${input}::text::jsonb)
             AS r(ord int, id uuid, app_id uuid, conn uuid, to_id text, body text, options jsonb, file_ids uuid[])
         ), counts AS (
-          SELECT conn, to_id, count(*) AS n FROM input GROUP BY conn, to_id
+          SELECT app_id, conn, to_id, count(*) AS n FROM input GROUP BY app_id, conn, to_id
         ), counter AS (
-          INSERT INTO recipient_counters (platform_connection_id, to_external_id, seq)
-          SELECT conn, to_id, n FROM counts ORDER BY conn, to_id
-          ON CONFLICT (platform_connection_id, to_external_id) DO UPDATE SET seq = recipient_counters.seq + EXCLUDED.seq
+          INSERT INTO recipient_counters (app_id, platform_connection_id, to_external_id, seq)
+          SELECT app_id, conn, to_id, n FROM counts ORDER BY app_id, conn, to_id
+          ON CONFLICT (app_id, platform_connection_id, to_external_id) DO UPDATE SET seq = recipient_counters.seq + EXCLUDED.seq
           RETURNING platform_connection_id, to_external_id, seq
         )
         INSERT INTO outbound_messages (id, app_id, platform_connection_id, to_external_id, recipient_seq, text, options, file_ids)
@@ -73,7 +73,7 @@ export function createMessageRecorder(deps: Deps, replyTo: string): MessageRecor
           JOIN counts k ON k.conn = i.conn AND k.to_id = i.to_id
           JOIN counter c ON c.platform_connection_id = i.conn AND c.to_external_id = i.to_id
          ORDER BY i.ord
-        ON CONFLICT (id) DO NOTHING
+        ON CONFLICT (app_id, id) DO NOTHING
         RETURNING id, created_at`;
       const created = new Map(rows.map((r) => [r.id, r.created_at]));
       const recorded = batch.filter((m) => created.has(m.id));

@@ -78,7 +78,7 @@ export function createSentSettler(deps: Deps, services: FanOutServices, parties:
           UPDATE outbound_messages m
              SET status = 'sent', external_message_id = r.x, error = NULL, finished_at = now(), claimed_by = NULL, lease_until = NULL
             FROM jsonb_to_recordset(${typed.text(deps.sql, rows)}::jsonb) AS r(id uuid, x text, claim uuid)
-           WHERE m.id = r.id AND m.id = ANY(${ids}) AND m.status = 'sending' AND m.claimed_by = r.claim
+           WHERE m.app_id = ${typed.uuid(deps.sql, appId)} AND m.id = r.id AND m.id = ANY(${ids}) AND m.status = 'sending' AND m.claimed_by = r.claim
           RETURNING m.id`;
         const seen = at.flatMap((i) =>
           [resolved[i].recipient, resolved[i].system].map((u) => ({
@@ -89,7 +89,7 @@ export function createSentSettler(deps: Deps, services: FanOutServices, parties:
         );
         const conns = [...new Set(mine.map((s) => s.conn.id))].filter((id) => healthy.has(id));
         const extra = conns.length
-          ? deps.sql`${participantsOfInserted(deps.sql, appId, seen)}, ${successesOf(deps.sql, conns)}`
+          ? deps.sql`${participantsOfInserted(deps.sql, appId, seen)}, ${successesOf(deps.sql, appId, conns)}`
           : participantsOfInserted(deps.sql, appId, seen);
         const events = at.map((i) => outboundEvent(sends[i].msg, sends[i].conn, sends[i].externalMessageId, resolved[i]));
         return writeGuardedEvents(deps.sql, appId, events, guard, extra);

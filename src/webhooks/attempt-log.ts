@@ -3,6 +3,7 @@ import type { Deps } from '../deps.js';
 import { derivedId } from '../ids.js';
 import { systemEvent, systemEventType } from '../ledger/event-types.js';
 import { createGroupCommit } from '../ledger/group-commit.js';
+import { byApp } from '../per-app.js';
 import { enqueue } from '../queues.js';
 import { deleteInBatches } from '../retention/batched-delete.js';
 import { storableText } from '../storable-text.js';
@@ -130,16 +131,18 @@ async function writeAttempts(deps: Deps, records: AttemptRecord[]): Promise<void
           FROM jsonb_to_recordset(${tx.json(inserts as never)}::jsonb) AS r(id uuid, app_id uuid, subscription_id uuid, event_id uuid,
                event_type text, body text, status text, attempt int, first_ts bigint, status_code int, error text)
           JOIN webhook_subscriptions s ON s.id = r.subscription_id AND s.app_id = r.app_id
-        ON CONFLICT (subscription_id, event_id) DO NOTHING`;
+        ON CONFLICT (app_id, subscription_id, event_id) DO NOTHING`;
     }
-    if (deliveries.length) {
-      await tx`
+    await Promise.all(
+      byApp(deliveries).map(
+        ([appId, mine]) => tx`
         UPDATE webhook_deliveries d SET
           status = r.status, attempt_count = GREATEST(d.attempt_count, r.attempt), last_status_code = r.status_code,
           last_error = r.error, first_attempt_ts = COALESCE(d.first_attempt_ts, r.first_ts), updated_at = now()
-          FROM jsonb_to_recordset(${tx.json(deliveries as never)}::jsonb) AS r(id uuid, app_id uuid, status text, attempt int, status_code int, error text, first_ts bigint)
-         WHERE d.id = r.id AND d.app_id = r.app_id AND d.id = ANY(${deliveries.map((x) => x.id)}::uuid[])`;
-    }
+          FROM jsonb_to_recordset(${tx.json(mine as never)}::jsonb) AS r(id uuid, app_id uuid, status text, attempt int, status_code int, error text, first_ts bigint)
+         WHERE d.app_id = ${appId} AND d.id = r.id AND d.id = ANY(${mine.map((x) => x.id)}::uuid[])`,
+      ),
+    );
     if (logs.length)
       await tx`
       INSERT INTO webhook_delivery_logs (app_id, subscription_id, delivery_id, event_id, event_type, status, status_code,
@@ -155,17 +158,28 @@ async function writeAttempts(deps: Deps, records: AttemptRecord[]): Promise<void
        WHERE EXISTS (SELECT 1 FROM webhook_subscriptions s WHERE s.id = r.subscription_id AND s.app_id = r.app_id)`;
     if (healthRows.length === 0) return [] as Disabled[];
     // Healthy endpoints that stay healthy are not rewritten (no row churn on the hot path).
-    await tx`
+    const healthByApp = byApp(healthRows);
+    await Promise.all(
+      healthByApp.map(
+        ([appId, mine]) => tx`
       UPDATE webhook_subscriptions s SET
         consecutive_failures = CASE WHEN r.reset THEN r.n ELSE s.consecutive_failures + r.n END
-        FROM jsonb_to_recordset(${tx.json(healthRows as never)}::jsonb) AS r(id uuid, app_id uuid, reset boolean, n int)
-       WHERE s.id = r.id AND s.app_id = r.app_id AND NOT (r.reset AND s.consecutive_failures = r.n)`;
+        FROM jsonb_to_recordset(${tx.json(mine as never)}::jsonb) AS r(id uuid, app_id uuid, reset boolean, n int)
+       WHERE s.app_id = ${appId} AND s.id = r.id AND NOT (r.reset AND s.consecutive_failures = r.n)`,
+      ),
+    );
     // Only a failure can push a subscription over the limit.
-    if (!healthRows.some((h) => h.n > 0)) return [] as Disabled[];
-    return tx<Disabled[]>`
+    const failing = healthByApp.filter(([, mine]) => mine.some((h) => h.n > 0));
+    const disabledPerApp = await Promise.all(
+      failing.map(
+        ([appId, mine]) => tx<Disabled[]>`
       UPDATE webhook_subscriptions SET status = 'DISABLED', disabled_at = now(), updated_at = now()
-       WHERE id = ANY(${healthRows.map((h) => h.id)}::uuid[]) AND status = 'ACTIVE' AND consecutive_failures >= ${deps.config.WEBHOOK_DISABLE_AFTER}
-       RETURNING id, app_id, name, target_url, consecutive_failures, disabled_at`;
+       WHERE app_id = ${appId} AND id = ANY(${mine.map((h) => h.id)}::uuid[]) AND status = 'ACTIVE'
+         AND consecutive_failures >= ${deps.config.WEBHOOK_DISABLE_AFTER}
+       RETURNING id, app_id, name, target_url, consecutive_failures, disabled_at`,
+      ),
+    );
+    return disabledPerApp.flat();
   });
 
   for (const s of disabled) {
@@ -200,16 +214,16 @@ export async function purgeOldLogs(deps: Deps): Promise<{ logs: number; deliveri
     async (limit) =>
       (
         await deps.sql`
-      DELETE FROM webhook_delivery_logs WHERE n IN (
-        SELECT n FROM webhook_delivery_logs WHERE created_at < now() - ${days} * interval '1 day' LIMIT ${limit})`
+      DELETE FROM webhook_delivery_logs WHERE (app_id, n) IN (
+        SELECT app_id, n FROM webhook_delivery_logs WHERE created_at < now() - ${days} * interval '1 day' LIMIT ${limit})`
       ).count,
   );
   const deliveries = await deleteInBatches(
     async (limit) =>
       (
         await deps.sql`
-      DELETE FROM webhook_deliveries WHERE id IN (
-        SELECT id FROM webhook_deliveries
+      DELETE FROM webhook_deliveries WHERE (app_id, id) IN (
+        SELECT app_id, id FROM webhook_deliveries
          WHERE status IN ('delivered', 'failed') AND updated_at < now() - ${days} * interval '1 day' LIMIT ${limit})`
       ).count,
   );

@@ -45,7 +45,7 @@ export async function createDeliveries(deps: Deps, pairs: { subscriptionId: stri
     SELECT r.id, r.app_id, r.subscription_id, r.event_id, r.event_type, r.body
       FROM jsonb_to_recordset(${sql.json(rows as never)}::jsonb) AS r(id uuid, app_id uuid, subscription_id uuid, event_id uuid, event_type text, body text)
       JOIN webhook_subscriptions s ON s.id = r.subscription_id AND s.app_id = r.app_id AND s.status = 'ACTIVE'
-    ON CONFLICT (subscription_id, event_id) DO NOTHING
+    ON CONFLICT (app_id, subscription_id, event_id) DO NOTHING
     RETURNING id, app_id`;
   const runs = inserted.map((r) => ({ id: r.id, app_id: r.app_id, run: 0 }));
   if (inserted.length < rows.length) {

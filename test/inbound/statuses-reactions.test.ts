@@ -50,8 +50,8 @@ afterAll(() => s?.close());
 async function sentMessage(conn: CreatedConnection, to: string, externalId: string, createdAt = new Date()): Promise<string> {
   const id = randomUUID();
   const [{ seq }] = await s.deps.sql<{ seq: number }[]>`
-    INSERT INTO recipient_counters (platform_connection_id, to_external_id, seq) VALUES (${conn.id}, ${to}, 1)
-    ON CONFLICT (platform_connection_id, to_external_id) DO UPDATE SET seq = recipient_counters.seq + 1 RETURNING seq`;
+    INSERT INTO recipient_counters (app_id, platform_connection_id, to_external_id, seq) VALUES (${app.appId}, ${conn.id}, ${to}, 1)
+    ON CONFLICT (app_id, platform_connection_id, to_external_id) DO UPDATE SET seq = recipient_counters.seq + 1 RETURNING seq`;
   await s.deps.sql`
     INSERT INTO outbound_messages (id, app_id, platform_connection_id, to_external_id, recipient_seq, text, status, external_message_id, created_at, finished_at)
     VALUES (${id}, ${app.appId}, ${conn.id}, ${to}, ${seq}, 'hi', 'sent', ${externalId}, ${createdAt}, ${createdAt})`;

@@ -137,7 +137,7 @@ describe('a batch of sends', () => {
     const [id] = await recordInOneTurn('7003', ['claimed at once']);
     try {
       const claims = [randomUUID(), randomUUID(), randomUUID()];
-      const won = await Promise.all(claims.map((claim) => claimSends(s.deps, [id], claim, 60_000)));
+      const won = await Promise.all(claims.map((claim) => claimSends(s.deps, a.appId, [id], claim, 60_000)));
       expect(won.map((w) => w.has(id)).filter(Boolean)).toHaveLength(1);
       const [row] = await s.deps.sql<{ status: string; claimed_by: string; attempts: number }[]>`
         SELECT status, claimed_by, attempts FROM outbound_messages WHERE id = ${id}`;

@@ -85,6 +85,23 @@ describe.each(PLATFORMS)('%s routing id belongs to one connection across applica
     expect(after.json.config).toEqual(mine.json.config);
   });
 
+  it('frees the account when its connection or its application is deleted', async () => {
+    // The claims are not cascaded from the connection (a reference table cannot reference a
+    // sharded one, docs/SCALING.md §8): the code deletes them with it.
+    const config = configOf(platform, ++seq);
+    const first = await create(a, platform, config);
+    expect(first.status, first.text).toBe(201);
+    expect((await s.request('DELETE', `/v1/platform-connections/${first.json.id}`, { auth: a })).status).toBe(204);
+    const second = await create(b, platform, config);
+    expect(second.status, second.text).toBe(201);
+    const gone = await s.createApp();
+    const other = configOf(platform, ++seq);
+    expect((await create(gone, platform, other)).status).toBe(201);
+    await s.deps.sql`DELETE FROM applications WHERE id = ${gone.appId}`;
+    const third = await create(b, platform, other);
+    expect(third.status, third.text).toBe(201);
+  });
+
   it('answers PLATFORM_CONNECTION_CONFLICT through GraphQL too', async () => {
     const config = configOf(platform, ++seq);
     const first = await create(a, platform, config);
