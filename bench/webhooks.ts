@@ -13,7 +13,7 @@
 import { randomUUID } from 'node:crypto';
 import { loadavg } from 'node:os';
 import { createLogger } from '../src/logger.js';
-import { createQueues, closeQueues, JOBS } from '../src/queues.js';
+import { createQueues, closeQueues, JOBS, queueFor } from '../src/queues.js';
 import { createRedis } from '../src/redis.js';
 import { startReceivers, type Receipt } from './support/receivers.js';
 import { cpuSeconds, percentile, ratio, round, spawnService, startStack, target, until, type Bench } from './lib.js';
@@ -51,7 +51,7 @@ const bench: Bench = {
         },
       });
       const queueRedis = createRedis(stack.env.REDIS_URL, 'blocking');
-      const queues = createQueues(queueRedis, stack.env.REDIS_PREFIX, createLogger('silent'));
+      const queues = createQueues(queueRedis, { REDIS_PREFIX: stack.env.REDIS_PREFIX, QUEUE_SHARDS: 1 }, createLogger('silent'));
       try {
         const app = await stack.createApp(['admin', 'events:write']);
         for (const url of receivers.urls) {
@@ -82,7 +82,7 @@ const bench: Bench = {
               };
               jobs.push({ name: 'ledger', data: { event }, opts: { jobId: JOBS.ledger.jobId({ event }) } });
             }
-            if (jobs.length) await queues.ledger.addBulk(jobs);
+            if (jobs.length) await queueFor(queues, 'ledger').addBulk(jobs);
             const wait = start + t * 10 - Date.now();
             if (wait > 0) await new Promise((r) => setTimeout(r, wait));
           }

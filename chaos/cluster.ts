@@ -14,7 +14,7 @@ import { SCOPES } from '../src/auth/scopes.js';
 import type { Sql } from '../src/db.js';
 import { migrate } from '../src/migrate.js';
 import { createLogger } from '../src/logger.js';
-import { createQueues, QUEUE_NAMES, type QueueName, type Queues } from '../src/queues.js';
+import { closeQueues, createQueues, type Queues } from '../src/queues.js';
 import { createRedis, type Redis } from '../src/redis.js';
 import { startPostgresServer, type PostgresServer } from '../test/helpers/postgres-server.js';
 import { startRedisServer, type RedisServer } from '../test/helpers/redis-server.js';
@@ -121,7 +121,11 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
   };
   const sql = harnessDb(dbUrl, 4) as unknown as Sql;
   const queueRedis = createRedis(redis.url, 'request');
-  const queues = createQueues(queueRedis, env.REDIS_PREFIX, createLogger('silent'));
+  const queues = createQueues(
+    queueRedis,
+    { REDIS_PREFIX: env.REDIS_PREFIX, QUEUE_SHARDS: Number(env.QUEUE_SHARDS ?? 1) },
+    createLogger('silent'),
+  );
 
   const slots: Record<'web' | 'worker', Slot[]> = { web: [], worker: [] };
   for (let i = 0; i < o.webProcesses; i++) slots.web.push({ name: `web${i}`, entry: 'src/web.ts', port: await freePort(), previous: [] });
@@ -259,7 +263,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
           clearTimeout(timer);
         }),
       );
-      await Promise.all(QUEUE_NAMES.map((q: QueueName) => queues[q].close().catch(() => {})));
+      await closeQueues(queues);
       queueRedis.disconnect();
       await sql.end({ timeout: 5 }).catch(() => {});
       await admin.end({ timeout: 1 }).catch(() => {});

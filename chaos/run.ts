@@ -11,7 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { startCluster, type AppCredentials, type Cluster } from './cluster.js';
 import { startTelegramFake, startWebhookReceiver, type TelegramFake, type WebhookReceiver } from './fakes.js';
-import { QUEUE_NAMES } from '../src/queues.js';
+
 import {
   call,
   eventWrites,
@@ -138,8 +138,8 @@ function watchActiveJobs(cluster: Cluster) {
   let running = true;
   const loop = (async () => {
     while (running) {
-      for (const q of QUEUE_NAMES) {
-        const jobs = await cluster.queues[q].getActive(0, 500).catch(() => []);
+      for (const { queue: q, bull } of cluster.queues.all) {
+        const jobs = await bull.getActive(0, 500).catch(() => []);
         for (const j of jobs) {
           const age = Date.now() - (j.processedOn ?? Date.now());
           if (age > STUCK_MS) stuck.set(`${q}/${j.id}`, Math.max(age, stuck.get(`${q}/${j.id}`) ?? 0));
@@ -161,7 +161,9 @@ function watchActiveJobs(cluster: Cluster) {
 async function atRest(cluster: Cluster): Promise<string[]> {
   const deadline = Date.now() + REST_MS;
   for (;;) {
-    const counts = await Promise.all(QUEUE_NAMES.map(async (q) => [q, await cluster.queues[q].getActiveCount().catch(() => -1)] as const));
+    const counts = await Promise.all(
+      cluster.queues.all.map(async ({ bull }) => [bull.name, await bull.getActiveCount().catch(() => -1)] as const),
+    );
     const busy = counts.filter(([, n]) => n !== 0);
     if (!busy.length) return [];
     if (Date.now() > deadline) return busy.map(([q, n]) => `${n} ${q} jobs still active ${REST_MS / 1000} s after the drain`);

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { parseConfig, type QueueName } from '../src/config.js';
-import { queuePrefix } from '../src/queues.js';
+import { catalogQueues, queueFor, queuePrefix } from '../src/queues.js';
 import { createRedis } from '../src/redis.js';
 import type { AppCredentials, Cluster } from './cluster.js';
 import type { TelegramFake, WebhookReceiver } from './fakes.js';
@@ -115,7 +115,7 @@ async function untilEveryConnectionServes(cluster: Cluster, app: AppCredentials,
 
 /** Ids of the jobs of `queue` active now. */
 const activeJobIds = async (cluster: Cluster, queue: QueueName) =>
-  (await cluster.queues[queue].getActive(0, 1000)).flatMap((j) => (j.id ? [j.id] : []));
+  (await Promise.all(catalogQueues(cluster.queues, queue).map((q) => q.getActive(0, 1000)))).flat().flatMap((j) => (j.id ? [j.id] : []));
 
 /**
  * Seconds from `since` until none of `ids` is waiting or active any more: each job a dead or
@@ -126,7 +126,8 @@ async function jobsSettled(cluster: Cluster, queue: QueueName, ids: string[], si
   const open = new Set(ids);
   while (open.size && Date.now() - since < 60_000) {
     for (const id of [...open]) {
-      const state = await cluster.queues[queue].getJobState(id).catch(() => 'active');
+      const states = await Promise.all(catalogQueues(cluster.queues, queue).map((q) => q.getJobState(id).catch(() => 'active')));
+      const state = states.find((st) => st !== 'unknown') ?? 'unknown';
       if (state !== 'active' && state !== 'waiting' && state !== 'prioritized') open.delete(id);
     }
     if (open.size) await sleep(50);
@@ -391,7 +392,7 @@ const BEHIND_THE_DOOR_DEPTH = 6_000;
 async function poisonLedgerJob(cluster: Cluster, appId: string): Promise<string> {
   const id = randomUUID();
   const event = { id, app_id: appId, event_type: 'poison.deep', payload: {}, edges: [], attachments: [] };
-  const job = await cluster.queues.ledger.add(
+  const job = await queueFor(cluster.queues, 'ledger').add(
     'ledger',
     { event },
     { jobId: `ev-${id}`, delay: 600_000, attempts: 3, backoff: { type: 'fixed', delay: 100 } },
@@ -429,7 +430,9 @@ async function poisonNeighbour({ cluster, timing, log }: ScenarioContext): Promi
       .map(([status, n]) => `${n} payloads nested ${POISON_DEPTH} deep answered ${status} (expected 400 at the door)`);
     const deadline = Date.now() + 30_000;
     for (;;) {
-      const states = await Promise.all(jobIds.map(async (id) => (await cluster.queues.ledger.getJob(id))?.getState() ?? 'gone'));
+      const states = await Promise.all(
+        jobIds.map(async (id) => (await queueFor(cluster.queues, 'ledger').getJob(id))?.getState() ?? 'gone'),
+      );
       const open = states.filter((st) => st !== 'failed');
       if (!open.length) break;
       if (Date.now() > deadline) {

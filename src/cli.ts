@@ -71,7 +71,7 @@ async function deadLetters(verb: string | undefined, id: string | undefined): Pr
   if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) die('--limit must be an integer from 1 to 10000');
   const redis = createRedis(config.redis);
   // Its output is JSON lines on stdout, and a failed command says why: queue events stay out of it.
-  const queues: Queues = createQueues(redis, config.REDIS_PREFIX, createLogger('silent'));
+  const queues: Queues = createQueues(redis, config, createLogger('silent'));
   try {
     if (verb === 'list') {
       for (const name of queue ? [queue] : QUEUE_NAMES) for (const d of await listDeadLetters(queues, name, limit)) print(d);

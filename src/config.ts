@@ -4,6 +4,24 @@ import { z } from 'zod';
 /** Names of the BullMQ queues; stable, Bull Board lists them all. */
 export const QUEUE_NAMES = ['inbound', 'send', 'transcription', 'ledger', 'webhook', 'maintenance'] as const;
 export type QueueName = (typeof QUEUE_NAMES)[number];
+/** The queues QUEUE_SHARDS splits by application (docs/SCALING.md, "Queue shards"). */
+export const SHARDED_QUEUES = ['ledger', 'webhook', 'send', 'inbound'] as const satisfies readonly QueueName[];
+const MAX_QUEUE_SHARDS = 64;
+
+/** A queue a worker process serves: every shard of it, or only those listed. */
+export interface WorkerQueue {
+  queue: QueueName;
+  shards?: number[];
+}
+
+/** `2` or `0-2` as shard indexes; null when it is neither. */
+function shardRange(range: string): number[] | null {
+  const m = /^(\d+)(?:-(\d+))?$/.exec(range);
+  if (!m) return null;
+  const [from, to] = [Number(m[1]), Number(m[2] ?? m[1])];
+  if (to < from || to >= MAX_QUEUE_SHARDS) return null;
+  return Array.from({ length: to - from + 1 }, (_, i) => from + i);
+}
 
 const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
 /** One send budget of PLATFORM_RATE_BUDGETS: `rate` sends per `perMs`, `burst` more at once. */
@@ -80,22 +98,51 @@ const schema = z
       .regex(/^[A-Za-z0-9_:-]*(\{[A-Za-z0-9_:-]+\}[A-Za-z0-9_:-]*)?$/, 'letters, digits, _ : - and at most one non-empty {hash tag}')
       .min(1)
       .default('gw'),
-    /** Comma-separated queue names this worker process serves, or `all`. */
+    /**
+     * How many queues each of `ledger`, `webhook`, `send` and `inbound` is split into, chosen
+     * per application (docs/SCALING.md, "Queue shards"). 1 keeps the single queues and their keys.
+     */
+    QUEUE_SHARDS: z.coerce.number().int().min(1).max(MAX_QUEUE_SHARDS).default(1),
+    /**
+     * While moving to a new QUEUE_SHARDS: the count before, whose queues workers keep serving
+     * (and the CLI and Bull Board keep showing) until they are empty. Producers use only QUEUE_SHARDS.
+     */
+    QUEUE_SHARDS_PREVIOUS: z.coerce.number().int().min(1).max(MAX_QUEUE_SHARDS).optional(),
+    /**
+     * Comma-separated queues this worker process serves, or `all`; a sharded queue may name
+     * its shards (`ledger:0-2`, `send:1,send:3`). Without shards, every shard of the queue.
+     */
     WORKER_QUEUES: z
       .string()
       .default('all')
-      .transform((s, ctx) => {
-        if (s.trim() === 'all' || s.trim() === '') return [...QUEUE_NAMES];
-        const names = s
+      .transform((s, ctx): WorkerQueue[] => {
+        if (s.trim() === 'all' || s.trim() === '') return QUEUE_NAMES.map((queue) => ({ queue }));
+        const picked = new Map<QueueName, WorkerQueue>();
+        for (const item of s
           .split(',')
           .map((n) => n.trim())
-          .filter(Boolean);
-        const bad = names.filter((n) => !(QUEUE_NAMES as readonly string[]).includes(n));
-        if (bad.length) {
-          ctx.addIssue({ code: 'custom', message: `unknown queue ${bad.join(', ')}; expected some of ${QUEUE_NAMES.join(', ')} or all` });
-          return z.NEVER;
+          .filter(Boolean)) {
+          const [name, range] = item.split(':', 2) as [string, string | undefined];
+          if (!(QUEUE_NAMES as readonly string[]).includes(name)) {
+            ctx.addIssue({ code: 'custom', message: `unknown queue ${name}; expected some of ${QUEUE_NAMES.join(', ')} or all` });
+            return z.NEVER;
+          }
+          const queue = name as QueueName;
+          const shards = range === undefined ? undefined : shardRange(range);
+          if (shards === null || (shards && !(SHARDED_QUEUES as readonly string[]).includes(queue))) {
+            ctx.addIssue({
+              code: 'custom',
+              message: `bad shards in ${item}; expected e.g. ledger:2 or ledger:0-2 (only ${SHARDED_QUEUES.join(', ')} have shards)`,
+            });
+            return z.NEVER;
+          }
+          const before = picked.get(queue);
+          // A queue named whole anywhere is served whole.
+          const whole = !shards || (before && !before.shards);
+          const merged = whole ? undefined : [...new Set([...(before?.shards ?? []), ...shards])].sort((a, b) => a - b);
+          picked.set(queue, merged ? { queue, shards: merged } : { queue });
         }
-        return names as QueueName[];
+        return [...picked.values()];
       }),
     WORKER_CONCURRENCY: int(16, 1),
     /**
@@ -354,6 +401,14 @@ const schema = z
         path: ['REDIS_PREFIX'],
         message: `must hold a {hash tag} on a Redis Cluster (REDIS_CLUSTER_NODES is set), e.g. {${env.REDIS_PREFIX}}: a BullMQ queue's keys must share one slot`,
       });
+    const beyond = env.WORKER_QUEUES.flatMap((w) => (w.shards ?? []).filter((i) => i >= env.QUEUE_SHARDS).map((i) => `${w.queue}:${i}`));
+    if (beyond.length) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['WORKER_QUEUES'],
+        message: `${beyond.join(', ')} beyond QUEUE_SHARDS (${env.QUEUE_SHARDS}): shards count from 0`,
+      });
+    }
     if (env.FILE_STORAGE === 's3' && !env.S3_BUCKET)
       ctx.addIssue({ code: 'custom', path: ['S3_BUCKET'], message: 'is required when FILE_STORAGE=s3' });
     if (env.NODE_ENV === 'production') {

@@ -1,5 +1,5 @@
 import type { Job } from 'bullmq';
-import type { QueueName, Queues } from './queues.js';
+import { catalogQueues, type QueueName, type Queues } from './queues.js';
 
 /**
  * The dead letter is BullMQ's failed set: a job lands there after its last attempt, or at once
@@ -44,19 +44,33 @@ function describe(queue: QueueName, job: Job, now: number): DeadLetter {
   };
 }
 
-/** The newest `limit` dead-lettered jobs of `queue`. */
+/** The newest `limit` failed jobs over every shard of `queue`. */
+async function newestFailed(queues: Queues, queue: QueueName, limit: number): Promise<Job[]> {
+  const perShard = await Promise.all(catalogQueues(queues, queue).map((q) => q.getFailed(0, Math.max(0, limit - 1))));
+  return perShard
+    .flat()
+    .filter((j): j is Job => Boolean(j))
+    .sort((a, b) => (b.finishedOn ?? 0) - (a.finishedOn ?? 0))
+    .slice(0, limit);
+}
+
+/** The newest `limit` dead-lettered jobs of `queue` (of all its shards). */
 export async function listDeadLetters(queues: Queues, queue: QueueName, limit = 100): Promise<DeadLetter[]> {
-  const jobs = await queues[queue].getFailed(0, Math.max(0, limit - 1));
+  const jobs = await newestFailed(queues, queue, limit);
   const now = Date.now();
-  return jobs.filter((j): j is Job => Boolean(j)).map((j) => describe(queue, j, now));
+  return jobs.map((j) => describe(queue, j, now));
 }
 
 /** What became of a dead letter an operator acted on; `not_found` when no failed job has that id. */
 export type DeadLetterAction = 'requeued' | 'discarded' | 'not_found';
 
 async function failedJob(queues: Queues, queue: QueueName, id: string): Promise<Job | undefined> {
-  const job = await queues[queue].getJob(id);
-  return job && (await job.isFailed()) ? job : undefined;
+  // Job ids are unique per queue, not per shard set: the first failed one found, current shards first.
+  for (const q of catalogQueues(queues, queue)) {
+    const job = await q.getJob(id);
+    if (job && (await job.isFailed())) return job;
+  }
+  return undefined;
 }
 
 /** Puts a dead-lettered job back on its queue with its attempts reset (its idempotent work is safe to redo). */
@@ -72,7 +86,7 @@ export async function requeueDeadLetter(queues: Queues, queue: QueueName, id: st
  * fault that failed many jobs for good (a bad deploy, a database refusing every write) is fixed.
  */
 export async function requeueAllDeadLetters(queues: Queues, queue: QueueName, limit: number): Promise<number> {
-  const jobs = (await queues[queue].getFailed(0, Math.max(0, limit - 1))).filter((j): j is Job => Boolean(j));
+  const jobs = await newestFailed(queues, queue, limit);
   let requeued = 0;
   for (const job of jobs) {
     // One may have been requeued or removed meanwhile (another operator, its retention).

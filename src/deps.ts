@@ -58,7 +58,7 @@ export function createDeps(
     sql,
     redis: watchConnection(createRedis(config.redis, 'request'), 'requests', observer),
     queueRedis,
-    queues: createQueues(queueRedis, config.REDIS_PREFIX, logger),
+    queues: createQueues(queueRedis, config, logger),
     logger,
     metrics,
     secrets: createSecretBox(config.SECRETS_KEY),

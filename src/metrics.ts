@@ -131,9 +131,9 @@ export function createMetrics(options: { defaults?: boolean } = {}): Metrics {
         async collect() {
           this.reset();
           await Promise.all(
-            Object.entries(queues).map(async ([name, queue]) => {
-              const counts = await queue.getJobCounts('waiting', 'active', 'delayed', 'failed');
-              for (const [state, n] of Object.entries(counts)) this.set({ queue: name, state }, n);
+            queues.all.map(async ({ bull }) => {
+              const counts = await bull.getJobCounts('waiting', 'active', 'delayed', 'failed');
+              for (const [state, n] of Object.entries(counts)) this.set({ queue: bull.name, state }, n);
             }),
           );
         },

@@ -1,4 +1,5 @@
 import { Gauge, type Registry } from 'prom-client';
+import type { Queue } from 'bullmq';
 import type { Queues } from './queues.js';
 import type { Redis } from './redis.js';
 
@@ -17,7 +18,7 @@ interface QueueHealth {
  * holds: the oldest active ids and the oldest waiting id (BullMQ pushes new ids on the left and
  * takes from the right, so the oldest are at the right end), then their start and queue times.
  */
-async function readQueueHealth(queue: Queues[keyof Queues], stuckAfterMs: number, now: number): Promise<QueueHealth> {
+async function readQueueHealth(queue: Queue, stuckAfterMs: number, now: number): Promise<QueueHealth> {
   // The queues' own connection (src/queues.ts createQueues): an ioredis client, not a cluster.
   const client = (await queue.client) as unknown as Redis;
   const [[, active], [, oldestWaiting]] = (await client
@@ -39,7 +40,7 @@ async function readQueueHealth(queue: Queues[keyof Queues], stuckAfterMs: number
 
 /**
  * Registers the per-queue health gauges, read from Redis when scraped (a few bounded commands
- * per queue): `queue_stuck_jobs` (active past `stuckAfterMs`: a worker hung on something that
+ * per BullMQ queue, so per shard): `queue_stuck_jobs` (active past `stuckAfterMs`: a worker hung on something that
  * never settles) and `queue_oldest_waiting_seconds` (how far behind the queue is).
  */
 export function registerQueueHealth(registry: Registry, queues: Queues, stuckAfterMs: number): void {
@@ -49,7 +50,7 @@ export function registerQueueHealth(registry: Registry, queues: Queues, stuckAft
     (pending ??= (async () => {
       const now = Date.now();
       const entries = await Promise.all(
-        Object.entries(queues).map(async ([name, q]) => [name, await readQueueHealth(q, stuckAfterMs, now)] as const),
+        queues.all.map(async ({ bull }) => [bull.name, await readQueueHealth(bull, stuckAfterMs, now)] as const),
       );
       return new Map(entries);
     })().finally(() => setImmediate(() => (pending = undefined))));

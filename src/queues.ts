@@ -1,12 +1,13 @@
+import { createHash } from 'node:crypto';
 import { Queue, type JobsOptions } from 'bullmq';
 import { z } from 'zod';
-import { QUEUE_NAMES, type Config, type QueueName } from './config.js';
+import { QUEUE_NAMES, SHARDED_QUEUES, type Config, type QueueName } from './config.js';
 import { derivedId } from './ids.js';
 import { redisReady, REDIS_READY_WAIT_MS, withDeadline } from './availability.js';
 import type { Logger } from './logger.js';
 import { reportedByWatch, type Redis } from './redis.js';
 
-export { QUEUE_NAMES, type QueueName };
+export { QUEUE_NAMES, SHARDED_QUEUES, type QueueName };
 
 const uuid = z.uuid();
 const json = z.record(z.string(), z.unknown());
@@ -114,6 +115,20 @@ interface CatalogEntry {
   /** The BullMQ job name (Bull Board shows it); the queue's name when absent. */
   name?: (d: never) => string;
   options: JobsOptions | ((d: never, config: RetryConfig) => JobsOptions);
+  /** Sharded queues: what picks the job's shard (its application); shard 0 when undefined. */
+  shardKey?: (d: never) => string | undefined;
+  /** A batch of several applications' items: split into one payload per shard (`shard` maps a key to its shard). */
+  splitByShard?: (d: never, shard: (key: string) => number) => unknown[];
+}
+
+/** Splits `items` by their shard: one group per shard, in the order first seen. */
+function groupByShard<T>(items: T[], key: (item: T) => string, shard: (key: string) => number): T[][] {
+  const groups = new Map<number, T[]>();
+  for (const item of items) {
+    const i = shard(key(item));
+    groups.set(i, [...(groups.get(i) ?? []), item]);
+  }
+  return [...groups.values()];
 }
 
 /**
@@ -155,6 +170,9 @@ export const JOBS = {
     jobId: (d: { event: { id: string } } | { events: { id: string }[] }) =>
       'event' in d ? `ev-${d.event.id}` : `evb-${derivedId('ledger-batch', ...d.events.map((e) => e.id).sort())}`,
     options: { attempts: 10, backoff: { type: 'exponential', delay: 200 } },
+    shardKey: (d: { event: LedgerEvent } | { events: LedgerEvent[] }) => ('event' in d ? d.event : d.events[0]).app_id,
+    splitByShard: (d: { event: LedgerEvent } | { events: LedgerEvent[]; reply_to?: string }, shard: (key: string) => number) =>
+      'event' in d ? [d] : groupByShard(d.events, (e) => e.app_id, shard).map((events) => ({ ...d, events })),
   },
   webhook: {
     schema: z.preprocess(tagUntaggedWebhookJob, webhookJobSchema),
@@ -185,6 +203,10 @@ export const JOBS = {
           return { attempts: 5, backoff: { type: 'webhook' } };
       }
     },
+    shardKey: (d: WebhookJob) =>
+      d.kind === 'log-retention' ? undefined : d.kind === 'first-attempts-safety-net' ? d.events[0].app_id : d.app_id,
+    splitByShard: (d: WebhookJob, shard: (key: string) => number) =>
+      d.kind === 'first-attempts-safety-net' ? groupByShard(d.events, (e) => e.app_id, shard).map((events) => ({ ...d, events })) : [d],
   },
   send: {
     schema: sendJobSchema,
@@ -193,6 +215,18 @@ export const JOBS = {
     // A batch job is retried for faults before its claim (database, Redis): its messages are
     // then taken up again, or handed to their own jobs.
     options: { attempts: 8, backoff: { type: 'exponential', delay: 1000 } },
+    shardKey: (d: SendJob) => (d.kind === 'batch' ? d.messages[0].app_id : d.app_id),
+    // Each part is a batch of its own: its id derives from the batch's and the shard's.
+    splitByShard: (d: SendJob, shard: (key: string) => number) => {
+      if (d.kind !== 'batch') return [d];
+      const parts = groupByShard(d.messages, (m) => m.app_id, shard);
+      if (parts.length === 1) return [d];
+      return parts.map((messages) => ({
+        ...d,
+        messages,
+        batch_id: derivedId('send-batch-shard', d.batch_id, String(shard(messages[0].app_id))),
+      }));
+    },
   },
   inbound: {
     schema: z.object({
@@ -208,6 +242,8 @@ export const JOBS = {
     }),
     jobId: (d: { connection_id: string; dedupe_key: string }) => `in-${d.connection_id}-${d.dedupe_key}`.replace(/:/g, '_'),
     options: { attempts: 10, backoff: { type: 'exponential', delay: 500 } },
+    // The connection's application picks the shard; a job from before it was carried, its connection.
+    shardKey: (d: { connection_id: string; app_id?: string }) => d.app_id ?? d.connection_id,
   },
   maintenance: {
     // Housekeeping on a schedule (workers/maintenance.ts): one task per job, each idempotent.
@@ -228,7 +264,117 @@ export type JobData<Q extends QueueName> = z.infer<(typeof JOBS)[Q]['schema']>;
 /** BullMQ key prefix; per-test prefixes keep parallel test files apart. */
 export const queuePrefix = (redisPrefix: string) => `${redisPrefix}:q`;
 
-export type Queues = { [Q in QueueName]: Queue };
+/** Redis Cluster's slot of a key without a hash tag: CRC16 (XMODEM) modulo 16,384. */
+export function keySlot(key: string): number {
+  let crc = 0;
+  for (const byte of Buffer.from(key)) {
+    crc ^= byte << 8;
+    for (let bit = 0; bit < 8; bit++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+  }
+  return crc % 16384;
+}
+
+const SLOTS = 16384;
+/** Tag candidates: every string of one to three base-36 digits, shortest first, so the same tags come out everywhere. */
+const firstTagOfSlot = (() => {
+  let tags: Map<number, string> | undefined;
+  return () => {
+    if (tags) return tags;
+    tags = new Map();
+    for (let n = 0; n < 36 + 36 ** 2 + 36 ** 3; n++) {
+      const len = n < 36 ? 1 : n < 36 + 36 ** 2 ? 2 : 3;
+      const offset = len === 1 ? 0 : len === 2 ? 36 : 36 + 36 ** 2;
+      const tag = (n - offset).toString(36).padStart(len, '0');
+      const slot = keySlot(tag);
+      if (!tags.has(slot)) tags.set(slot, tag);
+    }
+    return tags;
+  };
+})();
+
+/**
+ * The hash tags of `count` shards: shard i's is the shortest candidate whose slot is nearest
+ * the middle of the i-th of `count` equal slot ranges, (i + ½)·16384/count. The slots are then
+ * evenly spread, and each sits far from the range's edges, so a cluster of M masters whose
+ * slots are split evenly (M dividing `count`) gets `count`/M shards on every master.
+ * Deterministic: every process computes the same tags.
+ */
+export function shardTags(count: number): string[] {
+  const bySlot = firstTagOfSlot();
+  const used = new Set<string>();
+  return Array.from({ length: count }, (_, i) => {
+    const target = Math.round(((i + 0.5) * SLOTS) / count);
+    for (let d = 0; d < SLOTS; d++) {
+      for (const slot of [(target - d + SLOTS) % SLOTS, (target + d) % SLOTS]) {
+        const tag = bySlot.get(slot);
+        if (tag && !used.has(tag)) {
+          used.add(tag);
+          return tag;
+        }
+      }
+    }
+    throw new Error('no free shard tag');
+  });
+}
+
+/** The shard of a key (an application id) among `count`: a stable hash, the same in every process and release. */
+export function shardOf(key: string, count: number): number {
+  if (count <= 1) return 0;
+  return createHash('sha256').update(key).digest().readUInt32BE(0) % count;
+}
+
+/** Where one BullMQ queue of the catalog lives. */
+export interface QueueShard {
+  /** The catalog queue it belongs to. */
+  queue: QueueName;
+  /** Its BullMQ name: the catalog name when unsharded, else `ledger.2of4`. */
+  name: string;
+  prefix: string;
+}
+
+/**
+ * Shard `index` of `count` of a catalog queue. With one shard (and for the unsharded queues) it
+ * is today's queue, keys `${REDIS_PREFIX}:q:ledger:…`. A shard's prefix carries its own hash tag
+ * and drops the braces of REDIS_PREFIX's tag (Redis hashes only a key's first tag), so its keys
+ * (`gw:q:{5x}:ledger.2of4:…`) share one slot and each shard has its own. The `.` is what Bull
+ * Board groups the shards of a queue by; the count in the name keeps two shard sets apart.
+ */
+export function queueShard(redisPrefix: string, queue: QueueName, count: number, index: number): QueueShard {
+  if (count <= 1 || !(SHARDED_QUEUES as readonly string[]).includes(queue)) return { queue, name: queue, prefix: queuePrefix(redisPrefix) };
+  const tag = shardTags(count)[index];
+  return { queue, name: `${queue}.${index}of${count}`, prefix: `${queuePrefix(redisPrefix.replace(/[{}]/g, ''))}:{${tag}}` };
+}
+
+/** The BullMQ queues of one catalog queue under `count` shards (one for an unsharded queue). */
+export function queueShards(redisPrefix: string, queue: QueueName, count: number): QueueShard[] {
+  const n = (SHARDED_QUEUES as readonly string[]).includes(queue) ? count : 1;
+  return Array.from({ length: n }, (_, i) => queueShard(redisPrefix, queue, n, i));
+}
+
+/** What the queues are built from. */
+export type QueueConfig = Pick<Config, 'REDIS_PREFIX' | 'QUEUE_SHARDS' | 'QUEUE_SHARDS_PREVIOUS'>;
+
+/** A BullMQ queue and the catalog queue it is (a shard of). */
+export interface CatalogQueue {
+  queue: QueueName;
+  bull: Queue;
+}
+
+export interface Queues {
+  /** The queues producers add to: per catalog queue, its QUEUE_SHARDS shards (by index). */
+  readonly shards: { readonly [Q in QueueName]: readonly Queue[] };
+  /** Every queue read by operators (dead letters, health, Bull Board): the shards, and those of QUEUE_SHARDS_PREVIOUS. */
+  readonly all: readonly CatalogQueue[];
+}
+
+/**
+ * The one rule of where a job goes: the queue of `name` whose shard `key` (the job's
+ * application) picks; shard 0 without a key (jobs of no application, reads of an unsharded queue).
+ */
+export function queueFor(queues: Queues, name: QueueName, key?: string): Queue {
+  const shards = queues.shards[name];
+  return shards[key === undefined ? 0 : shardOf(key, shards.length)];
+}
 
 /**
  * The producer side of every queue, on one shared connection. A Queue re-emits its
@@ -236,10 +382,9 @@ export type Queues = { [Q in QueueName]: Queue };
  * stack trace (one per reconnect attempt during an outage): those are told once by the
  * connection's watch (src/redis.ts), anything else is logged.
  */
-export function createQueues(connection: Redis, redisPrefix: string, logger: Logger): Queues {
-  const prefix = queuePrefix(redisPrefix);
-  const entries = QUEUE_NAMES.map((name) => {
-    const queue = new Queue(name, {
+export function createQueues(connection: Redis, config: QueueConfig, logger: Logger): Queues {
+  const build = ({ queue: name, name: bullName, prefix }: QueueShard): CatalogQueue => {
+    const queue = new Queue(bullName, {
       connection,
       prefix,
       defaultJobOptions: {
@@ -248,11 +393,28 @@ export function createQueues(connection: Redis, redisPrefix: string, logger: Log
         removeOnFail: { age: 7 * 24 * 3600 },
       },
     });
-    queue.on('error', (err) => reportedByWatch(err) || logger.warn({ queue: name, err }, 'queue error'));
-    return [name, queue];
-  });
-  return Object.fromEntries(entries) as Queues;
+    queue.on('error', (err) => reportedByWatch(err) || logger.warn({ queue: bullName, err }, 'queue error'));
+    return { queue: name, bull: queue };
+  };
+  const counts = [config.QUEUE_SHARDS, ...(config.QUEUE_SHARDS_PREVIOUS ? [config.QUEUE_SHARDS_PREVIOUS] : [])];
+  const built = new Map<string, CatalogQueue>();
+  for (const count of counts) {
+    for (const name of QUEUE_NAMES)
+      for (const shard of queueShards(config.REDIS_PREFIX, name, count)) {
+        const key = `${shard.prefix}:${shard.name}`;
+        if (!built.has(key)) built.set(key, build(shard));
+      }
+  }
+  const current = (name: QueueName) =>
+    queueShards(config.REDIS_PREFIX, name, config.QUEUE_SHARDS).map((s) => built.get(`${s.prefix}:${s.name}`)!.bull);
+  return {
+    shards: Object.fromEntries(QUEUE_NAMES.map((name) => [name, current(name)])) as unknown as Queues['shards'],
+    all: [...built.values()],
+  };
 }
+
+/** The queues of one catalog queue operators read: its shards, current and previous. */
+export const catalogQueues = (queues: Queues, name: QueueName): Queue[] => queues.all.filter((q) => q.queue === name).map((q) => q.bull);
 
 /** A queue's retry policy when it does not depend on the job (BullMQ's defaults for jobs added past the catalog). */
 const staticOptions = (entry: CatalogEntry): JobsOptions => (typeof entry.options === 'function' ? {} : entry.options);
@@ -292,26 +454,53 @@ async function queueReady(queue: Queue): Promise<void> {
   await redisReady(client as unknown as Parameters<typeof redisReady>[0]);
 }
 
-/** Validates a payload against the catalog and enqueues it under its deterministic id. */
+type CatalogJob<Q extends QueueName> = ReturnType<typeof catalogJob<Q>>;
+
+/**
+ * Each job with the queue it goes to: its application's shard. A batch of several
+ * applications' items is split into one job per shard first (each under its own id).
+ */
+function routeJobs<Q extends QueueName>(queues: Queues, name: Q, jobs: CatalogJob<Q>[]): Map<Queue, CatalogJob<Q>[]> {
+  const entry: CatalogEntry = JOBS[name];
+  const count = queues.shards[name].length;
+  const shard = (key: string) => shardOf(key, count);
+  const routed = new Map<Queue, CatalogJob<Q>[]>();
+  for (const job of jobs) {
+    const parts = (count > 1 && entry.splitByShard ? entry.splitByShard(job.data as never, shard) : [job.data]) as JobData<Q>[];
+    for (const data of parts) {
+      const part =
+        parts.length === 1 ? job : { ...job, data, opts: { ...job.opts, jobId: (entry.jobId as (d: JobData<Q>) => string)(data) } };
+      const queue = queueFor(queues, name, entry.shardKey?.(data as never));
+      routed.set(queue, [...(routed.get(queue) ?? []), part]);
+    }
+  }
+  return routed;
+}
+
+/** Validates a payload against the catalog and enqueues it under its deterministic id, on its application's shard. */
 export async function enqueue<Q extends QueueName>(queues: Queues, name: Q, data: JobData<Q>, ...args: CatalogArgs<Q>) {
-  const job = catalogJob(name, data, ...args);
-  await queueReady(queues[name]);
-  return queues[name].add(job.name, job.data, job.opts);
+  const [added] = await enqueueBulk(queues, name, [catalogJob(name, data, ...args)]);
+  return added;
 }
 
 /**
- * Several catalog jobs of one queue in one Redis round trip (a pipeline). Resolves once Redis
- * answered for every one of them; rejects if any was not stored (those that were are kept,
- * and a retried `add` of them is a no-op under their deterministic ids).
+ * Several catalog jobs of one queue in one Redis round trip per shard (a pipeline). Resolves
+ * once Redis answered for every one of them; rejects if any was not stored (those that were
+ * are kept, and a retried `add` of them is a no-op under their deterministic ids).
  */
-export async function enqueueBulk<Q extends QueueName>(queues: Queues, name: Q, jobs: ReturnType<typeof catalogJob<Q>>[]) {
-  await queueReady(queues[name]);
-  // A lone job skips the pipeline: building one binds every BullMQ script to it, which costs
-  // more than the add itself (a quiet receiver's batches are mostly of one).
-  if (jobs.length === 1) return [await queues[name].add(jobs[0].name, jobs[0].data, jobs[0].opts)];
-  return queues[name].addBulk(jobs);
+export async function enqueueBulk<Q extends QueueName>(queues: Queues, name: Q, jobs: CatalogJob<Q>[]) {
+  const added = await Promise.all(
+    [...routeJobs(queues, name, jobs)].map(async ([queue, batch]) => {
+      await queueReady(queue);
+      // A lone job skips the pipeline: building one binds every BullMQ script to it, which costs
+      // more than the add itself (a quiet receiver's batches are mostly of one).
+      if (batch.length === 1) return [await queue.add(batch[0].name, batch[0].data, batch[0].opts)];
+      return queue.addBulk(batch);
+    }),
+  );
+  return added.flat();
 }
 
 export async function closeQueues(queues: Queues): Promise<void> {
-  await Promise.allSettled(Object.values(queues).map((q) => q.close()));
+  await Promise.allSettled(queues.all.map((q) => q.bull.close()));
 }

@@ -2,7 +2,7 @@ import { DelayedError, UnrecoverableError, Worker, type Job, type WorkerOptions 
 import type { Config, QueueName } from '../src/config.js';
 import type { Deps } from '../src/deps.js';
 import { describeItemFault, isPermanentItemFault } from '../src/errors.js';
-import { JOBS, queuePrefix, type JobData } from '../src/queues.js';
+import { JOBS, queueShards, type JobData, type QueueShard } from '../src/queues.js';
 import { createRedis, reportedByWatch, watchConnection, type Redis } from '../src/redis.js';
 import { createWorkerServices, type WorkerServices } from './services.js';
 
@@ -48,19 +48,50 @@ export function jobLockOptions(config: Pick<Config, 'JOB_LOCK_MS' | 'JOB_STALL_C
   };
 }
 
-/** Starts one BullMQ worker per processor; each re-parses its payload against the job catalog. */
-export function startWorkerHost(deps: Deps, defs: AnyProcessorDef[]): WorkerHost {
+/**
+ * Every shard of a queue: those of QUEUE_SHARDS, and while moving from another count, those of
+ * QUEUE_SHARDS_PREVIOUS, until their jobs are done (docs/SCALING.md, "Queue shards").
+ */
+export function allShards(config: Pick<Config, 'REDIS_PREFIX' | 'QUEUE_SHARDS' | 'QUEUE_SHARDS_PREVIOUS'>, queue: QueueName): QueueShard[] {
+  const counts = [config.QUEUE_SHARDS, ...(config.QUEUE_SHARDS_PREVIOUS ? [config.QUEUE_SHARDS_PREVIOUS] : [])];
+  const shards = counts.flatMap((n) => queueShards(config.REDIS_PREFIX, queue, n));
+  // Shard 0 of two counts may share its tag, and then is the same queue.
+  return [...new Map(shards.map((s) => [`${s.prefix}:${s.name}`, s])).values()];
+}
+
+/**
+ * Starts one BullMQ worker per shard each processor serves (`shardsOf`; every shard by
+ * default); each re-parses its payload against the job catalog. The shards of one queue share
+ * one processor (one group commit, one set of caches) and split its concurrency between them,
+ * so a process runs as many jobs at once whatever QUEUE_SHARDS is.
+ */
+export function startWorkerHost(
+  deps: Deps,
+  defs: AnyProcessorDef[],
+  shardsOf: (queue: QueueName) => QueueShard[] = (queue) => allShards(deps.config, queue),
+): WorkerHost {
   const connection: Redis = watchConnection(createRedis(deps.config.redis, 'blocking'), 'workers', deps);
   const services = createWorkerServices(
     deps,
     defs.map((d) => d.queue),
   );
   let stopping = false;
-  const startWorker = <Q extends QueueName>(def: ProcessorDef<Q>) => {
+  const startWorkers = <Q extends QueueName>(def: ProcessorDef<Q>): Worker[] => {
     const run = def.create(deps, services);
+    const shards = shardsOf(def.queue);
+    const options = { concurrency: deps.config.WORKER_CONCURRENCY, ...def.options?.(deps) };
+    const concurrency = Math.max(1, Math.ceil((options.concurrency ?? 1) / shards.length));
+    return shards.map((shard) => startWorker(def, run, shard, { ...options, concurrency }));
+  };
+  const startWorker = <Q extends QueueName>(
+    def: ProcessorDef<Q>,
+    run: ReturnType<ProcessorDef<Q>['create']>,
+    shard: QueueShard,
+    options: Partial<WorkerOptions>,
+  ) => {
     const schema = JOBS[def.queue].schema;
     const worker = new Worker<JobData<Q>>(
-      def.queue,
+      shard.name,
       async (job, token) => {
         // BullMQ can still hand over a job its blocking fetch was already waiting for when
         // close() began; a stopping worker puts it back untouched (no attempt spent) for
@@ -83,13 +114,12 @@ export function startWorkerHost(deps: Deps, defs: AnyProcessorDef[]): WorkerHost
       },
       {
         connection,
-        prefix: queuePrefix(deps.config.REDIS_PREFIX),
-        concurrency: deps.config.WORKER_CONCURRENCY,
+        prefix: shard.prefix,
         ...jobLockOptions(deps.config),
         autorun: true,
         // Names the worker's blocking connection (`workers/ledger` in the outage log lines).
         name: def.queue,
-        ...def.options?.(deps),
+        ...options,
       },
     );
     const observe = (job: Job | undefined, outcome: 'completed' | 'failed') => {
@@ -106,8 +136,8 @@ export function startWorkerHost(deps: Deps, defs: AnyProcessorDef[]): WorkerHost
     worker.on('error', (err) => reportedByWatch(err) || deps.logger.error({ queue: def.queue, err }, 'worker error'));
     return worker;
   };
-  const workers: Worker[] = defs.map((def) => startWorker(def));
-  deps.logger.info({ queues: defs.map((d) => d.queue) }, 'workers started');
+  const workers: Worker[] = defs.flatMap((def) => startWorkers(def));
+  deps.logger.info({ queues: workers.map((w) => w.name) }, 'workers started');
 
   return {
     workers,

@@ -1,19 +1,30 @@
 import { checkRedis } from '../src/startup-checks.js';
 import { survivingUnhandledRejections } from '../src/last-resort.js';
 import { pathToFileURL } from 'node:url';
-import type { QueueName } from '../src/config.js';
+import type { QueueName, WorkerQueue } from '../src/config.js';
 import { loadConfig } from '../src/config.js';
 import { closeDeps, createDeps, type Deps } from '../src/deps.js';
 import { startMetricsServer } from '../src/http/metrics-server.js';
 import { onShutdownSignal } from '../src/shutdown.js';
-import { startWorkerHost, type WorkerHost } from './host.js';
+import { queueShards, type QueueShard } from '../src/queues.js';
+import { allShards, startWorkerHost, type WorkerHost } from './host.js';
 import { PROCESSORS } from './registry.js';
 
-/** Starts the processors of the queues named in WORKER_QUEUES. */
-export function startWorkers(deps: Deps, names: QueueName[] = deps.config.WORKER_QUEUES): WorkerHost {
+/**
+ * Starts the processors of the queues named in WORKER_QUEUES: every shard of each, or the
+ * shards named (of QUEUE_SHARDS; the shards of QUEUE_SHARDS_PREVIOUS are served whole).
+ */
+export function startWorkers(deps: Deps, selection: readonly (QueueName | WorkerQueue)[] = deps.config.WORKER_QUEUES): WorkerHost {
+  const served = new Map(selection.map((s) => (typeof s === 'string' ? { queue: s } : s)).map((w) => [w.queue, w.shards]));
   return startWorkerHost(
     deps,
-    names.map((n) => PROCESSORS[n]),
+    [...served.keys()].map((q) => PROCESSORS[q]),
+    (queue) => {
+      const picked = served.get(queue);
+      const key = (s: QueueShard) => `${s.prefix}:${s.name}`;
+      const current = queueShards(deps.config.REDIS_PREFIX, queue, deps.config.QUEUE_SHARDS).map(key);
+      return allShards(deps.config, queue).filter((s) => !picked || !current.includes(key(s)) || picked.includes(current.indexOf(key(s))));
+    },
   );
 }
 

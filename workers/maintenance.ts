@@ -1,5 +1,5 @@
 import type { Deps } from '../src/deps.js';
-import { MAINTENANCE_TASKS } from '../src/queues.js';
+import { MAINTENANCE_TASKS, queueFor } from '../src/queues.js';
 import { MAINTENANCE } from '../src/retention/tasks.js';
 import type { ProcessorDef } from './host.js';
 
@@ -9,7 +9,7 @@ const MAINTENANCE_EVERY_MS = 3_600_000;
 /** Idempotent across processes: every worker upserts the same scheduler per task. */
 async function scheduleMaintenance(deps: Deps): Promise<void> {
   for (const task of MAINTENANCE_TASKS) {
-    await deps.queues.maintenance.upsertJobScheduler(
+    await queueFor(deps.queues, 'maintenance').upsertJobScheduler(
       `maintenance-${task}`,
       { every: MAINTENANCE_EVERY_MS },
       { name: task, data: { task } },

@@ -1,5 +1,6 @@
 import { DelayedError } from 'bullmq';
 import type { Deps } from '../src/deps.js';
+import { queueFor } from '../src/queues.js';
 import { purgeOldLogs } from '../src/webhooks/attempt-log.js';
 import { DeliveryAttemptError, retryDelay } from '../src/webhooks/retry-policy.js';
 import type { ProcessorDef } from './host.js';
@@ -10,7 +11,8 @@ import type { ProcessorDef } from './host.js';
  * fastest. The scheduler an older release upserted here is removed (idempotent).
  */
 async function unscheduleRetention(deps: Deps): Promise<void> {
-  await deps.queues.webhook.removeJobScheduler('webhook-log-retention');
+  // Under QUEUE_SHARDS=1 shard 0 is the queue where it was scheduled.
+  await queueFor(deps.queues, 'webhook').removeJobScheduler('webhook-log-retention');
 }
 
 /**

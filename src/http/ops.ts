@@ -146,8 +146,9 @@ function cutDepth(value: unknown, depth = BOARD_DATA_DEPTH): unknown {
 export function adminRouter(deps: Deps): Router {
   const serverAdapter = new ExpressAdapter();
   serverAdapter.setBasePath('/admin/queues');
-  const adapters = Object.values(deps.queues).map((q) => {
-    const adapter = new BullMQAdapter(q);
+  // Shards are named `ledger.2of4`: with `.` as the delimiter Bull Board lists them in a group under their queue.
+  const adapters = deps.queues.all.map(({ bull }) => {
+    const adapter = new BullMQAdapter(bull, { delimiter: '.' });
     adapter.setFormatter('data', (data) => cutDepth(data));
     adapter.setFormatter('returnValue', (value) => cutDepth(value));
     return adapter;

@@ -9,7 +9,7 @@ import { derivedId } from '../ids.js';
 import { byApp } from '../per-app.js';
 import type { OutboundFile, PlatformError, PlatformName } from '../platforms/types.js';
 import { systemEvent, systemEventType } from '../ledger/event-types.js';
-import { catalogJob, enqueue, messageJobId, type LedgerEvent } from '../queues.js';
+import { catalogJob, enqueue, messageJobId, queueFor, type LedgerEvent } from '../queues.js';
 import type { MessageRow } from './messages.js';
 import type { PartyResolver, SendParties } from './parties.js';
 
@@ -116,16 +116,16 @@ export async function hasEarlierPending(deps: Deps, msg: MessageRow): Promise<bo
  * successor is not delayed yet) is covered by the successor re-checking after it delays itself.
  */
 export async function promoteSuccessor(deps: Deps, msg: MessageRow): Promise<void> {
-  const [next] = await deps.sql<{ id: string }[]>`
-    SELECT id FROM outbound_messages
+  const [next] = await deps.sql<{ id: string; app_id: string }[]>`
+    SELECT id, app_id FROM outbound_messages
      WHERE app_id = ${msg.app_id} AND platform_connection_id = ${msg.platform_connection_id} AND to_external_id = ${msg.to_external_id}
        AND recipient_seq > ${msg.recipient_seq} AND finished_at IS NULL
      ORDER BY recipient_seq LIMIT 1`;
-  if (next) await promoteSendJob(deps, next.id);
+  if (next) await promoteSendJob(deps, next);
 }
 
-async function promoteSendJob(deps: Deps, messageId: string): Promise<void> {
-  const job = await Job.fromId(deps.queues.send, messageJobId(messageId));
+async function promoteSendJob(deps: Deps, message: { id: string; app_id: string }): Promise<void> {
+  const job = await Job.fromId(queueFor(deps.queues, 'send', message.app_id), messageJobId(message.id));
   if (job && (await job.isDelayed())) await job.promote().catch(() => undefined);
 }
 
@@ -139,14 +139,14 @@ export async function promoteSuccessors(deps: Deps, settled: MessageRow[]): Prom
   }
   if (last.size === 0) return;
   const ms = [...last.values()];
-  const next = await deps.sql<{ id: string }[]>`
-    SELECT n.id FROM unnest(${ms.map((m) => m.app_id)}::uuid[], ${ms.map((m) => m.platform_connection_id)}::uuid[],
+  const next = await deps.sql<{ id: string; app_id: string }[]>`
+    SELECT n.id, n.app_id FROM unnest(${ms.map((m) => m.app_id)}::uuid[], ${ms.map((m) => m.platform_connection_id)}::uuid[],
                             ${ms.map((m) => m.to_external_id)}::text[], ${ms.map((m) => m.recipient_seq)}::bigint[]) AS s(app_id, conn, to_id, seq)
     CROSS JOIN LATERAL (
-      SELECT id FROM outbound_messages
+      SELECT id, app_id FROM outbound_messages
        WHERE app_id = s.app_id AND platform_connection_id = s.conn AND to_external_id = s.to_id AND recipient_seq > s.seq AND finished_at IS NULL
        ORDER BY recipient_seq LIMIT 1) n`;
-  await Promise.all(next.map((n) => promoteSendJob(deps, n.id)));
+  await Promise.all(next.map((n) => promoteSendJob(deps, n)));
 }
 
 /**

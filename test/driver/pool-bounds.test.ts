@@ -1,3 +1,4 @@
+import { queueFor } from '../../src/queues.js';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -290,7 +291,7 @@ describe('the ledger without its deadline', () => {
         ).catch((e: Error) => e.message.split('\n')[0]);
         const counts = await step(
           'counting ledger jobs',
-          stack.deps.queues.ledger.getJobCounts('waiting', 'active', 'delayed', 'failed'),
+          queueFor(stack.deps.queues, 'ledger').getJobCounts('waiting', 'active', 'delayed', 'failed'),
           5_000,
         );
         log.push(

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { queuePrefix } from '../../src/queues.js';
+import { queuePrefix, queueFor } from '../../src/queues.js';
 import { startTestStack, type TestStack } from '../helpers/stack.js';
 
 let s: TestStack;
@@ -13,7 +13,7 @@ const DEPTH = 5_000;
 
 describe("Bull Board's job list", () => {
   it('renders a job whose data is nested 5,000 levels deep (it answered 500 "Maximum call stack size exceeded")', async () => {
-    const job = await s.deps.queues.ledger.add('ledger', { placeholder: true }, { jobId: `deep-${randomUUID()}` });
+    const job = await queueFor(s.deps.queues, 'ledger').add('ledger', { placeholder: true }, { jobId: `deep-${randomUUID()}` });
     // As a producer that got it stored would leave it: too deep for JSON.stringify, fine for JSON.parse.
     const deep = `${'{"a":'.repeat(DEPTH)}1${'}'.repeat(DEPTH)}`;
     await s.deps.redis.hset(`${queuePrefix(s.config.REDIS_PREFIX)}:ledger:${job.id}`, 'data', deep);

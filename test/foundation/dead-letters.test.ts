@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { UnrecoverableError, Worker } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { enqueue, queuePrefix } from '../../src/queues.js';
+import { enqueue, queuePrefix, queueFor } from '../../src/queues.js';
 import { createRedis } from '../../src/redis.js';
 import { runCli } from '../helpers/cli.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
@@ -82,13 +82,13 @@ describe('dead letters (the failed set) through the operator CLI', () => {
   it('requeues one with its attempts reset, discards another, and refuses an id that is not dead-lettered', async () => {
     const requeued = await cli(['dead', 'requeue', '--queue', 'ledger', jobIds[0]]);
     expect(lines(requeued.stdout)).toEqual([{ queue: 'ledger', id: jobIds[0], result: 'requeued' }]);
-    const job = (await s.deps.queues.ledger.getJob(jobIds[0]))!;
+    const job = (await queueFor(s.deps.queues, 'ledger').getJob(jobIds[0]))!;
     expect(await job.getState()).toBe('waiting');
     expect(job.attemptsMade).toBe(0);
 
     const discarded = await cli(['dead', 'discard', '--queue', 'ledger', jobIds[1]]);
     expect(lines(discarded.stdout)).toEqual([{ queue: 'ledger', id: jobIds[1], result: 'discarded' }]);
-    expect(await s.deps.queues.ledger.getJob(jobIds[1])).toBeUndefined();
+    expect(await queueFor(s.deps.queues, 'ledger').getJob(jobIds[1])).toBeUndefined();
 
     // The requeued job is waiting, not dead: acting on it again is refused, as is an unknown id or queue.
     for (const args of [
@@ -109,6 +109,6 @@ describe('dead letters (the failed set) through the operator CLI', () => {
     expect(lines((await cli(['dead', 'list', '--queue', 'ledger'])).stdout).map((d) => d.id)).toEqual([jobIds[0]]);
     const r = await cli(['dead', 'requeue', '--queue', 'ledger', '--all']);
     expect(lines(r.stdout)).toEqual([{ queue: 'ledger', requeued: 1 }]);
-    expect(await (await s.deps.queues.ledger.getJob(jobIds[0]))!.getState()).toBe('waiting');
+    expect(await (await queueFor(s.deps.queues, 'ledger').getJob(jobIds[0]))!.getState()).toBe('waiting');
   });
 });

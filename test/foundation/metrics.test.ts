@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { QUEUE_NAMES } from '../../src/queues.js';
+import { QUEUE_NAMES, queueFor } from '../../src/queues.js';
 import { freePort, spawnService, startTestStack, type ChildService, type TestStack } from '../helpers/stack.js';
 
 let s: TestStack;
@@ -28,7 +28,7 @@ describe('GET /metrics', () => {
     const a = await s.createApp();
     expect((await s.request('POST', '/v1/events', { auth: a, body: { event_type: 'm.one', payload: {} } })).status).toBe(201);
     expect((await s.request('GET', '/v1/events?limit=abc', { auth: a })).status).toBe(400);
-    await s.deps.queues.webhook.add('webhook', { delivery_id: '00000000-0000-4000-8000-000000000001', app_id: a.appId });
+    await queueFor(s.deps.queues, 'webhook').add('webhook', { delivery_id: '00000000-0000-4000-8000-000000000001', app_id: a.appId });
 
     const r = await fetch(`${s.base}/metrics`);
     expect(r.status).toBe(200);

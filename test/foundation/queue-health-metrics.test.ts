@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { UnrecoverableError, Worker } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { queuePrefix } from '../../src/queues.js';
+import { queuePrefix, queueFor } from '../../src/queues.js';
 import { createRedis } from '../../src/redis.js';
 import { eventually } from '../webhooks/receiver.js';
 import { startTestStack, type TestStack } from '../helpers/stack.js';
@@ -36,8 +36,8 @@ describe('queue and ledger health in /metrics', () => {
   it('queue_oldest_waiting_seconds: the age of the oldest waiting job per queue, 0 for an empty one', async () => {
     const queuedAt = Date.now() - 90_000;
     // The transcription queue has no worker in this test: its jobs wait.
-    await s.deps.queues.transcription.add('transcription', { n: 1 }, { jobId: `old-${randomUUID()}`, timestamp: queuedAt });
-    await s.deps.queues.transcription.add('transcription', { n: 2 }, { jobId: `new-${randomUUID()}` });
+    await queueFor(s.deps.queues, 'transcription').add('transcription', { n: 1 }, { jobId: `old-${randomUUID()}`, timestamp: queuedAt });
+    await queueFor(s.deps.queues, 'transcription').add('transcription', { n: 2 }, { jobId: `new-${randomUUID()}` });
     const ages = await scrape('queue_oldest_waiting_seconds');
     expect(ages.get('queue="transcription"')).toBeGreaterThanOrEqual(90);
     expect(ages.get('queue="transcription"')).toBeLessThan(600);
@@ -64,11 +64,11 @@ describe('queue and ledger health in /metrics', () => {
       { connection, prefix: queuePrefix(s.config.REDIS_PREFIX), concurrency: 2, lockDuration: 60_000 },
     );
     try {
-      await s.deps.queues.send.add('send', { hang: true }, { jobId: `hang-${randomUUID()}` });
+      await queueFor(s.deps.queues, 'send').add('send', { hang: true }, { jobId: `hang-${randomUUID()}` });
       await active;
       expect((await scrape('queue_stuck_jobs')).get('queue="send"')).toBe(0);
       const failed = new Promise<void>((r) => worker.once('failed', () => r()));
-      await s.deps.queues.send.add('send', { hang: false }, { jobId: `dead-${randomUUID()}`, attempts: 1 });
+      await queueFor(s.deps.queues, 'send').add('send', { hang: false }, { jobId: `dead-${randomUUID()}`, attempts: 1 });
       await failed;
       // Past JOB_STUCK_MS the hung job counts as stuck (bounded wait, scraping as Prometheus would).
       await eventually(async () => (await scrape('queue_stuck_jobs')).get('queue="send"') === 1, STUCK_MS + 15_000, 250);

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApplication } from '../../src/apps/applications.js';
 import { closeDeps, createDeps, type Deps } from '../../src/deps.js';
 import { createLogger } from '../../src/logger.js';
-import { enqueue, JOBS, type LedgerEvent } from '../../src/queues.js';
+import { enqueue, JOBS, type LedgerEvent, queueFor } from '../../src/queues.js';
 import { startWorkers } from '../../workers/index.js';
 import type { WorkerHost } from '../../workers/host.js';
 import { createTestEnv, freePort, spawnService, type ChildService, type TestEnv } from '../helpers/stack.js';
@@ -112,7 +112,7 @@ describe('SIGTERM', () => {
     const running = event(app.appId);
     await enqueue(deps.queues, 'ledger', { event: running });
     await untilBlockedOnLock();
-    expect(await deps.queues.ledger.getActiveCount()).toBe(1);
+    expect(await queueFor(deps.queues, 'ledger').getActiveCount()).toBe(1);
 
     worker.kill('SIGTERM');
     await worker.waitFor(/shutting down/);
@@ -126,9 +126,9 @@ describe('SIGTERM', () => {
     expect(worker.output()).toMatch(/shutdown complete/);
     // The running job finished and committed; the job added after SIGTERM was left for another worker.
     expect(await committed(running.id)).toBe(true);
-    expect(await (await deps.queues.ledger.getJob(JOBS.ledger.jobId({ event: running })))?.getState()).toBe('completed');
+    expect(await (await queueFor(deps.queues, 'ledger').getJob(JOBS.ledger.jobId({ event: running })))?.getState()).toBe('completed');
     expect(await committed(late.id)).toBe(false);
-    const lateJob = await deps.queues.ledger.getJob(JOBS.ledger.jobId({ event: late }));
+    const lateJob = await queueFor(deps.queues, 'ledger').getJob(JOBS.ledger.jobId({ event: late }));
     expect(['waiting', 'delayed']).toContain(await lateJob?.getState());
     expect(lateJob?.attemptsMade).toBe(0);
   });

@@ -1,3 +1,4 @@
+import { catalogQueues, queueFor, QUEUE_NAMES, type QueueName } from '../../src/queues.js';
 import { expect } from 'vitest';
 import type { AppCredentials, TestStack } from '../helpers/stack.js';
 
@@ -76,19 +77,22 @@ export async function waitForEvents(s: TestStack, appId: string, type: string, n
 
 /** Every job the inbound queue has seen (waiting, active, done or failed). */
 export async function inboundJobCount(s: TestStack): Promise<number> {
-  const counts = await s.deps.queues.inbound.getJobCounts('waiting', 'active', 'completed', 'failed', 'delayed', 'prioritized');
+  const counts = await queueFor(s.deps.queues, 'inbound').getJobCounts(
+    'waiting',
+    'active',
+    'completed',
+    'failed',
+    'delayed',
+    'prioritized',
+  );
   return Object.values(counts).reduce((a, b) => a + b, 0);
 }
 
 /** Waits until the queues have nothing waiting, active or delayed (so "nothing more happened" can be asserted). */
-export async function queuesIdle(
-  s: TestStack,
-  timeoutMs = 10_000,
-  names = Object.keys(s.deps.queues) as (keyof TestStack['deps']['queues'])[],
-): Promise<void> {
+export async function queuesIdle(s: TestStack, timeoutMs = 10_000, names: readonly QueueName[] = QUEUE_NAMES): Promise<void> {
   await eventually(
     async () => {
-      for (const q of names.map((n) => s.deps.queues[n])) {
+      for (const q of names.flatMap((n) => catalogQueues(s.deps.queues, n))) {
         const c = await q.getJobCounts('waiting', 'active', 'delayed', 'prioritized');
         if (Object.values(c).some((n) => n > 0)) return undefined;
       }

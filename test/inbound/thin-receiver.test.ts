@@ -1,3 +1,4 @@
+import { queueFor } from '../../src/queues.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as P from '../fakes/inbound/payloads.js';
 import { form, telegramHeaders, twilioHeaders } from '../fakes/inbound/signers.js';
@@ -27,7 +28,7 @@ describe('the receiver only verifies and enqueues', () => {
     const body = JSON.stringify(P.tgText(31337, 1, 'queued only'));
     const r = await postWebhook(s, tg.path, body, { ...telegramHeaders('tok'), 'X-Unrelated': 'dropped' });
     expect(r.status).toBe(200);
-    const job = await s.deps.queues.inbound.getJob(`in-${tg.id}-31337`);
+    const job = await queueFor(s.deps.queues, 'inbound').getJob(`in-${tg.id}-31337`);
     expect(job).toBeTruthy();
     expect(await job!.getState()).toBe('waiting');
     expect(job!.data).toMatchObject({
@@ -45,7 +46,7 @@ describe('the receiver only verifies and enqueues', () => {
     const body = JSON.stringify(P.tgText(31338, 2, 'twice'));
     await postWebhook(s, tg.path, body, telegramHeaders('tok'));
     await postWebhook(s, tg.path, body, telegramHeaders('tok'));
-    const waiting = (await s.deps.queues.inbound.getJobs(['waiting'])).filter((j) => j.id === `in-${tg.id}-31338`);
+    const waiting = (await queueFor(s.deps.queues, 'inbound').getJobs(['waiting'])).filter((j) => j.id === `in-${tg.id}-31338`);
     expect(waiting).toHaveLength(1);
   });
 
@@ -56,7 +57,7 @@ describe('the receiver only verifies and enqueues', () => {
     const checks = ids.map(async (id) => {
       const r = await postWebhook(s, fresh.path, JSON.stringify(P.tgText(id, id, 'together')), telegramHeaders());
       expect(r.status).toBe(200);
-      expect(await s.deps.queues.inbound.getJob(`in-${fresh.id}-${id}`)).toBeTruthy();
+      expect(await queueFor(s.deps.queues, 'inbound').getJob(`in-${fresh.id}-${id}`)).toBeTruthy();
     });
     await Promise.all(checks);
   });

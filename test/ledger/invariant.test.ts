@@ -4,7 +4,7 @@ import { createApplication } from '../../src/apps/applications.js';
 import { closeDeps, createDeps, type Deps } from '../../src/deps.js';
 import { listEvents } from '../../src/ledger/read.js';
 import { writeEvents } from '../../src/ledger/write.js';
-import { JOBS, type LedgerEvent } from '../../src/queues.js';
+import { JOBS, type LedgerEvent, queueFor } from '../../src/queues.js';
 import { ledgerProcessor } from '../../workers/ledger.js';
 import { createWorkerServices, type WorkerServices } from '../../workers/services.js';
 import { createTestEnv, spawnService, type ChildService, type TestEnv } from '../helpers/stack.js';
@@ -66,9 +66,10 @@ describe('the ledger invariant', () => {
         const batch = Array.from({ length: 10 }, (_, i) => event(apps[(p + i) % 2].appId, produced + i));
         produced += batch.length;
         // One producer enqueues as a web process does (its 10 events in one job), the others one job per event.
-        if (p === 2) await deps.queues.ledger.add('ledger', { events: batch }, { jobId: JOBS.ledger.jobId({ events: batch }) });
+        if (p === 2)
+          await queueFor(deps.queues, 'ledger').add('ledger', { events: batch }, { jobId: JOBS.ledger.jobId({ events: batch }) });
         else
-          await deps.queues.ledger.addBulk(
+          await queueFor(deps.queues, 'ledger').addBulk(
             batch.map((e) => ({ name: 'ledger', data: { event: e }, opts: { jobId: JOBS.ledger.jobId({ event: e }) } })),
           );
         await new Promise((r) => setTimeout(r, 40));

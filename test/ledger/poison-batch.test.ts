@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { subscribeCommitReports, type CommitReportSubscription } from '../../src/ledger/commit-reports.js';
 import { createCommitWaiter, eventCommitted, type CommitOutcome } from '../../src/ledger/commit-waiter.js';
 import { createLedgerSubmitter, type LedgerSubmitter } from '../../src/ledger/submit.js';
-import { enqueue, JOBS, queuePrefix, type LedgerEvent } from '../../src/queues.js';
+import { enqueue, JOBS, queuePrefix, type LedgerEvent, queueFor } from '../../src/queues.js';
 import { createRedis } from '../../src/redis.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
 
@@ -66,7 +66,7 @@ const storedIds = async (ids: string[]) =>
 /** Settles once the job has failed for good (or completed), by its queue's own events. */
 async function finished(job: Job): Promise<{ state: string; attemptsMade: number; failedReason: string }> {
   await job.waitUntilFinished(events, 20_000).catch(() => {});
-  const fresh = (await s.deps.queues.ledger.getJob(job.id!))!;
+  const fresh = (await queueFor(s.deps.queues, 'ledger').getJob(job.id!))!;
   return { state: await fresh.getState(), attemptsMade: fresh.attemptsMade, failedReason: fresh.failedReason };
 }
 
@@ -87,7 +87,7 @@ describe('a ledger batch holding one event PostgreSQL refuses', () => {
     expect(await storedIds([ok.id, bad.id, post.json.id])).toEqual([ok.id, post.json.id].sort());
 
     // The job holding it fails for good on its first attempt (the dead letter), naming the event.
-    const job = (await s.deps.queues.ledger.getJob(JOBS.ledger.jobId({ events: [ok, bad] })))!;
+    const job = (await queueFor(s.deps.queues, 'ledger').getJob(JOBS.ledger.jobId({ events: [ok, bad] })))!;
     const outcome = await finished(job);
     expect(outcome).toMatchObject({ state: 'failed', attemptsMade: 1 });
     expect(outcome.failedReason).toContain(`event ${bad.id} (application ${a.appId})`);
@@ -114,7 +114,7 @@ describe('a ledger batch holding one event PostgreSQL refuses', () => {
     const deep = good(a.appId, 7);
     // Queued held back, then given a payload nested 6,000 levels (as a producer that got it
     // into Redis would leave it: JSON.parse reads it, JSON.stringify overflows the stack).
-    const job = await s.deps.queues.ledger.add(
+    const job = await queueFor(s.deps.queues, 'ledger').add(
       'ledger',
       { events: [ok, deep] },
       { jobId: JOBS.ledger.jobId({ events: [ok, deep] }), delay: 600_000 },

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTelegramFake, type TelegramFake } from '../../chaos/fakes.js';
 import type { Job } from 'bullmq';
 import { claimSends } from '../../src/messages/delivery.js';
-import { enqueue, type JobData } from '../../src/queues.js';
+import { enqueue, type JobData, queueFor } from '../../src/queues.js';
 import { createRedis } from '../../src/redis.js';
 import { sendProcessor } from '../../workers/send.js';
 import { createWorkerServices } from '../../workers/services.js';
@@ -54,7 +54,7 @@ async function recordInOneTurn(to: string, texts: string[]): Promise<string[]> {
 }
 
 async function sendJobsFor(ids: string[]) {
-  const jobs = await s.deps.queues.send.getJobs(['completed', 'failed', 'active', 'waiting', 'delayed']);
+  const jobs = await queueFor(s.deps.queues, 'send').getJobs(['completed', 'failed', 'active', 'waiting', 'delayed']);
   const mine = new Set(ids);
   return {
     batches: jobs.filter((j) => j.data.kind === 'batch' && j.data.messages.some((m: { id: string }) => mine.has(m.id))),
@@ -116,7 +116,7 @@ describe('a batch of sends', () => {
       // The message's own job has run to its end (it waited for the claim, then found it sent).
       await eventually(
         async () => {
-          const job = await s.deps.queues.send.getJob(`send-${id}`);
+          const job = await queueFor(s.deps.queues, 'send').getJob(`send-${id}`);
           return job && (await job.getState()) === 'completed';
         },
         15_000,
@@ -133,7 +133,7 @@ describe('a batch of sends', () => {
 
   it('hands a message to one claimer only, however many claim it at once (the claim itself, under the jobs)', async () => {
     // No job takes it meanwhile: the claimers here are the only ones.
-    await s.deps.queues.send.pause();
+    await queueFor(s.deps.queues, 'send').pause();
     const [id] = await recordInOneTurn('7003', ['claimed at once']);
     try {
       const claims = [randomUUID(), randomUUID(), randomUUID()];
@@ -146,12 +146,12 @@ describe('a batch of sends', () => {
       // Settled here, so the batch job finds nothing to send once the queue runs again.
       await s.deps.sql`
         UPDATE outbound_messages SET status = 'failed', finished_at = now(), claimed_by = NULL, lease_until = NULL WHERE id = ${id}`;
-      await s.deps.queues.send.resume();
+      await queueFor(s.deps.queues, 'send').resume();
     }
   });
 
   it('gives its claims back when it fails before any platform call, so its retry sends them (no DELIVERY_UNCERTAIN)', async () => {
-    await s.deps.queues.send.pause();
+    await queueFor(s.deps.queues, 'send').pause();
     const services = createWorkerServices(s.deps, ['send']);
     // Redis refuses the budget scripts: the batch fails after its claim, before any call.
     const unreachable = createRedis('redis://127.0.0.1:1', 'request', { lazyConnect: true, retryStrategy: () => null });
@@ -167,7 +167,7 @@ describe('a batch of sends', () => {
     } finally {
       unreachable.disconnect();
       await services.close();
-      await s.deps.queues.send.resume();
+      await queueFor(s.deps.queues, 'send').resume();
     }
     // The batch job itself (still waiting) now runs with a working Redis and sends it once.
     await eventually(async () => tg.accepted.get('claimed, then Redis failed') === 1, 10_000, 'the message at the platform');

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { upsertConversation } from '../../src/identity/platform-users.js';
 import { systemEvent } from '../../src/ledger/event-types.js';
-import { enqueue } from '../../src/queues.js';
+import { enqueue, queueFor } from '../../src/queues.js';
 import { connect, eventually, SAMPLE_RECIPIENTS, sampleConfigs } from '../helpers/connections.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
 import { DiscordFake } from '../fakes/discord.js';
@@ -291,7 +291,7 @@ describe('files and e-mail threading', () => {
       await restSend('TELEGRAM', 'plain in a batch', { to_external_id: '31338' }),
     ];
     expect(sent.map((r) => r.status)).toEqual([201, 201, 201]);
-    const jobs = await s.deps.queues.send.getJobs(['completed', 'failed', 'active', 'waiting', 'delayed']);
+    const jobs = await queueFor(s.deps.queues, 'send').getJobs(['completed', 'failed', 'active', 'waiting', 'delayed']);
     const jobsOf = (id: string) =>
       jobs
         .filter((j) => (j.data.kind === 'batch' ? j.data.messages.some((m: { id: string }) => m.id === id) : j.data.message_id === id))

@@ -148,7 +148,9 @@ describe('an outage in the logs', () => {
     expect(reported.web.sort()).toEqual(['redis:changes', 'redis:commit reports', 'redis:queues', 'redis:requests', 'redis:wakes']);
     // The worker's include those BullMQ duplicates from ours: each Worker's blocking connection.
     expect(reported.worker.sort()).toEqual(
-      ['changes', 'queues', 'requests', 'workers', ...t.config.WORKER_QUEUES.map((q) => `workers/${q}`)].map((n) => `redis:${n}`).sort(),
+      ['changes', 'queues', 'requests', 'workers', ...t.config.WORKER_QUEUES.map((q) => `workers/${q.queue}`)]
+        .map((n) => `redis:${n}`)
+        .sort(),
     );
   }, 120_000);
 

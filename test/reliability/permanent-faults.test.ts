@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { QueueEvents, type Job } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { queuePrefix } from '../../src/queues.js';
+import { queuePrefix, queueFor } from '../../src/queues.js';
 import { createRedis } from '../../src/redis.js';
 import { startWorkerHost, type WorkerHost } from '../../workers/host.js';
 import { startTestStack, type TestStack } from '../helpers/stack.js';
@@ -46,9 +46,13 @@ async function runToEnd(kind: string): Promise<{ attemptsMade: number; failedRea
     file_id: randomUUID(),
     event: { id: randomUUID(), app_id: appId, event_type: kind, payload: {}, edges: [], attachments: [] },
   };
-  const job = await s.deps.queues.transcription.add('transcription', data, { jobId: `probe-${randomUUID()}`, attempts: 3, backoff: 0 });
+  const job = await queueFor(s.deps.queues, 'transcription').add('transcription', data, {
+    jobId: `probe-${randomUUID()}`,
+    attempts: 3,
+    backoff: 0,
+  });
   await expect(job.waitUntilFinished(events, 20_000)).rejects.toThrow();
-  const done = (await s.deps.queues.transcription.getJob(job.id!))!;
+  const done = (await queueFor(s.deps.queues, 'transcription').getJob(job.id!))!;
   expect(await done.getState()).toBe('failed');
   return { attemptsMade: done.attemptsMade, failedReason: done.failedReason, runs: runs.get(job.id!) ?? 0 };
 }

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGroupCommit } from '../../src/ledger/group-commit.js';
 import { systemEvent } from '../../src/ledger/event-types.js';
 import { findUnstorable, storableText } from '../../src/storable-text.js';
-import { enqueue } from '../../src/queues.js';
+import { enqueue, queueFor } from '../../src/queues.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
 
 let s: TestStack;
@@ -26,7 +26,7 @@ async function until<T>(f: () => Promise<T | undefined>, what: string, ms = 15_0
 
 describe('U+0000 and unpaired surrogates, which PostgreSQL cannot store', () => {
   it('is refused in any JSON body with VALIDATION_ERROR naming where, before anything is written or queued', async () => {
-    const before = await s.deps.queues.ledger.getJobCounts('waiting', 'active', 'completed', 'delayed', 'failed');
+    const before = await queueFor(s.deps.queues, 'ledger').getJobCounts('waiting', 'active', 'completed', 'delayed', 'failed');
     const r = await s.request('POST', '/v1/events', { auth: a, body: { event_type: 'nul.probe', payload: { note: 'a\u0000b' } } });
     expect(r.status).toBe(400);
     expect(r.json.error).toMatchObject({ code: 'VALIDATION_ERROR', details: [{ path: ['payload', 'note'] }] });
@@ -37,7 +37,7 @@ describe('U+0000 and unpaired surrogates, which PostgreSQL cannot store', () => 
       body: { event_type: 'nul.probe', payload: { list: ['ok', 'x\ud800'] } },
     });
     expect(surrogate.json.error).toMatchObject({ code: 'VALIDATION_ERROR', details: [{ path: ['payload', 'list', 1] }] });
-    expect(await s.deps.queues.ledger.getJobCounts('waiting', 'active', 'completed', 'delayed', 'failed')).toEqual(before);
+    expect(await queueFor(s.deps.queues, 'ledger').getJobCounts('waiting', 'active', 'completed', 'delayed', 'failed')).toEqual(before);
   });
 
   it('is refused in GraphQL string literals and variables', async () => {
@@ -156,6 +156,6 @@ describe('a poison event in a group-commit batch', () => {
     }, 'the good events');
     expect(committed.map((r) => r.id).sort()).toEqual([...good].sort());
     // …on their first attempt: no failure was ever recorded against them.
-    for (const id of good) expect((await s.deps.queues.ledger.getJob(`ev-${id}`))?.stacktrace ?? []).toEqual([]);
+    for (const id of good) expect((await queueFor(s.deps.queues, 'ledger').getJob(`ev-${id}`))?.stacktrace ?? []).toEqual([]);
   });
 });

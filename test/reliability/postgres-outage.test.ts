@@ -1,3 +1,4 @@
+import { queueFor } from '../../src/queues.js';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startWorkers } from '../../workers/index.js';
@@ -67,7 +68,7 @@ describe('PostgreSQL unavailable', () => {
       // Long enough for the first attempts to fail against the closed database.
       await new Promise((res) => setTimeout(res, 1500));
       // The web process enqueues the events it receives at about the same moment as one job.
-      const jobs = await s.deps.queues.ledger.getJobs(['wait', 'active', 'delayed', 'failed', 'prioritized']);
+      const jobs = await queueFor(s.deps.queues, 'ledger').getJobs(['wait', 'active', 'delayed', 'failed', 'prioritized']);
       const theirs = jobs.filter((j) =>
         ('events' in j.data ? j.data.events : [j.data.event]).some((e: { id: string }) => ids.includes(e.id)),
       );

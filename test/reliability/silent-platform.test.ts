@@ -1,3 +1,4 @@
+import { queueFor } from '../../src/queues.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTelegramFake, type TelegramFake } from '../../chaos/fakes.js';
 import { networkFailure } from '../../src/platforms/http-errors.js';
@@ -53,7 +54,7 @@ describe('a platform that never answers', () => {
     // Whatever retry schedule the queue has, nothing is left to call the platform again.
     // The row settles inside the job, which finishes a moment later: wait for that, then look.
     const state = await until(async () => {
-      const job = await s.deps.queues.send.getJob(`send-${id}`);
+      const job = await queueFor(s.deps.queues, 'send').getJob(`send-${id}`);
       const st = job ? await job.getState() : 'gone';
       return st === 'active' ? undefined : st;
     }, 'the send job to finish');

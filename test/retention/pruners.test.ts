@@ -9,7 +9,7 @@ import { pruneIdempotencyKeys } from '../../src/idempotency.js';
 import { pruneLinkCodes } from '../../src/identity/link-codes.js';
 import { pruneMessages } from '../../src/messages/messages.js';
 import { prunePortalSessions } from '../../src/portal/sessions.js';
-import { enqueue, MAINTENANCE_TASKS, queuePrefix } from '../../src/queues.js';
+import { enqueue, MAINTENANCE_TASKS, queuePrefix, queueFor } from '../../src/queues.js';
 import { deleteInBatches } from '../../src/retention/batched-delete.js';
 import { createRedis, type Redis } from '../../src/redis.js';
 import { purgeOldLogs } from '../../src/webhooks/attempt-log.js';
@@ -249,7 +249,7 @@ describe('the maintenance queue', () => {
     let keys: string[] = [];
     // The worker upserts its schedulers as it starts, without being awaited.
     for (let i = 0; i < 100 && keys.length < expected.length; i++) {
-      keys = (await deps.queues.maintenance.getJobSchedulers()).map((s) => s.key).sort();
+      keys = (await queueFor(deps.queues, 'maintenance').getJobSchedulers()).map((s) => s.key).sort();
       if (keys.length < expected.length) await new Promise((r) => setTimeout(r, 50));
     }
     expect(keys).toEqual(expected);

@@ -1,3 +1,4 @@
+import { queueFor } from '../../src/queues.js';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { launchChromium } from '../helpers/chromium.js';
@@ -15,7 +16,7 @@ afterAll(async () => {
   await s?.close();
 });
 
-const paused = () => s.deps.queues.webhook.isPaused();
+const paused = () => queueFor(s.deps.queues, 'webhook').isPaused();
 
 describe('Bull Board in a browser logged in with Basic credentials', () => {
   it('lets the logged-in board page in Chromium make its own mutating fetch', async () => {

@@ -1,3 +1,4 @@
+import { queueFor } from '../../src/queues.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestStack, type TestStack } from '../helpers/stack.js';
 
@@ -10,12 +11,12 @@ beforeAll(async () => {
   basic = `Basic ${Buffer.from(`admin:${s.config.ADMIN_TOKEN}`).toString('base64')}`;
   bearer = `Bearer ${s.config.ADMIN_TOKEN}`;
 });
-afterEach(() => s.deps.queues.webhook.resume());
+afterEach(() => queueFor(s.deps.queues, 'webhook').resume());
 afterAll(() => s?.close());
 
 /** A mutating Bull Board call: pauses the webhook queue. */
 const pause = (headers: Record<string, string>) => fetch(`${s.base}/admin/queues/api/queues/webhook/pause`, { method: 'PUT', headers });
-const paused = () => s.deps.queues.webhook.isPaused();
+const paused = () => queueFor(s.deps.queues, 'webhook').isPaused();
 
 describe('Bull Board mutations are not reachable cross-site with cached Basic credentials', () => {
   it.each([
@@ -38,7 +39,7 @@ describe('Bull Board mutations are not reachable cross-site with cached Basic cr
 
   it('lets a Basic-authenticated PUT through when it comes from the board itself (same origin)', async () => {
     expect((await pause({ Authorization: basic, 'Sec-Fetch-Site': 'same-origin', Origin: s.base })).status).toBe(200);
-    await s.deps.queues.webhook.resume();
+    await queueFor(s.deps.queues, 'webhook').resume();
     expect((await pause({ Authorization: basic, Origin: s.base })).status).toBe(200);
     expect(await paused()).toBe(true);
   });

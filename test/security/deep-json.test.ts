@@ -1,3 +1,4 @@
+import { queueFor } from '../../src/queues.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findUnstorable, storableText, TOO_DEEP } from '../../src/storable-text.js';
 import * as P from '../fakes/inbound/payloads.js';
@@ -65,7 +66,7 @@ describe('at the API', () => {
     }
     expect(await events(a)).toBe(0);
     expect(await events(b)).toBe(2);
-    expect(await s.deps.queues.ledger.getFailedCount()).toBe(0);
+    expect(await queueFor(s.deps.queues, 'ledger').getFailedCount()).toBe(0);
   });
 
   it('accepts a payload exactly at the limit', async () => {
@@ -306,6 +307,6 @@ describe('in platform deliveries (acknowledged, then recorded)', () => {
       const event = await waitForEvent(s, a.appId, 'message.inbound', (e) => e.payload.external_message_id === id, 20_000);
       expect(event.payload.message.text, id).toBe('deep');
     }
-    expect(await s.deps.queues.inbound.getFailedCount()).toBe(0);
+    expect(await queueFor(s.deps.queues, 'inbound').getFailedCount()).toBe(0);
   });
 });

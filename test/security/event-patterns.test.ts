@@ -1,3 +1,4 @@
+import { queueFor } from '../../src/queues.js';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compileMatcher, matchesPattern, patternProblem } from '../../src/ledger/patterns.js';
@@ -187,7 +188,7 @@ describe('patterns at every face', () => {
     await eventually(async () => rx.received.find((d) => d.body.includes(theirs.json.id)));
     expect(rx.received.some((d) => d.body.includes(mine.json.id))).toBe(false);
     // No ledger job failed or went back for a retry because of the stored pattern.
-    const ledger = s.deps.queues.ledger;
+    const ledger = queueFor(s.deps.queues, 'ledger');
     expect(await ledger.getFailedCount()).toBe(0);
     expect(await ledger.getDelayedCount()).toBe(0);
   });

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApplication } from '../../src/apps/applications.js';
 import { closeDeps, createDeps, type Deps } from '../../src/deps.js';
-import { JOBS, type LedgerEvent } from '../../src/queues.js';
+import { JOBS, type LedgerEvent, queueFor } from '../../src/queues.js';
 import type { SseClient } from '../helpers/sse.js';
 import { createTestEnv, freePort, spawnService, type AppCredentials, type ChildService, type TestEnv } from '../helpers/stack.js';
 import { commit, parse, stream, until } from './helpers.js';
@@ -93,7 +93,7 @@ describe('two web processes', () => {
       while (produced < 1500) {
         const batch = Array.from({ length: 4 }, randomEvent);
         produced += batch.length;
-        await deps.queues.ledger.addBulk(
+        await queueFor(deps.queues, 'ledger').addBulk(
           batch.map((e) => ({ name: 'ledger', data: { event: e }, opts: { jobId: JOBS.ledger.jobId({ event: e }) } })),
         );
         await new Promise((r) => setTimeout(r, 25));

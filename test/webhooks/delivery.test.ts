@@ -2,7 +2,7 @@ import { createHmac, randomUUID, timingSafeEqual } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeEvents } from '../../src/ledger/write.js';
-import { enqueue, JOBS } from '../../src/queues.js';
+import { enqueue, JOBS, queueFor } from '../../src/queues.js';
 import { enqueueFirstAttemptsSafetyNet } from '../../src/webhooks/delivery-queue.js';
 import { publishSubscriptionsChanged } from '../../src/webhooks/subscription-cache.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
@@ -267,7 +267,7 @@ describe('at-least-once without duplicates', () => {
     );
     const [row] = await s.deps.sql`SELECT payload FROM events WHERE id = ${ev.id}`;
     const replayLedgerJob = (n: number) =>
-      s.deps.queues.ledger.add(
+      queueFor(s.deps.queues, 'ledger').add(
         'ledger',
         { event: { id: ev.id, app_id: a.appId, event_type: 'once.only', payload: row.payload, edges: [], attachments: [] } },
         { jobId: `replay-${n}-${ev.id}` },
@@ -277,13 +277,13 @@ describe('at-least-once without duplicates', () => {
     // 1: the safety-net job is still known to BullMQ (same job id, dropped).
     await replayLedgerJob(1);
     // 2: it has been removed (as completed jobs are, after a while): the delivery table stops it.
-    await eventually(async () => (await s.deps.queues.ledger.getJobState(`replay-1-${ev.id}`)) === 'completed');
-    await s.deps.queues.webhook.remove(safetyNet);
+    await eventually(async () => (await queueFor(s.deps.queues, 'ledger').getJobState(`replay-1-${ev.id}`)) === 'completed');
+    await queueFor(s.deps.queues, 'webhook').remove(safetyNet);
     await replayLedgerJob(2);
-    await eventually(async () => (await s.deps.queues.ledger.getJobState(`replay-2-${ev.id}`)) === 'completed');
+    await eventually(async () => (await queueFor(s.deps.queues, 'ledger').getJobState(`replay-2-${ev.id}`)) === 'completed');
     // The safety-net job of the replayed commit runs too (now, instead of after its delay).
-    await (await s.deps.queues.webhook.getJob(safetyNet))?.promote();
-    await eventually(async () => (await s.deps.queues.webhook.getJobState(safetyNet)) === 'completed');
+    await (await queueFor(s.deps.queues, 'webhook').getJob(safetyNet))?.promote();
+    await eventually(async () => (await queueFor(s.deps.queues, 'webhook').getJobState(safetyNet)) === 'completed');
     const marker = await emit(a, 'once.only');
     await rx.waitFor(2);
     await new Promise((r) => setTimeout(r, 200));
@@ -302,13 +302,13 @@ describe('jobs queued by an older release', () => {
     // The shape and id the release before `kind` queued.
     const jobId = `we-${ev.id}`;
     expect(JOBS.webhook.jobId({ kind: 'first-attempts', event_id: ev.id, app_id: a.appId })).toBe(jobId);
-    await s.deps.queues.webhook.add('first-attempts', { event_id: ev.id, app_id: a.appId }, { jobId, attempts: 8 });
+    await queueFor(s.deps.queues, 'webhook').add('first-attempts', { event_id: ev.id, app_id: a.appId }, { jobId, attempts: 8 });
     const [got] = await rx.waitFor(1);
     expect(got.json).toMatchObject({ event_id: ev.id, subscription_id: sub.id });
-    await eventually(async () => (await s.deps.queues.webhook.getJobState(jobId)) === 'completed');
+    await eventually(async () => (await queueFor(s.deps.queues, 'webhook').getJobState(jobId)) === 'completed');
     // A repeat under the catalog's (tagged) job is dropped by its id.
     await enqueue(s.deps.queues, 'webhook', { kind: 'first-attempts', event_id: ev.id, app_id: a.appId }, {}, s.deps.config);
-    expect(await s.deps.queues.webhook.getJobState(jobId)).toBe('completed');
+    expect(await queueFor(s.deps.queues, 'webhook').getJobState(jobId)).toBe('completed');
   });
 });
 
@@ -346,7 +346,7 @@ describe('first attempts safety net', () => {
         { event_id: sent.id, app_id: a.appId },
       ],
     });
-    await eventually(async () => (await s.deps.queues.webhook.getJobState(both)) === 'completed');
+    await eventually(async () => (await queueFor(s.deps.queues, 'webhook').getJobState(both)) === 'completed');
     await enqueueFirstAttemptsSafetyNet(
       s.deps,
       [
@@ -355,7 +355,7 @@ describe('first attempts safety net', () => {
       ],
       1,
     );
-    await s.deps.queues.webhook.remove(both);
+    await queueFor(s.deps.queues, 'webhook').remove(both);
     await enqueueFirstAttemptsSafetyNet(
       s.deps,
       [
@@ -364,7 +364,7 @@ describe('first attempts safety net', () => {
       ],
       1,
     );
-    await eventually(async () => (await s.deps.queues.webhook.getJobState(both)) === 'completed');
+    await eventually(async () => (await queueFor(s.deps.queues, 'webhook').getJobState(both)) === 'completed');
     // A job completes only after its sends were answered, so any repeat would have arrived by now.
     expect(rx.received.map((r) => r.json.event_id)).toEqual([sent.id, lost.id]);
     const [{ n }] = await s.deps

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JOBS, type LedgerEvent } from '../../src/queues.js';
+import { JOBS, type LedgerEvent, queueFor } from '../../src/queues.js';
 import type { LocalFirstAttempts } from '../../src/webhooks/local-deliverer.js';
 import { ledgerProcessor } from '../../workers/ledger.js';
 import { createWorkerServices, type WorkerServices } from '../../workers/services.js';
@@ -58,16 +58,16 @@ describe('the ledger fan-out of a worker process', () => {
     const [got] = await rx.waitFor(1, (r) => r.json.event_id === event.id);
     expect(got.json.event_type).toBe('fan.local');
     // No job of its own: only the batch's safety net, waiting out its delay.
-    expect(await s.deps.queues.webhook.getJob(`we-${event.id}`)).toBeUndefined();
+    expect(await queueFor(s.deps.queues, 'webhook').getJob(`we-${event.id}`)).toBeUndefined();
     const net = JOBS.webhook.jobId({ kind: 'first-attempts-safety-net', events: [{ event_id: event.id, app_id: a.appId }] });
-    expect(await s.deps.queues.webhook.getJobState(net)).toBe('delayed');
+    expect(await queueFor(s.deps.queues, 'webhook').getJobState(net)).toBe('delayed');
   });
 
   it('queues one first-attempts job per event when its process does not run the webhook queue', async () => {
     const ledgerOnly = services(['ledger']);
     expect(ledgerOnly.localFirstAttempts).toBeUndefined();
     const event = await commit('fan.queued', ledgerOnly);
-    const job = await s.deps.queues.webhook.getJob(`we-${event.id}`);
+    const job = await queueFor(s.deps.queues, 'webhook').getJob(`we-${event.id}`);
     expect(job?.name).toBe('first-attempts');
     expect(job?.data).toEqual({ kind: 'first-attempts', event_id: event.id, app_id: a.appId });
     expect(job?.opts.attempts).toBe(8);

@@ -1,3 +1,4 @@
+import { queueFor } from '../../src/queues.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawnService, startTestStack, type AppCredentials, type ChildService, type TestStack } from '../helpers/stack.js';
 import { eventually, startReceiver, type Receiver } from './receiver.js';
@@ -30,7 +31,7 @@ describe('first attempts through the queue', () => {
     const got = await rx.waitFor(2);
     expect(got.map((g) => g.json.event_id)).toEqual([ev.json.id, ev.json.id]);
     expect(new Set(got.map((g) => g.json.subscription_id)).size).toBe(2);
-    await eventually(async () => (await s.deps.queues.webhook.getJobState(`we-${ev.json.id}`)) === 'completed');
+    await eventually(async () => (await queueFor(s.deps.queues, 'webhook').getJobState(`we-${ev.json.id}`)) === 'completed');
     const [{ n }] = await s.deps
       .sql`SELECT count(*)::int AS n FROM webhook_deliveries WHERE event_id = ${ev.json.id} AND status = 'delivered'`;
     expect(n).toBe(2);

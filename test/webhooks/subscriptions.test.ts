@@ -1,3 +1,4 @@
+import { queueFor } from '../../src/queues.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
 import { eventually, startReceiver, type Receiver } from './receiver.js';
@@ -190,15 +191,15 @@ describe('test endpoint and delivery logs', () => {
     const age = (n: string) => s.deps.sql`UPDATE webhook_delivery_logs SET created_at = now() - interval '31 days' WHERE n = ${n}`;
     const gone = (n: string) => eventually(async () => (await s.deps.sql`SELECT 1 FROM webhook_delivery_logs WHERE n = ${n}`).length === 0);
 
-    const schedulers = await s.deps.queues.maintenance.getJobSchedulers();
+    const schedulers = await queueFor(s.deps.queues, 'maintenance').getJobSchedulers();
     expect(schedulers.find((j) => j.key === 'maintenance-prune-webhook-logs')?.template?.data).toEqual({ task: 'prune-webhook-logs' });
-    expect((await s.deps.queues.webhook.getJobSchedulers()).map((j) => j.key)).not.toContain('webhook-log-retention');
+    expect((await queueFor(s.deps.queues, 'webhook').getJobSchedulers()).map((j) => j.key)).not.toContain('webhook-log-retention');
     // Run the scheduled task now instead of waiting an hour.
     await age(ns[0]);
-    await s.deps.queues.maintenance.add('prune-webhook-logs', { task: 'prune-webhook-logs' });
+    await queueFor(s.deps.queues, 'maintenance').add('prune-webhook-logs', { task: 'prune-webhook-logs' });
     await gone(ns[0]);
     await age(ns[1]);
-    await s.deps.queues.webhook.add('log-retention', { kind: 'log-retention' });
+    await queueFor(s.deps.queues, 'webhook').add('log-retention', { kind: 'log-retention' });
     await gone(ns[1]);
     const [{ n }] = await s.deps.sql`SELECT count(*)::int AS n FROM webhook_delivery_logs WHERE subscription_id = ${c.json.id}`;
     expect(n).toBe(1);
