@@ -1,9 +1,12 @@
 import { randomUUID } from 'node:crypto';
+import { UnrecoverableError, Worker } from 'bullmq';
 import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config.js';
+import { listDeadLetters, requeueDeadLetter } from '../../src/dead-letters.js';
 import { closeDeps, createDeps } from '../../src/deps.js';
 import { createLogger } from '../../src/logger.js';
+import { createRedis } from '../../src/redis.js';
 import {
   catalogQueues,
   enqueue,
@@ -271,5 +274,55 @@ describe('changing QUEUE_SHARDS on a running deployment', () => {
       await host.close();
       await closeDeps(moved);
     }
+  });
+});
+
+describe('operators with QUEUE_SHARDS=4', () => {
+  let s: TestStack;
+  beforeAll(async () => {
+    s = await startTestStack({ workers: false, env: { QUEUE_SHARDS: '4' } });
+  });
+  afterAll(() => s.close());
+
+  it('Bull Board lists every shard, grouped under its queue by the `.` delimiter', async () => {
+    const r = await fetch(`${s.base}/admin/queues/api/queues`, { headers: { Authorization: `Bearer ${s.config.ADMIN_TOKEN}` } });
+    expect(r.status).toBe(200);
+    const queues = (await r.json()).queues as { name: string; delimiter: string }[];
+    const sharded = SHARDED_QUEUES.flatMap((q) => [0, 1, 2, 3].map((i) => `${q}.${i}of4`));
+    expect(queues.map((q) => q.name).sort()).toEqual([...sharded, 'maintenance', 'transcription'].sort());
+    expect(new Set(queues.map((q) => q.delimiter))).toEqual(new Set(['.']));
+  });
+
+  it('lists and requeues dead letters of every shard of a queue', async () => {
+    const a = randomUUID();
+    let b = randomUUID();
+    while (shardOf(b, 4) === shardOf(a, 4)) b = randomUUID();
+    const events = [ledgerEvent(a), ledgerEvent(b)];
+    for (const e of events) await enqueue(s.deps.queues, 'ledger', { event: e });
+    // A real worker per shard that refuses its job for good, as the ledger does with data the database refuses.
+    const connection = createRedis(s.config.REDIS_URL, 'blocking');
+    const shards = [a, b].map((app) => queueShard(s.config.REDIS_PREFIX, 'ledger', 4, shardOf(app, 4)));
+    let failed = 0;
+    let allFailed!: () => void;
+    const done = new Promise<void>((r) => (allFailed = r));
+    const workers = shards.map((shard) => {
+      const w = new Worker(
+        shard.name,
+        async () => {
+          throw new UnrecoverableError('refused');
+        },
+        { connection, prefix: shard.prefix },
+      );
+      w.on('failed', () => ++failed === 2 && allFailed());
+      return w;
+    });
+    await done;
+    await Promise.all(workers.map((w) => w.close()));
+    await connection.quit();
+
+    const dead = await listDeadLetters(s.deps.queues, 'ledger');
+    expect(dead.map((d) => [d.queue, d.id]).sort()).toEqual(events.map((e) => ['ledger', `ev-${e.id}`]).sort());
+    for (const e of events) expect(await requeueDeadLetter(s.deps.queues, 'ledger', `ev-${e.id}`)).toBe('requeued');
+    for (const e of events) expect(await queueFor(s.deps.queues, 'ledger', e.app_id).getJobState(`ev-${e.id}`)).toBe('waiting');
   });
 });
