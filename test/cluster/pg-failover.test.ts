@@ -79,6 +79,23 @@ describe('a session on a read-only server', () => {
   });
 });
 
+describe('target_session_attrs', () => {
+  it.each(['primary', 'read-write'])('%s skips the standby listed first', async (attrs) => {
+    const sql = createSql(
+      `postgres://postgres@127.0.0.1:${pg.standby.port},127.0.0.1:${pg.primary.port}/${DB}?target_session_attrs=${attrs}`,
+      {
+        max: 1,
+      },
+    );
+    try {
+      const [{ port }] = await sql<{ port: string }[]>`SELECT current_setting('port') AS port`;
+      expect(Number(port)).toBe(pg.primary.port);
+    } finally {
+      await sql.end();
+    }
+  });
+});
+
 describe('PostgreSQL failover under writes', () => {
   it('after SIGKILL of the primary and promotion of the standby, every acknowledged event is in the ledger once and no 500 is answered', async () => {
     const bareUrl = `postgres://postgres@127.0.0.1:${pg.standby.port},127.0.0.1:${pg.primary.port}/${DB}`;
