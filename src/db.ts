@@ -133,7 +133,8 @@ export type Tx = postgres.ReservedSql<Record<string, never>>;
 /**
  * Codes by which postgres.js and PostgreSQL report that the session itself is gone
  * (closed socket, terminated backend, server shutting down): the server has already rolled
- * back whatever transaction that session had open.
+ * back whatever transaction that session had open. A write refused as read-only (25006) is
+ * one too: the driver closes such a session (patches/), so the next goes to the primary.
  */
 const SESSION_LOST = new Set([
   'CONNECTION_CLOSED',
@@ -146,6 +147,7 @@ const SESSION_LOST = new Set([
   '57P02',
   '57P03',
   '25P03',
+  '25006',
 ]);
 const sessionLost = (err: unknown) => {
   const code = (err as { code?: unknown })?.code;

@@ -3,6 +3,7 @@ import type { ChangeWatchers } from './change-feed.js';
 import { createSecretBox, type SecretBox } from './crypto/secrets.js';
 import { watchPool } from './connection-watch.js';
 import { createSql, type Sql } from './db.js';
+import { targetingPrimary } from './db-primary.js';
 import { createLogger, type Logger } from './logger.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { closeQueues, createQueues, type Queues } from './queues.js';
@@ -46,7 +47,7 @@ export function createDeps(
   const metrics = options.metrics ?? createMetrics();
   const observer = { logger, metrics };
   const queueRedis = watchConnection(createRedis(config.redis, 'request'), 'queues', observer);
-  const sql: Sql = createSql(config.DATABASE_URL, {
+  const sql: Sql = createSql(targetingPrimary(config.DATABASE_URL), {
     max: options.dbPoolSize ?? 10,
     acquireTimeoutMs: config.DB_ACQUIRE_TIMEOUT_MS,
     statementTimeoutMs: options.role === 'web' ? config.DB_STATEMENT_TIMEOUT_MS : config.DB_WORKER_STATEMENT_TIMEOUT_MS,

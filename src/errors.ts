@@ -137,6 +137,7 @@ const UNAVAILABLE_CODES = new Set([
   'CONNECTION_DESTROYED',
   'CONNECT_TIMEOUT',
   'CONNECTION_QUEUE_TIMEOUT',
+  'NO_SUITABLE_SERVER', // a multi-host DATABASE_URL with no primary among its servers now (patches/)
   '57014', // statement_timeout: the database is too slow for this request now
   '25P03', // idle_in_transaction_session_timeout ended the session
   '08000',
@@ -148,6 +149,9 @@ const UNAVAILABLE_CODES = new Set([
   '57P02',
   '57P03', // admin shutdown (pg_terminate_backend), crash shutdown, cannot connect now
   '53300', // too many connections
+  // A write on a read-only server: a standby, or an old primary fenced or back as one. Its
+  // session is closed (src/db.ts) and the next one finds the primary (src/db-primary.ts).
+  '25006',
 ]);
 
 /**
