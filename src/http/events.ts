@@ -3,7 +3,8 @@ import { unwrap } from '../errors.js';
 import { createCustomEvent, createEventInput } from '../ledger/create-event.js';
 import { decodeCursor } from '../ledger/cursor.js';
 import { channelSchema } from '../ledger/event-scope.js';
-import { getEvent, readEventPage } from '../ledger/read.js';
+import { findOnReplica } from '../db.js';
+import { getEvent, readEventPage, readThrough } from '../ledger/read.js';
 import { toRestEvent } from '../ledger/shape.js';
 import { AppError } from '../errors.js';
 import type { Api } from './api.js';
@@ -111,7 +112,11 @@ export function registerEventRoutes(api: Api, { web }: RouteContext): void {
         channels: query.channel,
         scope: principal.eventScope,
       };
-      const page = await readEventPage(deps.sql, principal.appId, filters, query.limit);
+      // On the replica unless it is behind the client's cursor (then on the primary, not waiting):
+      // a client holding a position has seen it committed, and a page read behind it would
+      // miss events (`before`) or come back empty (`after`).
+      const seen = Math.max(filters.afterSeq ?? 0, (filters.beforeSeq ?? 1) - 1);
+      const page = await readThrough(deps, principal.appId, seen, 0, (sql) => readEventPage(sql, principal.appId, filters, query.limit));
       return {
         status: 200,
         body: { data: page.data.map(toRestEvent), ...(page.next ? { next_cursor: page.next.cursor } : {}), has_more: page.hasMore },
@@ -129,7 +134,7 @@ export function registerEventRoutes(api: Api, { web }: RouteContext): void {
     responses: { 200: { description: 'The event', schema: restEventSchema } },
     errors: ['NOT_FOUND'],
     async handler({ deps, principal, params }) {
-      const event = await getEvent(deps.sql, principal.appId, params.id, principal.eventScope);
+      const event = await findOnReplica(deps, (sql) => getEvent(sql, principal.appId, params.id, principal.eventScope));
       if (!event) throw new AppError('NOT_FOUND', `No event ${params.id}`);
       return { status: 200, body: toRestEvent(event) };
     },

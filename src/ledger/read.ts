@@ -1,4 +1,5 @@
-import type { Sql } from '../db.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { onReplica, type ReadPools, type Sql } from '../db.js';
 import { encodeCursor } from './cursor.js';
 import { channelConditions, compileEventScope, type EventScope } from './event-scope.js';
 import { EVENT_ALIASES, prefixNeedsAliases } from './event-types.js';
@@ -171,6 +172,36 @@ export async function getEvent(sql: Sql, appId: string, id: string, scope?: Even
 export async function headSeq(sql: Sql, appId: string): Promise<number> {
   const [row] = await sql<{ seq: number }[]>`SELECT seq FROM ledger_heads WHERE app_id = ${appId}`;
   return row?.seq ?? 0;
+}
+
+/** How often a reader waiting for the replica asks it again (ms). */
+const REPLAY_POLL_MS = 20;
+
+/**
+ * Runs `read` (a read of `appId`'s ledger) where it sees every event up to position `seq`: on
+ * the replica once it has replayed `seq` — asked again for at most `waitMs` — else on the
+ * primary. A replica replays commits in their order, and the ledger hands out an application's
+ * positions in commit order, so whatever it has of the ledger is a gap-free prefix: a read there
+ * can come back short, never with a hole. Positions a reader knows were committed (a wake's, the
+ * tail's, a client's cursor) are what it must not read behind, lest it wait forever for them.
+ */
+export async function readThrough<T>(
+  pools: ReadPools,
+  appId: string,
+  seq: number,
+  waitMs: number,
+  read: (sql: Sql) => Promise<T>,
+): Promise<T> {
+  const deadline = Date.now() + waitMs;
+  const source = await onReplica(pools, async (sql) => {
+    if (sql === pools.sql || seq <= 0) return sql;
+    while ((await headSeq(sql, appId)) < seq) {
+      if (Date.now() >= deadline) return pools.sql;
+      await sleep(Math.min(REPLAY_POLL_MS, deadline - Date.now()));
+    }
+    return sql;
+  });
+  return source === pools.sql ? read(source) : onReplica(pools, read);
 }
 
 async function withEdges(sql: Sql, appId: string, rows: Omit<EventRecord, 'edges' | 'cursor'>[]): Promise<EventRecord[]> {
