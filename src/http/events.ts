@@ -3,8 +3,7 @@ import { unwrap } from '../errors.js';
 import { createCustomEvent, createEventInput } from '../ledger/create-event.js';
 import { decodeCursor } from '../ledger/cursor.js';
 import { channelSchema } from '../ledger/event-scope.js';
-import { findOnReplica } from '../db.js';
-import { getEvent, readEventPage, readThrough } from '../ledger/read.js';
+import { findEvent, readEventPage } from '../ledger/read.js';
 import { toRestEvent } from '../ledger/shape.js';
 import { AppError } from '../errors.js';
 import type { Api } from './api.js';
@@ -112,11 +111,7 @@ export function registerEventRoutes(api: Api, { web }: RouteContext): void {
         channels: query.channel,
         scope: principal.eventScope,
       };
-      // On the replica unless it is behind the client's cursor (then on the primary, not waiting):
-      // a client holding a position has seen it committed, and a page read behind it would
-      // miss events (`before`) or come back empty (`after`).
-      const seen = Math.max(filters.afterSeq ?? 0, (filters.beforeSeq ?? 1) - 1);
-      const page = await readThrough(deps, principal.appId, seen, 0, (sql) => readEventPage(sql, principal.appId, filters, query.limit));
+      const page = await readEventPage(deps, principal.appId, filters, query.limit);
       return {
         status: 200,
         body: { data: page.data.map(toRestEvent), ...(page.next ? { next_cursor: page.next.cursor } : {}), has_more: page.hasMore },
@@ -134,7 +129,7 @@ export function registerEventRoutes(api: Api, { web }: RouteContext): void {
     responses: { 200: { description: 'The event', schema: restEventSchema } },
     errors: ['NOT_FOUND'],
     async handler({ deps, principal, params }) {
-      const event = await findOnReplica(deps, (sql) => getEvent(sql, principal.appId, params.id, principal.eventScope));
+      const event = await findEvent(deps, principal.appId, params.id, principal.eventScope);
       if (!event) throw new AppError('NOT_FOUND', `No event ${params.id}`);
       return { status: 200, body: toRestEvent(event) };
     },

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { onReplica, type ReadPools, type Sql } from '../db.js';
+import { findOnReplica, onReplica, type ReadPools, type Sql } from '../db.js';
 import { encodeCursor } from './cursor.js';
 import { channelConditions, compileEventScope, type EventScope } from './event-scope.js';
 import { EVENT_ALIASES, prefixNeedsAliases } from './event-types.js';
@@ -144,14 +144,19 @@ export async function listEvents(sql: Sql, appId: string, filters: EventFilters,
  * One page of the ledger as a confined reader sees it: `limit` events are read, those outside
  * `filters.scope` dropped (so a page may come back short), and `next` is the last one read,
  * whether it matched or not, so paging from it skips nothing and repeats nothing.
+ *
+ * Read on the replica unless it is behind the page's cursor (then on the primary, at once): a
+ * client holding a position has seen it committed, and a page read behind it would come back
+ * empty (`afterSeq`) or miss events (`beforeSeq`).
  */
 export async function readEventPage(
-  sql: Sql,
+  pools: ReadPools,
   appId: string,
   filters: EventFilters,
   limit: number,
 ): Promise<{ data: EventRecord[]; next?: EventRecord; hasMore: boolean }> {
-  const rows = await listEvents(sql, appId, filters, limit + 1);
+  const seen = Math.max(filters.afterSeq ?? 0, (filters.beforeSeq ?? 1) - 1);
+  const rows = await readThrough(pools, appId, seen, 0, (sql) => listEvents(sql, appId, filters, limit + 1));
   const read = rows.slice(0, limit);
   const inScope = compileEventScope(filters.scope);
   return { data: read.filter(inScope), next: read.at(-1), hasMore: rows.length > limit };
@@ -167,6 +172,10 @@ export async function getEvent(sql: Sql, appId: string, id: string, scope?: Even
   const [event] = await withEdges(sql, appId, rows);
   return event && compileEventScope(scope)(event) ? event : undefined;
 }
+
+/** `getEvent` on the replica, and on the primary when the replica does not have it (yet). */
+export const findEvent = (pools: ReadPools, appId: string, id: string, scope?: EventScope) =>
+  findOnReplica(pools, (sql) => getEvent(sql, appId, id, scope));
 
 /** The application's current head position (0 for an empty ledger). */
 export async function headSeq(sql: Sql, appId: string): Promise<number> {

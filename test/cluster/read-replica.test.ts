@@ -96,6 +96,17 @@ describe('reads from a lagging replica', () => {
     expect(byId.status).toBe(200);
     expect(byId.json.cursor).toBe(made.json.cursor);
     expect(parse((await take(live, 1))[0]).id).toBe(made.json.id);
+    // The same through GraphQL queries.
+    const gql = await s.gql(
+      app,
+      'query ($after: String, $id: ID!) { events(after: $after) { edges { node { id } } } event(id: $id) { id } }',
+      {
+        after: frames[4].cursor,
+        id: made.json.id,
+      },
+    );
+    expect(gql.json.data.events.edges.map((e: { node: { id: string } }) => e.node.id)).toEqual([...ids.slice(5), made.json.id]);
+    expect(gql.json.data.event).toEqual({ id: made.json.id });
     expect(await onReplica(app.appId)).toBe(1);
 
     expect(await metric('db_replica_lag_bytes')).toBeGreaterThan(0);
