@@ -125,6 +125,33 @@ describe('reads from a lagging replica', () => {
     resumed.close();
   });
 
+  it('streams stay exact while replay is paused and resumed again and again under commits', async () => {
+    const other = await s.createApp();
+    const live = await stream(s.base, other);
+    const everyOther = await stream(s.base, other, '?eventTypes=even.*');
+    const ids: string[] = [];
+    const even: string[] = [];
+    for (let round = 0; round < 12; round++) {
+      if (round % 3 === 0) await replica`SELECT pg_wal_replay_pause()`;
+      if (round % 3 === 2) await replica`SELECT pg_wal_replay_resume()`;
+      const specs = [0, 1, 2].map((k) => ({ event_type: (round + k) % 2 ? 'odd.tick' : 'even.tick', payload: { round, k } }));
+      const made = await commit(s.deps, other.appId, specs);
+      ids.push(...made);
+      even.push(...made.filter((_, k) => specs[k].event_type === 'even.tick'));
+    }
+    await replica`SELECT pg_wal_replay_resume()`;
+    const all = (await take(live, ids.length)).map(parse);
+    expect(all.map((e) => e.id)).toEqual(ids);
+    expect(seqs(all.map((e) => e.cursor))).toEqual(ids.map((_, i) => i + 1));
+    expect((await take(everyOther, even.length)).map((f) => parse(f).id)).toEqual(even);
+    // Nothing more than those: a sentinel is the next frame on each.
+    const [sentinel] = await commit(s.deps, other.appId, [{ event_type: 'even.end' }]);
+    expect(parse((await take(live, 1))[0]).id).toBe(sentinel);
+    expect(parse((await take(everyOther, 1))[0]).id).toBe(sentinel);
+    live.close();
+    everyOther.close();
+  });
+
   it('without the replica the service stays ready and reads from the primary', async () => {
     const first = await s.request('GET', '/v1/events?limit=1', { auth: app });
     await pg.standby.stop('fast');
