@@ -63,6 +63,15 @@ const schema = z
       .string()
       .regex(/^postgres(ql)?:\/\//, 'expected a postgres:// URL')
       .default('postgres://postgres@127.0.0.1:5432/gateway'),
+    /**
+     * A streaming replica of DATABASE_URL's database for readers (stream tails, event pages,
+     * by-id reads). Unset, they read from DATABASE_URL. What the replica has not replayed yet is
+     * read from the primary (docs/SCALING.md, "Read replicas").
+     */
+    DATABASE_READ_URL: z
+      .string()
+      .regex(/^postgres(ql)?:\/\//, 'expected a postgres:// URL')
+      .optional(),
     REDIS_URL: z
       .string()
       .regex(/^rediss?:\/\//, 'expected a redis:// URL')
@@ -201,6 +210,11 @@ const schema = z
     LEDGER_BATCH_MAX: int(500, 1),
     STREAM_BACKFILL: int(10, 0),
     STREAM_RECHECK_MS: int(2000, 10),
+    /**
+     * Longest a stream tail waits for the read replica to replay an event a wake announced
+     * (ms); then it reads that event from the primary.
+     */
+    REPLICA_WAIT_MS: int(500, 0),
     STREAM_KEEPALIVE_MS: int(15_000, 10),
     STREAM_MAX_MS: int(3_600_000, 100),
     STREAM_MAX_PER_APP: int(100, 1),

@@ -181,3 +181,61 @@ export async function transaction<T>(sql: Sql, fn: (tx: Tx) => Promise<T>): Prom
     if (release) tx.release();
   }
 }
+
+/**
+ * The pools a reader chooses between: `readSql` is the streaming replica DATABASE_READ_URL
+ * names, or `sql` itself when there is none (then every read below is a plain primary read).
+ */
+export interface ReadPools {
+  sql: Sql;
+  readSql: Sql;
+}
+
+/**
+ * After the replica failed to answer, reads skip it this long (ms): a replica that is gone
+ * would otherwise cost every read a connect timeout before its fallback.
+ */
+const REPLICA_REST_MS = 5_000;
+const replicaRestingUntil = new WeakMap<Sql, number>();
+
+/**
+ * Runs `read` on the replica, or on the primary when the replica fails (unreachable, or a
+ * query cancelled by a recovery conflict) or failed moments ago: the service reads on without
+ * its replica.
+ */
+export async function onReplica<T>(pools: ReadPools, read: (sql: Sql) => Promise<T>): Promise<T> {
+  const { sql, readSql } = pools;
+  if (readSql === sql || (replicaRestingUntil.get(readSql) ?? 0) > Date.now()) return read(sql);
+  try {
+    return await read(readSql);
+  } catch {
+    replicaRestingUntil.set(readSql, Date.now() + REPLICA_REST_MS);
+    return read(sql);
+  }
+}
+
+/**
+ * A by-id read on the replica, and on the primary when the replica has no such row: it may be
+ * one the primary committed moments ago (a 201 just answered) that the replica has not replayed.
+ */
+export async function findOnReplica<T>(pools: ReadPools, read: (sql: Sql) => Promise<T | undefined>): Promise<T | undefined> {
+  const found = await onReplica(pools, read);
+  return found === undefined && pools.readSql !== pools.sql ? read(pools.sql) : found;
+}
+
+/** How far the replica is behind: seconds of replay, and bytes of WAL the primary wrote that it has not replayed. */
+export async function replicaLag(pools: ReadPools): Promise<{ seconds: number; bytes: number }> {
+  // Seconds since the last transaction replayed, unless it has replayed all it received: an
+  // idle primary sends nothing, and the replica is then not behind however old that is.
+  const [[replica], [primary]] = await Promise.all([
+    pools.readSql<{ seconds: number | null; replayed: string | null }[]>`
+      SELECT CASE WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0
+                  ELSE extract(epoch FROM now() - pg_last_xact_replay_timestamp())::float8 END AS seconds,
+             pg_last_wal_replay_lsn()::text AS replayed`,
+    pools.sql<{ lsn: string }[]>`SELECT pg_current_wal_lsn()::text AS lsn`,
+  ]);
+  if (replica.replayed === null) throw new Error('DATABASE_READ_URL is not a streaming replica (it replays no WAL)');
+  const [{ bytes }] = await pools.sql<{ bytes: number }[]>`
+    SELECT greatest(pg_wal_lsn_diff(${primary.lsn}::pg_lsn, ${replica.replayed}::pg_lsn), 0)::float8 AS bytes`;
+  return { seconds: Math.max(replica.seconds ?? 0, 0), bytes };
+}

@@ -16,6 +16,12 @@ import { createRedis, watchConnection, type Redis } from './redis.js';
 export interface Deps {
   config: Config;
   sql: Sql;
+  /**
+   * The pool readers use (src/db.ts `onReplica`): a streaming replica when DATABASE_READ_URL
+   * is set, else `sql` itself. A replica lags, so reads that must see a commit go through the
+   * ledger's rule (src/ledger/read.ts `readThrough`).
+   */
+  readSql: Sql;
   /** Request-path Redis connection: fails fast so an outage answers 503 instead of hanging. */
   redis: Redis;
   /**
@@ -47,16 +53,20 @@ export function createDeps(
   const metrics = options.metrics ?? createMetrics();
   const observer = { logger, metrics };
   const queueRedis = watchConnection(createRedis(config.redis, 'request'), 'queues', observer);
-  const sql: Sql = createSql(targetingPrimary(config.DATABASE_URL), {
+  const poolOptions = {
     max: options.dbPoolSize ?? 10,
     acquireTimeoutMs: config.DB_ACQUIRE_TIMEOUT_MS,
     statementTimeoutMs: options.role === 'web' ? config.DB_STATEMENT_TIMEOUT_MS : config.DB_WORKER_STATEMENT_TIMEOUT_MS,
     idleInTransactionTimeoutMs: config.DB_IDLE_IN_TRANSACTION_TIMEOUT_MS,
-    onClose: watchPool('pool', observer, () => sql`SELECT 1`),
-  });
+  };
+  const sql: Sql = createSql(targetingPrimary(config.DATABASE_URL), { ...poolOptions, onClose: watchPool('pool', observer, () => sql`SELECT 1`) });
+  const readSql: Sql = config.DATABASE_READ_URL
+    ? createSql(config.DATABASE_READ_URL, { ...poolOptions, onClose: watchPool('read-pool', observer, () => readSql`SELECT 1`) })
+    : sql;
   return {
     config,
     sql,
+    readSql,
     redis: watchConnection(createRedis(config.redis, 'request'), 'requests', observer),
     queueRedis,
     queues: createQueues(queueRedis, config, logger),
@@ -74,6 +84,7 @@ export async function closeDeps(deps: Deps): Promise<void> {
     ...deps.closers.splice(0),
     () => closeQueues(deps.queues),
     () => deps.sql.end({ timeout: 5 }),
+    () => (deps.readSql === deps.sql ? Promise.resolve() : deps.readSql.end({ timeout: 5 })),
     () => deps.redis.quit(),
     () => deps.queueRedis.quit(),
   ]);

@@ -1,5 +1,6 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { poolUseOf, type Sql } from './db.js';
+import { poolUseOf, replicaLag, type ReadPools, type Sql } from './db.js';
 import type { Queues } from './queues.js';
 import { registerQueueHealth } from './queue-health.js';
 
@@ -27,6 +28,11 @@ export interface Metrics {
   connectionLosses: Counter<'kind' | 'name'>;
   /** Adds the pool gauges of `sql`: connections held by transactions, transactions waiting for one. */
   watchPool(sql: Sql): void;
+  /**
+   * Adds the read replica's lag (DATABASE_READ_URL), measured at scrape time: NaN while the
+   * replica does not answer (`/readyz` then reports it down).
+   */
+  watchReplica(pools: ReadPools): void;
 }
 
 export function createMetrics(options: { defaults?: boolean } = {}): Metrics {
@@ -89,7 +95,34 @@ export function createMetrics(options: { defaults?: boolean } = {}): Metrics {
   });
   let watched = false;
   let poolWatched = false;
+  let replicaWatched = false;
   return {
+    watchReplica(pools) {
+      if (replicaWatched || pools.readSql === pools.sql) return;
+      replicaWatched = true;
+      // One measurement per scrape serves both gauges.
+      let measuring: Promise<{ seconds: number; bytes: number } | undefined> | undefined;
+      const measure = () =>
+        (measuring ??= Promise.race([replicaLag(pools), delay(2_000, undefined, { ref: false })])
+          .catch(() => undefined)
+          .finally(() => setImmediate(() => (measuring = undefined))));
+      const gauge = (name: string, help: string, pick: (lag: { seconds: number; bytes: number }) => number) =>
+        new Gauge({
+          name,
+          help,
+          registers: [registry],
+          async collect() {
+            const lag = await measure();
+            this.set(lag ? pick(lag) : NaN);
+          },
+        });
+      gauge(
+        'db_replica_lag_seconds',
+        'Seconds the read replica is behind in replaying the primary (0 when it has replayed all it received)',
+        (l) => l.seconds,
+      );
+      gauge('db_replica_lag_bytes', "Bytes of the primary's WAL the read replica has not replayed yet", (l) => l.bytes);
+    },
     ledgerProgress,
     unhandledRejections,
     connectionLosses,

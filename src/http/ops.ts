@@ -30,20 +30,25 @@ export function opsRouter(deps: Deps): Router {
     return probe;
   };
   router.get('/readyz', async (_req, res) => {
-    const [reachable, pool, redisUp] = await Promise.allSettled([
+    const replicated = deps.readSql !== deps.sql;
+    const [reachable, pool, redisUp, replicaUp] = await Promise.allSettled([
       withTimeout(server()`SELECT 1`, 2000),
       withTimeout(deps.sql`SELECT 1`, 2000),
       withTimeout(deps.redis.ping(), 2000),
+      replicated ? withTimeout(deps.readSql`SELECT 1`, 2000) : Promise.resolve(),
     ]);
     const postgres = reachable.status === 'fulfilled' ? 'ok' : 'down';
     // `exhausted`: PostgreSQL answers, but none of this process's connections is free to.
     const postgresPool = pool.status === 'fulfilled' ? 'ok' : postgres === 'ok' ? 'exhausted' : 'down';
     const redis = redisUp.status === 'fulfilled' ? 'ok' : 'down';
     const ok = postgresPool === 'ok' && redis === 'ok';
-    res.status(ok ? 200 : 503).json({ status: ok ? 'ok' : 'unavailable', postgres, postgres_pool: postgresPool, redis });
+    // Reported, never required: without its replica the service reads from the primary.
+    const replica = replicated ? { postgres_replica: replicaUp.status === 'fulfilled' ? 'ok' : 'down' } : {};
+    res.status(ok ? 200 : 503).json({ status: ok ? 'ok' : 'unavailable', postgres, postgres_pool: postgresPool, redis, ...replica });
   });
   deps.metrics.watchQueues(deps.queues, { stuckAfterMs: deps.config.JOB_STUCK_MS });
   deps.metrics.watchPool(deps.sql);
+  deps.metrics.watchReplica(deps);
   router.get('/metrics', async (_req, res) => {
     res.setHeader('Content-Type', deps.metrics.registry.contentType);
     res.send(await deps.metrics.registry.metrics());

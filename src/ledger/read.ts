@@ -1,4 +1,5 @@
-import type { Sql } from '../db.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { findOnReplica, onReplica, type ReadPools, type Sql } from '../db.js';
 import { encodeCursor } from './cursor.js';
 import { channelConditions, compileEventScope, type EventScope } from './event-scope.js';
 import { EVENT_ALIASES, prefixNeedsAliases } from './event-types.js';
@@ -143,14 +144,19 @@ export async function listEvents(sql: Sql, appId: string, filters: EventFilters,
  * One page of the ledger as a confined reader sees it: `limit` events are read, those outside
  * `filters.scope` dropped (so a page may come back short), and `next` is the last one read,
  * whether it matched or not, so paging from it skips nothing and repeats nothing.
+ *
+ * Read on the replica unless it is behind the page's cursor (then on the primary, at once): a
+ * client holding a position has seen it committed, and a page read behind it would come back
+ * empty (`afterSeq`) or miss events (`beforeSeq`).
  */
 export async function readEventPage(
-  sql: Sql,
+  pools: ReadPools,
   appId: string,
   filters: EventFilters,
   limit: number,
 ): Promise<{ data: EventRecord[]; next?: EventRecord; hasMore: boolean }> {
-  const rows = await listEvents(sql, appId, filters, limit + 1);
+  const seen = Math.max(filters.afterSeq ?? 0, (filters.beforeSeq ?? 1) - 1);
+  const rows = await readThrough(pools, appId, seen, 0, (sql) => listEvents(sql, appId, filters, limit + 1));
   const read = rows.slice(0, limit);
   const inScope = compileEventScope(filters.scope);
   return { data: read.filter(inScope), next: read.at(-1), hasMore: rows.length > limit };
@@ -167,10 +173,44 @@ export async function getEvent(sql: Sql, appId: string, id: string, scope?: Even
   return event && compileEventScope(scope)(event) ? event : undefined;
 }
 
+/** `getEvent` on the replica, and on the primary when the replica does not have it (yet). */
+export const findEvent = (pools: ReadPools, appId: string, id: string, scope?: EventScope) =>
+  findOnReplica(pools, (sql) => getEvent(sql, appId, id, scope));
+
 /** The application's current head position (0 for an empty ledger). */
 export async function headSeq(sql: Sql, appId: string): Promise<number> {
   const [row] = await sql<{ seq: number }[]>`SELECT seq FROM ledger_heads WHERE app_id = ${appId}`;
   return row?.seq ?? 0;
+}
+
+/** How often a reader waiting for the replica asks it again (ms). */
+const REPLAY_POLL_MS = 20;
+
+/**
+ * Runs `read` (a read of `appId`'s ledger) where it sees every event up to position `seq`: on
+ * the replica once it has replayed `seq` — asked again for at most `waitMs` — else on the
+ * primary. A replica replays commits in their order, and the ledger hands out an application's
+ * positions in commit order, so whatever it has of the ledger is a gap-free prefix: a read there
+ * can come back short, never with a hole. Positions a reader knows were committed (a wake's, the
+ * tail's, a client's cursor) are what it must not read behind, lest it wait forever for them.
+ */
+export async function readThrough<T>(
+  pools: ReadPools,
+  appId: string,
+  seq: number,
+  waitMs: number,
+  read: (sql: Sql) => Promise<T>,
+): Promise<T> {
+  const deadline = Date.now() + waitMs;
+  const source = await onReplica(pools, async (sql) => {
+    if (sql === pools.sql || seq <= 0) return sql;
+    while ((await headSeq(sql, appId)) < seq) {
+      if (Date.now() >= deadline) return pools.sql;
+      await sleep(Math.min(REPLAY_POLL_MS, deadline - Date.now()));
+    }
+    return sql;
+  });
+  return source === pools.sql ? read(source) : onReplica(pools, read);
 }
 
 async function withEdges(sql: Sql, appId: string, rows: Omit<EventRecord, 'edges' | 'cursor'>[]): Promise<EventRecord[]> {

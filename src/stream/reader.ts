@@ -55,7 +55,7 @@ export async function startReader(
       return reader;
     }
     if ('afterSeq' in start) member.pos = start.afterSeq;
-    else member.pos = await backfill(sql, appId, filter, matches, start.backfill, sink);
+    else member.pos = await backfill(tails, appId, filter, matches, start.backfill, sink);
 
     const narrowed = sqlPrefilter(filter);
     while (!sink.closed) {
@@ -66,8 +66,13 @@ export async function startReader(
       // Everything up to the head read here is committed and visible to the query that follows
       // (the ledger hands out positions in commit order), so a page short of the limit means
       // every match up to `head` has been seen — even when the filter matched none of them.
-      const head = await headSeq(sql, appId);
-      const rows = await listEvents(sql, appId, { ...narrowed, afterSeq: member.pos }, PAGE);
+      // Both are read where the tail's position is visible (a replica may not have replayed
+      // it yet), or catch-up would never reach the tail.
+      const after = member.pos;
+      const { head, rows } = await tails.read(appId, tail.pos, async (sql) => ({
+        head: await headSeq(sql, appId),
+        rows: await listEvents(sql, appId, { ...narrowed, afterSeq: after }, PAGE),
+      }));
       for (const row of rows) {
         if (sink.closed) break;
         if (matches(row)) await sink.send(new TailEvent(row));
@@ -87,30 +92,34 @@ export async function startReader(
  * they were taken at, from which catch-up continues.
  */
 async function backfill(
-  sql: Sql,
+  tails: TailRegistry,
   appId: string,
   filter: StreamFilter,
   matches: (e: EventRecord) => boolean,
   n: number,
   sink: StreamSink,
 ): Promise<number> {
-  const head = await headSeq(sql, appId);
-  if (n <= 0) return head;
-  const narrowed = sqlPrefilter(filter);
-  const found: EventRecord[] = [];
-  let before = head + 1;
-  let scanned = 0;
-  const page = Math.min(PAGE, Math.max(n, 100));
-  while (found.length < n && scanned < BACKFILL_SCAN_MAX) {
-    const rows = await listEvents(sql, appId, { ...narrowed, beforeSeq: before, descending: true }, page);
-    for (const row of rows) {
-      if (matches(row)) found.push(row);
-      if (found.length === n) break;
+  // The head and the events below it from one server, so none below the head is missed.
+  const { head, found } = await tails.read(appId, 0, async (sql) => {
+    const head = await headSeq(sql, appId);
+    const found: EventRecord[] = [];
+    if (n <= 0) return { head, found };
+    const narrowed = sqlPrefilter(filter);
+    let before = head + 1;
+    let scanned = 0;
+    const page = Math.min(PAGE, Math.max(n, 100));
+    while (found.length < n && scanned < BACKFILL_SCAN_MAX) {
+      const rows = await listEvents(sql, appId, { ...narrowed, beforeSeq: before, descending: true }, page);
+      for (const row of rows) {
+        if (matches(row)) found.push(row);
+        if (found.length === n) break;
+      }
+      if (rows.length < page) break;
+      before = rows.at(-1)!.seq;
+      scanned += rows.length;
     }
-    if (rows.length < page) break;
-    before = rows.at(-1)!.seq;
-    scanned += rows.length;
-  }
+    return { head, found };
+  });
   for (const row of found.reverse()) {
     if (sink.closed) break;
     await sink.send(new TailEvent(row));

@@ -28,7 +28,10 @@ export interface StreamService {
 
 export function createStreamService(deps: Deps, wakes: WakeHub, stamps: ChangeStamps): StreamService {
   const { config } = deps;
-  const tails = createTailRegistry(deps.sql, wakes, deps.logger, { recheckMs: config.STREAM_RECHECK_MS });
+  const tails = createTailRegistry(deps, wakes, deps.logger, {
+    recheckMs: config.STREAM_RECHECK_MS,
+    replicaWaitMs: config.REPLICA_WAIT_MS,
+  });
   const slots = createStreamSlots(deps.redis, config.REDIS_PREFIX, deps.logger, {
     max: config.STREAM_MAX_PER_APP,
     leaseMs: config.STREAM_SLOT_LEASE_MS,

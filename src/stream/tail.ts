@@ -1,6 +1,6 @@
-import type { Sql } from '../db.js';
+import type { ReadPools, Sql } from '../db.js';
 import type { WakeHub } from '../ledger/wake-hub.js';
-import { headSeq, listEvents, type EventRecord } from '../ledger/read.js';
+import { headSeq, listEvents, readThrough, type EventRecord } from '../ledger/read.js';
 import { toEventNode, type EventNode } from '../ledger/shape.js';
 import type { Logger } from '../logger.js';
 
@@ -86,6 +86,8 @@ export interface TailOptions {
   recheckMs: number;
   /** Events per ledger query. */
   pageSize?: number;
+  /** Longest a read waits for the replica to replay a position it must see (ms; REPLICA_WAIT_MS). @default 0 */
+  replicaWaitMs?: number;
 }
 
 export interface TailRegistry {
@@ -93,6 +95,11 @@ export interface TailRegistry {
   join(appId: string, member: TailMember): { tail: AppTail; leave(): void };
   /** Tails currently running (one per application with open streams). */
   size(): number;
+  /**
+   * Runs a ledger read of `appId` where every event up to `seq` is visible: the replica once it
+   * has replayed it (waiting at most `replicaWaitMs`), else the primary (`readThrough`).
+   */
+  read<T>(appId: string, seq: number, read: (sql: Sql) => Promise<T>): Promise<T>;
   /** Ledger queries the tails have run, for tests and the benchmark. */
   readonly stats: { queries: number; wakes: number; skippedWakes: number };
   close(): void;
@@ -104,9 +111,15 @@ export interface TailRegistry {
  * are dispatched in memory, in order, to every live member whose filter matches. Wakes are
  * only hints: the position comes from what the query returned, so a duplicate, stale or
  * lost wake can delay an event by at most `recheckMs`, never skip or repeat it.
+ *
+ * With a read replica the tail reads there, and a wake's position is what it must not read
+ * behind: the replica's ledger is a gap-free prefix of the primary's, so until it has replayed
+ * that position the tail waits (bounded), then reads from the primary.
  */
-export function createTailRegistry(sql: Sql, wakes: WakeHub, logger: Logger, options: TailOptions): TailRegistry {
+export function createTailRegistry(pools: ReadPools, wakes: WakeHub, logger: Logger, options: TailOptions): TailRegistry {
   const pageSize = options.pageSize ?? 500;
+  const readAt = <T>(appId: string, seq: number, read: (sql: Sql) => Promise<T>) =>
+    readThrough(pools, appId, seq, options.replicaWaitMs ?? 0, read);
   const tails = new Map<string, { tail: AppTail; members: Set<TailMember>; stop(): void }>();
   const stats = { queries: 0, wakes: 0, skippedWakes: 0 };
   let batches = 0;
@@ -114,6 +127,8 @@ export function createTailRegistry(sql: Sql, wakes: WakeHub, logger: Logger, opt
   const start = (appId: string) => {
     const members = new Set<TailMember>();
     let pos = 0;
+    /** The highest position a wake announced as committed. */
+    let announced = 0;
     let reading = false;
     let again = false;
     let stopped = false;
@@ -143,7 +158,10 @@ export function createTailRegistry(sql: Sql, wakes: WakeHub, logger: Logger, opt
           again = false;
           for (;;) {
             stats.queries++;
-            const rows = await listEvents(sql, appId, { afterSeq: pos }, pageSize);
+            const after = pos;
+            const rows = await readAt(appId, announced > after ? announced : 0, (sql) =>
+              listEvents(sql, appId, { afterSeq: after }, pageSize),
+            );
             if (stopped) return;
             dispatch(rows);
             if (rows.length < pageSize) break;
@@ -165,10 +183,11 @@ export function createTailRegistry(sql: Sql, wakes: WakeHub, logger: Logger, opt
       // Subscribe first, then read the head: a commit after the head read wakes us, and one
       // before it is below the starting position — no window in between.
       ready: wakes.ready.then(async () => {
-        pos = await headSeq(sql, appId);
+        pos = await readAt(appId, 0, (sql) => headSeq(sql, appId));
       }),
       poke(seq) {
         stats.wakes++;
+        if (seq !== undefined) announced = Math.max(announced, seq);
         // A wake for a position already dispatched (duplicate or late) needs no query.
         if (seq !== undefined && seq <= pos) {
           stats.skippedWakes++;
@@ -202,6 +221,7 @@ export function createTailRegistry(sql: Sql, wakes: WakeHub, logger: Logger, opt
 
   return {
     stats,
+    read: readAt,
     join(appId, member) {
       let entry = tails.get(appId);
       if (!entry) entry = start(appId);

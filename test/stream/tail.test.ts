@@ -19,7 +19,7 @@ beforeAll(async () => {
   wakes = createWakeHub(t.config.redis, t.config.REDIS_PREFIX, deps);
   await wakes.ready;
   // No periodic re-check in this file: every query below is caused by a wake.
-  tails = createTailRegistry(deps.sql, wakes, deps.logger, { recheckMs: 3_600_000 });
+  tails = createTailRegistry(deps, wakes, deps.logger, { recheckMs: 3_600_000 });
 });
 afterAll(async () => {
   tails.close();
