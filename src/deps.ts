@@ -6,6 +6,7 @@ import { createSql, type Sql } from './db.js';
 import { createLogger, type Logger } from './logger.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { closeQueues, createQueues, type Queues } from './queues.js';
+import { requireReplicas } from './redis-durability.js';
 import { createRedis, watchConnection, type Redis } from './redis.js';
 
 /**
@@ -46,6 +47,8 @@ export function createDeps(
   const metrics = options.metrics ?? createMetrics();
   const observer = { logger, metrics };
   const queueRedis = watchConnection(createRedis(config.redis, 'request'), 'queues', observer);
+  // What a web process enqueues is acknowledged to a client (202, an inbound 200) at once.
+  if (options.role === 'web') requireReplicas(queueRedis, config.REDIS_WAIT_REPLICAS);
   const sql: Sql = createSql(config.DATABASE_URL, {
     max: options.dbPoolSize ?? 10,
     acquireTimeoutMs: config.DB_ACQUIRE_TIMEOUT_MS,
