@@ -5,6 +5,7 @@ import { createSql, type Sql } from '../../src/db.js';
 import { createRedis, type Redis } from '../../src/redis.js';
 import { startRedisCluster, type RedisCluster } from '../helpers/redis-cluster.js';
 import type { RedisServer } from '../helpers/redis-server.js';
+import { CASES } from '../inbound/cases.js';
 import { createTestEnv, freePort, spawnService, type ChildService, type TestEnv } from '../helpers/stack.js';
 
 /**
@@ -21,6 +22,13 @@ let web: ChildService;
 let worker: ChildService;
 let base: string;
 let headers: Record<string, string>;
+/** A Telegram connection's webhook path, and a signed delivery to post at it. */
+const telegram = CASES.find((c) => c.platform === 'TELEGRAM')!;
+let inboundPath: string;
+const deliver = (n: number) => {
+  const d = telegram.text(n, 'hello', base + inboundPath);
+  return fetch(base + inboundPath, { method: 'POST', headers: d.headers, body: d.body });
+};
 beforeAll(async () => {
   [cluster, t] = await Promise.all([startRedisCluster(), createTestEnv({ LOG_LEVEL: 'info' })]);
   sql = createSql(t.env.DATABASE_URL, { max: 2 });
@@ -34,6 +42,13 @@ beforeAll(async () => {
   const app = await createApplication(sql, 'redis-wait', [...SCOPES]);
   headers = { Authorization: `Bearer ${app.apiKey}`, 'X-Service-App-ID': app.appId, 'Content-Type': 'application/json' };
   base = `http://127.0.0.1:${port}`;
+  const conn = await fetch(`${base}/v1/platform-connections`, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({ platform_name: 'TELEGRAM', name: 'tg', config: telegram.config('http://127.0.0.1:9') }),
+  });
+  expect(conn.status).toBe(201);
+  inboundPath = new URL(((await conn.json()) as { webhook_url: string }).webhook_url).pathname;
 }, 120_000);
 afterAll(async () => {
   for (const p of [web, worker]) p?.kill('SIGKILL');
@@ -81,7 +96,7 @@ async function until(what: string, check: () => Promise<boolean>, timeoutMs = 60
 }
 
 describe('REDIS_WAIT_REPLICAS on a 3-master + 3-replica cluster', () => {
-  it('answers 202 once the replica has the job, 503 while it cannot confirm, 201 when PostgreSQL has it; a retry is one event', async () => {
+  it('answers 202 (inbound 200) once the replica has the job, 503 while it cannot confirm, 201 when PostgreSQL has it; a retry is one event', async () => {
     expect((await post({ event_type: 'wait.ok', payload: {} })).status).toBe(201);
     const { replica } = await queueShard();
     const replicaPid = await pidOf(replica!);
@@ -89,6 +104,7 @@ describe('REDIS_WAIT_REPLICAS on a 3-master + 3-replica cluster', () => {
     // The worker paused: nothing commits, so an answer can only be 202 (queued) or 503.
     process.kill(workerPid, 'SIGSTOP');
     expect((await post({ event_type: 'wait.queued', payload: {} })).status).toBe(202);
+    expect((await deliver(1)).status).toBe(200);
 
     process.kill(replicaPid, 'SIGSTOP');
     try {
@@ -99,6 +115,10 @@ describe('REDIS_WAIT_REPLICAS on a 3-master + 3-replica cluster', () => {
       expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('UNAVAILABLE');
       // Bounded: the 1 s WAIT within the 1.5 s the request waits for a commit anyway.
       expect(Date.now() - started).toBeLessThan(4_000);
+      // The platform is not told 200 either: it redelivers later.
+      const inbound = await deliver(2);
+      expect(inbound.status).toBe(503);
+      expect(inbound.headers.get('retry-after')).toBe('1');
 
       // A commit makes it a 201 although no replica confirmed the job: the event is in PostgreSQL.
       process.kill(workerPid, 'SIGCONT');
@@ -109,6 +129,7 @@ describe('REDIS_WAIT_REPLICAS on a 3-master + 3-replica cluster', () => {
       process.kill(workerPid, 'SIGCONT');
       process.kill(replicaPid, 'SIGCONT');
     }
+    expect((await deliver(2)).status).toBe(200); // the platform's redelivery
     // The refused attempt's job was on the master and may run; the client's retry under the
     // same key is the same event id, stored once.
     const retried = await post({ event_type: 'wait.replica_stopped', payload: {} }, 'retry-me');
@@ -133,7 +154,17 @@ describe('REDIS_WAIT_REPLICAS on a 3-master + 3-replica cluster', () => {
     // The replica is promoted; the new master has no replica until the old one rejoins as one.
     await until('the replica is promoted', async () => (await cluster.masters()).length === 3);
     process.kill(workerPid, 'SIGCONT');
-    await until('every acknowledged event is committed', async () => (await committed(acknowledged)) === acknowledged.length);
+    await until('every acknowledged event is committed', async () => (await committed(acknowledged)) === acknowledged.length).catch(
+      // Tell a lost job (queue empty) from a stuck worker (jobs still waiting).
+      async (err: Error) => {
+        const q = `${PREFIX}:q:ledger`;
+        const [wait, active, failed] = await Promise.all([admin.llen(`${q}:wait`), admin.llen(`${q}:active`), admin.zcard(`${q}:failed`)]);
+        const done = await committed(acknowledged);
+        throw new Error(
+          `${err.message}: ${done} of ${acknowledged.length} committed; ledger wait ${wait} active ${active} failed ${failed}\n${worker.output().slice(-3000)}`,
+        );
+      },
+    );
     expect(await committed(acknowledged)).toBe(acknowledged.length);
 
     // Without a replica the shard queues nothing (503s); what commits within the wait is a 201.
