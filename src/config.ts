@@ -108,6 +108,13 @@ const schema = z
       .min(1)
       .default('gw'),
     /**
+     * How many Redis replicas must hold a job a web process enqueued before its client hears it
+     * is queued (a 202, an inbound 200): each enqueue then sends WAIT to its queue's master,
+     * bounded to 1 s, and answers 503 when they did not confirm. Unset: 1 when the deployment has replicas
+     * (asked of Redis at the first enqueue), else 0; 0 turns it off (docs/SCALING.md).
+     */
+    REDIS_WAIT_REPLICAS: z.coerce.number().int().min(0).max(5).optional(),
+    /**
      * How many queues each of `ledger`, `webhook`, `send` and `inbound` is split into, chosen
      * per application (docs/SCALING.md, "Queue shards"). 1 keeps the single queues and their keys.
      */

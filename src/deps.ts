@@ -7,6 +7,7 @@ import { targetingPrimary } from './db-primary.js';
 import { createLogger, type Logger } from './logger.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { closeQueues, createQueues, type Queues } from './queues.js';
+import { requireReplicas } from './redis-durability.js';
 import { createRedis, watchConnection, type Redis } from './redis.js';
 
 /**
@@ -53,13 +54,18 @@ export function createDeps(
   const metrics = options.metrics ?? createMetrics();
   const observer = { logger, metrics };
   const queueRedis = watchConnection(createRedis(config.redis, 'request'), 'queues', observer);
+  // What a web process enqueues is acknowledged to a client (202, an inbound 200) at once.
+  if (options.role === 'web') requireReplicas(queueRedis, config.REDIS_WAIT_REPLICAS);
   const poolOptions = {
     max: options.dbPoolSize ?? 10,
     acquireTimeoutMs: config.DB_ACQUIRE_TIMEOUT_MS,
     statementTimeoutMs: options.role === 'web' ? config.DB_STATEMENT_TIMEOUT_MS : config.DB_WORKER_STATEMENT_TIMEOUT_MS,
     idleInTransactionTimeoutMs: config.DB_IDLE_IN_TRANSACTION_TIMEOUT_MS,
   };
-  const sql: Sql = createSql(targetingPrimary(config.DATABASE_URL), { ...poolOptions, onClose: watchPool('pool', observer, () => sql`SELECT 1`) });
+  const sql: Sql = createSql(targetingPrimary(config.DATABASE_URL), {
+    ...poolOptions,
+    onClose: watchPool('pool', observer, () => sql`SELECT 1`),
+  });
   const readSql: Sql = config.DATABASE_READ_URL
     ? createSql(config.DATABASE_READ_URL, { ...poolOptions, onClose: watchPool('read-pool', observer, () => readSql`SELECT 1`) })
     : sql;

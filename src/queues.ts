@@ -5,6 +5,7 @@ import { QUEUE_NAMES, SHARDED_QUEUES, type Config, type QueueName } from './conf
 import { derivedId } from './ids.js';
 import { redisReady, REDIS_READY_WAIT_MS, withDeadline } from './availability.js';
 import type { Logger } from './logger.js';
+import { replicated } from './redis-durability.js';
 import { reportedByWatch, type Redis } from './redis.js';
 
 export { QUEUE_NAMES, SHARDED_QUEUES, type QueueName };
@@ -485,7 +486,8 @@ export async function enqueue<Q extends QueueName>(queues: Queues, name: Q, data
 
 /**
  * Several catalog jobs of one queue in one Redis round trip per shard (a pipeline). Resolves
- * once Redis answered for every one of them; rejects if any was not stored (those that were
+ * once Redis answered for every one of them (and, when the connection requires it, a replica
+ * has them: one WAIT per shard, src/redis-durability.ts); rejects if any was not stored (those that were
  * are kept, and a retried `add` of them is a no-op under their deterministic ids).
  */
 export async function enqueueBulk<Q extends QueueName>(queues: Queues, name: Q, jobs: CatalogJob<Q>[]) {
@@ -494,8 +496,9 @@ export async function enqueueBulk<Q extends QueueName>(queues: Queues, name: Q, 
       await queueReady(queue);
       // A lone job skips the pipeline: building one binds every BullMQ script to it, which costs
       // more than the add itself (a quiet receiver's batches are mostly of one).
-      if (batch.length === 1) return [await queue.add(batch[0].name, batch[0].data, batch[0].opts)];
-      return queue.addBulk(batch);
+      const added = batch.length === 1 ? [await queue.add(batch[0].name, batch[0].data, batch[0].opts)] : await queue.addBulk(batch);
+      await replicated(queue);
+      return added;
     }),
   );
   return added.flat();

@@ -1,6 +1,7 @@
 import type { Deps } from '../deps.js';
 import { describeItemFault, isItemFault } from '../errors.js';
 import { enqueue, type LedgerEvent } from '../queues.js';
+import { isNotReplicated } from '../redis-durability.js';
 import type { CommitOutcome, CommitWaiter } from './commit-waiter.js';
 import { createGroupCommit } from './group-commit.js';
 
@@ -12,7 +13,8 @@ export interface LedgerSubmitter {
    * Enqueues `event` on the ledger and waits (bounded) for its commit: where it landed, why
    * it cannot be queued or the database refused it for good (`refused`), or undefined when it was not committed
    * within `timeoutMs` (it stays queued). Throws the UNAVAILABLE AppError when it could not be
-   * enqueued.
+   * enqueued, or when no Redis replica confirmed it (REDIS_WAIT_REPLICAS) and it was not
+   * committed within `timeoutMs` either.
    */
   submit(event: LedgerEvent, timeoutMs: number): Promise<CommitOutcome | undefined>;
 }
@@ -34,6 +36,13 @@ export function createLedgerSubmitter(deps: Deps, replyTo: string, commits: Comm
       try {
         await enqueueBatch(event);
       } catch (err) {
+        // On its master but on no replica: not safe to call queued, but a commit within the
+        // wait is in PostgreSQL, which no Redis failover can take back (a 201).
+        if (isNotReplicated(err)) {
+          const outcome = await committed;
+          if (outcome) return outcome;
+          throw err;
+        }
         commits.settle(event.app_id, event.id, undefined);
         // Its own fault (it cannot be serialised into a job): refused, as the ledger would.
         if (isItemFault(err)) return { refused: describeItemFault(err) };

@@ -51,6 +51,8 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
     throw failed.reason;
   }
   const admins = nodes.map((n) => createRedis(n.url, 'blocking'));
+  // A node a test killed is retried forever: its refusals are expected, not worth a trace each.
+  for (const a of admins) a.on('error', () => {});
   const closeAdmins = () => {
     for (const a of admins) a.disconnect();
   };
