@@ -41,7 +41,7 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
     ...['--appendonly', 'yes', '--maxmemory-policy', 'noeviction'],
   ];
   const started = await Promise.allSettled(
-    Array.from({ length: 6 }, () => startRedisServer({ args, parent: options.parent, detached: options.detached })),
+    Array.from({ length: 6 }, () => startRedisServer({ args, parent: options.parent, detached: options.detached, clusterBus: true })),
   );
   const nodes = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
   const destroy = async () => void (await Promise.all(nodes.map((n) => n.destroy())));

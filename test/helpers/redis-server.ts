@@ -17,6 +17,12 @@ export interface RedisServerOptions {
    * started it (`npm run dev:cluster` stops the gateway before its servers). @default false
    */
   detached?: boolean;
+  /**
+   * A cluster node: its cluster bus gets a free port of its own (`--cluster-port`). Redis's
+   * default, the port + 10000, may be taken by another process, or past 65535 for a port from
+   * the upper part of the ephemeral range. @default false
+   */
+  clusterBus?: boolean;
 }
 
 export interface RedisServer {
@@ -40,6 +46,9 @@ export interface RedisServer {
  */
 export async function startRedisServer(options: RedisServerOptions = {}): Promise<RedisServer> {
   const port = await freePort();
+  let busPort = options.clusterBus ? await freePort() : undefined;
+  while (busPort === port) busPort = await freePort();
+  const bus = busPort === undefined ? [] : ['--cluster-port', String(busPort)];
   const dir = mkdtempSync(join(options.parent ?? tmpdir(), 'gw-redis-'));
   const base = options.durable ? ['--appendonly', 'yes', '--appendfsync', 'always', '--save', ''] : ['--appendonly', 'no', '--save', ''];
   let proc: ChildProcess | undefined;
@@ -50,7 +59,7 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
     currentArgs = args;
     const child = spawn(
       'redis-server',
-      ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--daemonize', 'no', ...base, ...args],
+      ['--port', String(port), ...bus, '--bind', '127.0.0.1', '--dir', dir, '--daemonize', 'no', ...base, ...args],
       { stdio: ['ignore', 'pipe', 'pipe'], detached: options.detached },
     );
     let out = '';
