@@ -8,6 +8,7 @@ import { isUnavailable } from '../../src/errors.js';
 import { migrate } from '../../src/migrate.js';
 import { startReplicatedPostgres, type ReplicatedPostgres } from '../helpers/postgres-replicated.js';
 import { createTestEnv, freePort, spawnService, type ChildService, type TestEnv } from '../helpers/stack.js';
+import { apiFetch } from '../helpers/openapi-contract.js';
 
 /**
  * The service as separate web and worker processes on a primary with a synchronous standby,
@@ -123,7 +124,7 @@ describe('PostgreSQL failover under writes', () => {
       const key = randomUUID();
       for (;;) {
         const sentAt = Date.now();
-        const res = await fetch(`${base}/v1/events`, {
+        const res = await apiFetch(`${base}/v1/events`, {
           method: 'POST',
           headers: { ...headers, 'Idempotency-Key': key },
           body: JSON.stringify({ event_type: 'failover.check', payload: { n } }),

@@ -8,6 +8,7 @@ import { createRedis } from '../../src/redis.js';
 import { startRedisCluster, type RedisCluster } from '../helpers/redis-cluster.js';
 import { startRedisServer } from '../helpers/redis-server.js';
 import { createTestEnv, freePort, spawnService, type ChildService, type TestEnv } from '../helpers/stack.js';
+import { apiFetch } from '../helpers/openapi-contract.js';
 
 /**
  * The service on a real Redis Cluster of 3 masters + 3 replicas (REDIS_CLUSTER_NODES), as
@@ -66,14 +67,14 @@ describe('REDIS_CLUSTER_NODES: the service on a 3-master Redis Cluster', () => {
     const app = await createApplication(sql, 'cluster', [...SCOPES]).finally(() => sql.end());
     const headers = { Authorization: `Bearer ${app.apiKey}`, 'X-Service-App-ID': app.appId, 'Content-Type': 'application/json' };
     const base = `http://127.0.0.1:${port}`;
-    const created = await fetch(`${base}/v1/events`, {
+    const created = await apiFetch(`${base}/v1/events`, {
       method: 'POST',
       headers,
       body: JSON.stringify({ event_type: 'cluster.check', payload: { n: 1 } }),
     });
     expect(created.status).toBe(201);
     const { id } = (await created.json()) as { id: string };
-    const listed = (await (await fetch(`${base}/v1/events?limit=10`, { headers })).json()) as { data: { id: string }[] };
+    const listed = (await (await apiFetch(`${base}/v1/events?limit=10`, { headers })).json()) as { data: { id: string }[] };
     expect(listed.data.map((e) => e.id)).toEqual([id]);
 
     // The queue's keys are on the cluster, on the master that serves the prefix's slot.

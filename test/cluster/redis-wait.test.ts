@@ -7,6 +7,7 @@ import { startRedisCluster, type RedisCluster } from '../helpers/redis-cluster.j
 import type { RedisServer } from '../helpers/redis-server.js';
 import { CASES } from '../inbound/cases.js';
 import { createTestEnv, freePort, spawnService, type ChildService, type TestEnv } from '../helpers/stack.js';
+import { apiFetch } from '../helpers/openapi-contract.js';
 
 /**
  * REDIS_WAIT_REPLICAS (default on when the cluster has replicas): a job is acknowledged (202)
@@ -42,7 +43,7 @@ beforeAll(async () => {
   const app = await createApplication(sql, 'redis-wait', [...SCOPES]);
   headers = { Authorization: `Bearer ${app.apiKey}`, 'X-Service-App-ID': app.appId, 'Content-Type': 'application/json' };
   base = `http://127.0.0.1:${port}`;
-  const conn = await fetch(`${base}/v1/platform-connections`, {
+  const conn = await apiFetch(`${base}/v1/platform-connections`, {
     method: 'POST',
     headers,
     body: JSON.stringify({ platform_name: 'TELEGRAM', name: 'tg', config: telegram.config('http://127.0.0.1:9') }),
@@ -60,7 +61,7 @@ afterAll(async () => {
 });
 
 const post = (body: unknown, key?: string) =>
-  fetch(`${base}/v1/events`, {
+  apiFetch(`${base}/v1/events`, {
     method: 'POST',
     headers: key ? { ...headers, 'Idempotency-Key': key } : headers,
     body: JSON.stringify(body),
