@@ -164,9 +164,13 @@ export function isUnavailable(err: unknown): boolean {
   if (err instanceof AppError) return err.code === 'UNAVAILABLE';
   if (e.code && UNAVAILABLE_CODES.has(e.code)) return true;
   if (e.name === 'MaxRetriesPerRequestError') return true;
+  // Whatever a Redis server answers with an error on a request's command — a cluster
+  // redirection or CROSSSLOT that reached us, CLUSTERDOWN, TRYAGAIN, OOM under noeviction —
+  // is the store refusing for now; the client retries. And ioredis's own Cluster failures.
+  if (e.name === 'ReplyError' || e.name === 'ClusterAllFailedError') return true;
   // ioredis (offline queue off, retries spent, command bound hit), BullMQ on a closed
   // connection, and a database closed to new connections (ALTER DATABASE … ALLOW_CONNECTIONS false).
-  return /Connection is closed|Stream isn't writeable|max retries per request|enableOfflineQueue|Command timed out|not currently accepting connections/.test(
+  return /Connection is closed|Stream isn't writeable|max retries per request|enableOfflineQueue|Command timed out|not currently accepting connections|Too many Cluster redirections|Failed to refresh slots cache|None of startup nodes is available|should belong to the same slot/.test(
     e.message ?? '',
   );
 }

@@ -42,6 +42,32 @@ describe('unavailable backing services', () => {
     }
   });
 
+  it('answers 503 for any error a Redis server or Cluster raises on a request, never 500', async () => {
+    // Queued until connected (blocking options), so the replies below are the server's own.
+    const redis = createRedis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', 'blocking');
+    const port = await freePort();
+    // A cluster whose seeds do not answer, asked with no offline queue: what a request meets mid-failover.
+    const cluster = createRedis({ clusterNodes: [{ host: '127.0.0.1', port }] }, 'request');
+    cluster.on('error', () => {});
+    try {
+      // Real ReplyErrors, as a cluster node or a full Redis answers them.
+      const replies = await Promise.all(
+        [
+          "CROSSSLOT Keys in request don't hash to the same slot",
+          'MOVED 3999 127.0.0.1:6381',
+          'CLUSTERDOWN The cluster is down',
+          "OOM command not allowed when used memory > 'maxmemory'.",
+        ].map((reply) => failureOf(() => redis.eval(`return redis.error_reply(ARGV[1])`, 0, reply))),
+      );
+      const errors = [...replies, await failureOf(() => cluster.get('k'))];
+      expect(errors.map((e) => (e as Error).name)).toEqual(['ReplyError', 'ReplyError', 'ReplyError', 'ReplyError', expect.any(String)]);
+      for (const err of errors) expect(toAppError(err), String(err)).toMatchObject({ code: 'UNAVAILABLE', status: 503 });
+    } finally {
+      redis.disconnect();
+      cluster.disconnect();
+    }
+  });
+
   it('leaves programming errors and other database errors as 500s', () => {
     expect(isUnavailable(new TypeError('x is undefined'))).toBe(false);
     expect(isUnavailable(Object.assign(new Error('duplicate key'), { code: '23505' }))).toBe(false);
