@@ -86,7 +86,12 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
 
 const roleOf = async (redis: Redis) => ((await redis.call('ROLE')) as [string])[0];
 
-/** Every node sees the cluster whole, and each of the three masters has an in-sync replica. */
+/**
+ * Every node sees the cluster whole, each of the three masters has an in-sync replica, and
+ * every node's own view (CLUSTER SLOTS) already names each slot range's replica: the gossip
+ * that spreads it lags the replica's attachment, and a test asking any node which server holds
+ * a slot's copy must get an answer.
+ */
 async function waitForCluster(admins: Redis[]): Promise<void> {
   const deadline = Date.now() + 60_000;
   let last = '';
@@ -95,7 +100,9 @@ async function waitForCluster(admins: Redis[]): Promise<void> {
       admins.map(async (a) => {
         const info = String(await a.call('CLUSTER', 'INFO'));
         const replication = await a.info('replication');
+        const slots = (await a.call('CLUSTER', 'SLOTS')) as unknown[][];
         return {
+          replicasKnown: slots.length >= 3 && slots.every((range) => range.length >= 4),
           ok: /cluster_state:ok/.test(info),
           master: /role:master/.test(replication),
           replicaOnline: /slave0:.*state=online/.test(replication),
@@ -105,7 +112,7 @@ async function waitForCluster(admins: Redis[]): Promise<void> {
     );
     const masters = states.filter((s) => s.master);
     if (
-      states.every((s) => s.ok) &&
+      states.every((s) => s.ok && s.replicasKnown) &&
       masters.length === 3 &&
       masters.every((m) => m.replicaOnline) &&
       states.every((s) => s.master || s.linkUp)
