@@ -34,10 +34,13 @@ export async function createTestDatabase(): Promise<{ name: string; url: string;
   return {
     name,
     url: dbUrl(name),
-    async drop() {
-      const a = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
-      await a.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {});
-      await a.end();
-    },
+    drop: () => dropDatabase(name),
   };
+}
+
+/** Removes a test database, ending its sessions; one already gone is no error. */
+export async function dropDatabase(name: string): Promise<void> {
+  const a = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
+  await a.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {});
+  await a.end();
 }

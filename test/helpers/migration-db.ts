@@ -2,10 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { runner } from 'node-pg-migrate';
-import postgres from 'postgres';
 import { ensureDatabase } from '../../src/migrate.js';
 import { projectRoot } from '../../src/project-root.js';
-import { ADMIN_URL, TEST_DB_PREFIX, dbUrl } from './db.js';
+import { TEST_DB_PREFIX, dbUrl, dropDatabase } from './db.js';
 
 /**
  * A fresh database migrated up to just before `migration` (a file name without `.sql`): the
@@ -26,10 +25,6 @@ export async function databaseBefore(migration: string): Promise<{ url: string; 
   });
   return {
     url,
-    async drop() {
-      const admin = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
-      await admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {});
-      await admin.end();
-    },
+    drop: () => dropDatabase(name),
   };
 }
