@@ -88,11 +88,11 @@ function overview(): string[] {
       const fields = code(topFields(z.toJSONSchema(def.payload) as JsonSchema));
       return `| [\`${type}\`](${anchor(type)}) | ${cell(def.summary)} | ${emitted} | ${fields} | ${names} |`;
     }),
-    '| custom types | Client-defined (SPEC 6.5) | POST /v1/events (GraphQL `createEvent`) | whatever the client posts; checked against its event schema when one enforces validation | its own name |',
+    '| custom types | Client-defined: lower case, digits, `_` and `.`, outside the reserved prefixes | POST /v1/events (GraphQL `createEvent`) | whatever the client posts; checked against its event schema when one enforces validation | its own name |',
   ];
 }
 
-/** The SPEC names that are not stored types, each with the stored events it selects. */
+/** The names the API gives that are not stored types, each with the stored events it selects. */
 function aliasTable(): string[] {
   return [
     '| Name | Selects | Delivered and streamed as |',
@@ -117,9 +117,9 @@ export function renderEventDocs(): string {
     '',
     ...overview(),
     '',
-    '## Names SPEC lists that are not stored types',
+    '## Other names of stored events',
     '',
-    'SPEC 6.1 names some facts twice: `message.read` is a `message.status` whose status is `read`,',
+    'The API names some facts twice: `message.read` is a `message.status` whose status is `read`,',
     '`message.telegram.inbound` a `message.inbound` from Telegram. The ledger stores each fact once,',
     'under its stored type, and records the one other name it answers to. Webhook subscription',
     'patterns, stream filters (SSE `eventTypes`, GraphQL `eventStream(eventTypes:)`) and the',

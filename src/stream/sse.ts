@@ -49,7 +49,10 @@ export function registerStreamRoutes(api: Api, { deps, web, onShutdown }: RouteC
     headers: [LAST_EVENT_ID],
     responses: {
       200: {
-        description: 'An open stream: frames `id: <cursor>` / `data: <event JSON>`, and `: keep-alive` comments',
+        description:
+          'An open stream: frames `id: <cursor>` / `data: <event JSON>`, and `: keep-alive` comments. The event in `data:` ' +
+          'has the camelCase field names of a GraphQL `events` node (`eventType`, `createdAt`, `appId`), not the snake_case ' +
+          'of REST bodies (`event_type`, `created_at`, `app_id`).',
         mediaType: 'text/event-stream',
       },
     },

@@ -6663,7 +6663,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description An open stream: frames `id: <cursor>` / `data: <event JSON>`, and `: keep-alive` comments */
+            /** @description An open stream: frames `id: <cursor>` / `data: <event JSON>`, and `: keep-alive` comments. The event in `data:` has the camelCase field names of a GraphQL `events` node (`eventType`, `createdAt`, `appId`), not the snake_case of REST bodies (`event_type`, `created_at`, `app_id`). */
             200: {
                 headers: {
                     [name: string]: unknown;
