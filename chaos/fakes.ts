@@ -53,7 +53,7 @@ export interface TelegramFake {
 }
 
 /**
- * sendMessage as the Bot API answers it (PLATFORMS.md): `{ok: true, result: {message_id}}`;
+ * sendMessage as the Bot API answers it (the platform's API reference): `{ok: true, result: {message_id}}`;
  * during a burst `{ok: false, error_code: 500}` or `{ok: false, error_code: 429,
  * parameters: {retry_after: 1}}`. A text accepted twice is a doubled send.
  */
@@ -122,7 +122,7 @@ export interface WebhookReceiver {
   stop(): Promise<void>;
 }
 
-/** Verifies X-Service-Signature (HMAC-SHA256 of `<timestamp>.<body>`, SPEC 5.2) and the 300 s tolerance. */
+/** Verifies X-Service-Signature (HMAC-SHA256 of `<timestamp>.<body>`) and the 300 s tolerance. */
 function verifyDelivery(secret: string, headers: IncomingMessage['headers'], body: string, now = Date.now()): boolean {
   const timestamp = Number(headers['x-service-timestamp']);
   const given = String(headers['x-service-signature'] ?? '').split(' ');

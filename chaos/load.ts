@@ -286,7 +286,7 @@ export function startCursorReader(o: { name: string; app: AppCredentials; webBas
 // ---------------------------------------------------------------- SSE readers
 
 /**
- * A stream client as SPEC 6.6 describes one: reads GET /events/stream, and when the stream
+ * A stream client as docs/guide.md describes one: reads GET /events/stream, and when the stream
  * ends or its web process dies, reconnects to the next live web process with
  * `Last-Event-ID: <last cursor seen>`. It must see every event of its application once,
  * in order, across every reconnect.

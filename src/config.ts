@@ -379,7 +379,7 @@ const schema = z
       .transform((v) => (v === undefined ? undefined : v === 'true' || v === '1')),
     /**
      * Retention of what grows per request (docs/OPERATIONS.md, src/retention/registry.ts).
-     * Idempotency keys answer replays for 24 h (SPEC), so they are kept at least that long (hours).
+     * Idempotency keys answer replays for 24 h (docs/guide.md, idempotency), so they are kept at least that long (hours).
      */
     IDEMPOTENCY_KEY_RETENTION_HOURS: int(24, 24),
     /** Days a link code is kept after it expires; until then a repeated activation still answers as the first. */

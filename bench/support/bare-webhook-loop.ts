@@ -42,7 +42,7 @@ const worker = async () => {
       timestamp: new Date().toISOString(),
     });
     const ts = Math.floor(Date.now() / 1000);
-    // Signed as a real delivery with a generated secret is: SPEC 5.2 plus Standard Webhooks.
+    // Signed as a real delivery with a generated secret is: X-Service-Signature plus Standard Webhooks.
     const signature = `sha256=${createHmac('sha256', secret).update(`${ts}.${body}`).digest('hex')}`;
     const standard = `v1,${createHmac('sha256', key).update(`${id}.${ts}.${body}`).digest('base64')}`;
     const res = await pools.get(target.origin)!.request({

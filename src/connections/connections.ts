@@ -13,7 +13,7 @@ import { claimRoutingIds, releaseRoutingIds, routingConflict, routingIdsOf } fro
 export { routingIdsOf } from './routing-ids.js';
 
 /**
- * Platforms sharing one inbound URL for the whole service (the Meta family, SPEC 4.8): those
+ * Platforms sharing one inbound URL for the whole service (the Meta family, docs/inbound.md): those
  * whose adapter routes a payload by the account ids it names.
  */
 export const SHARED_WEBHOOK_PLATFORMS: readonly PlatformName[] = PLATFORM_NAMES.filter((name) => getAdapter(name).routingIds !== undefined);

@@ -3,7 +3,7 @@ import { isPlatformName, type ReplyPolicy } from '../platforms/types.js';
 
 /**
  * Whether the connected account may message a conversation now, by the platform's rule (its
- * adapter's `replyPolicy`; SPEC §8, PLATFORMS.md):
+ * adapter's `replyPolicy`; each platform's documented rules):
  * - `window_24h`: `open` is null when we never saw the person's last message (they may have
  *   written before the connection existed: the platform decides).
  * - `user_must_start`: `open` is true once we saw an inbound message, null when unknown.

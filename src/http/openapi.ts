@@ -18,7 +18,7 @@ export const IDEMPOTENCY_KEY: HeaderParam = {
   schema: { type: 'string', minLength: 1, maxLength: 255 },
 };
 
-/** The SSE resume header (SPEC 6.6); `?lastEventId=` says the same for clients that cannot set headers. */
+/** The SSE resume header (docs/guide.md, streams); `?lastEventId=` says the same for clients that cannot set headers. */
 export const LAST_EVENT_ID: HeaderParam = {
   name: 'Last-Event-ID',
   description: 'Resume after this cursor: every matching event after it is sent first, in cursor order, then live ones.',

@@ -141,7 +141,7 @@ export async function mergeInTransaction(
 /** Most platform users a user.merged event links as edges; the payload always lists them all. */
 const MAX_EDGES = 100;
 
-/** The `user.merged` event of a merge (SPEC 6.1), under its deterministic id. */
+/** The `user.merged` event of a merge under its deterministic id. */
 export function mergedEvent(m: MergeRecord): LedgerEvent {
   return {
     id: m.eventId,

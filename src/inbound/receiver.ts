@@ -51,7 +51,7 @@ const ok = (res: Response) =>
   res.writeHead(200, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': OK_BODY.length }).end(OK_BODY);
 
 /**
- * Inbound platform webhooks (SPEC 4.8): verify (URL secret, then the platform's own
+ * Inbound platform webhooks (docs/inbound.md): verify (URL secret, then the platform's own
  * signature), answer handshakes, and enqueue the raw delivery under the platform's dedupe key
  * so retries collapse into one job. Nothing else happens here: the answer must be fast.
  */

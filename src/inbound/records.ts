@@ -79,7 +79,7 @@ function systemUser(ctx: RecordContext): Promise<PlatformUserRef> {
 
 /**
  * A message from a user: the people and the conversation upserted, media stored as files,
- * then `message.inbound` recorded — after transcription for voice and audio (SPEC 6.6 rule 4).
+ * then `message.inbound` recorded — after transcription for voice and audio (docs/guide.md, streams).
  */
 export async function recordMessage(ctx: RecordContext, r: Rec<'message'>): Promise<void> {
   const { deps, conn } = ctx;

@@ -129,7 +129,7 @@ export async function createCustomEvent(
       seq: position.seq,
       created_at: position.created_at,
       event_type: event.event_type,
-      // A custom type is never under a reserved prefix, so it has no SPEC alias.
+      // A custom type is never under a reserved prefix, so it has no alias.
       event_alias: null,
       channels: input.channels,
       payload: event.payload,

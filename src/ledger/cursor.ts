@@ -2,7 +2,7 @@ import { fail, ok, type Result } from '../errors.js';
 
 /**
  * The one cursor codec. A cursor names a position in one application's ledger: the event's
- * creation time and id (SPEC 2.1) plus its `seq`, the per-application position the ledger
+ * creation time and id plus its `seq`, the per-application position the ledger
  * assigns under its commit lock (what readers actually page on). Opaque base64url to clients.
  */
 export interface Cursor {

@@ -3,12 +3,12 @@ import { compileMatcher, PATTERN_RE, patternProblem, type Matcher } from './patt
 
 /**
  * The event-type pattern API that webhook subscriptions and the event stream both use
- * (SPEC 6.2 / 4.4: exact type, `prefix.*`, `*`, fnmatch semantics). A thin named face over
+ * (exact type, `prefix.*`, `*`, fnmatch semantics). A thin named face over
  * ./patterns.ts, so there is still one implementation of the rule.
  */
 export type EventTypeMatcher = (event: MatchableEvent) => boolean;
 
-/** What matching reads of an event: its stored type and its SPEC alias (eventAlias in ./event-types.ts). */
+/** What matching reads of an event: its stored type and its alias (eventAlias in ./event-types.ts). */
 export interface MatchableEvent {
   event_type: string;
   event_alias: string | null;

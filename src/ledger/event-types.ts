@@ -11,7 +11,7 @@ import { PLATFORM_NAMES } from '../platforms/types.js';
  * checks on close that the system events its flows stored parse against their schemas.
  */
 
-/** Prefixes of the system types a client cannot post as custom events (SPEC 6.5). */
+/** Prefixes of the system types a client cannot post as custom events. */
 export const RESERVED_PREFIXES = ['message.', 'user.', 'system.', 'link_code.'] as const;
 
 const uuid = z.uuid();
@@ -36,7 +36,7 @@ interface EventDef<S extends z.ZodType<Record<string, unknown>>, I extends unkno
 }
 
 /**
- * SPEC 6.1 names a stored event also answers to: `message.read` is a `message.status` whose
+ * The other names the API gives a stored event: `message.read` is a `message.status` whose
  * status is `read`, `message.telegram.inbound` a Telegram `message.inbound`. The ledger keeps one
  * row per fact under its stored type; the alias is computed from the payload when the row is
  * written (src/ledger/write.ts) and every matcher — webhook patterns, stream filters, the
@@ -151,7 +151,7 @@ const sendFailed = z
   .describe('A send that failed for good (no attempt left, or an error no retry can fix)');
 
 type PlatformStatus = z.output<typeof platformStatus>;
-/** The statuses SPEC 6.1 names as event types of their own. */
+/** The statuses the API names as event types of their own. */
 const STATUS_ALIASES = ['delivered', 'read', 'failed'] as const;
 
 export const SYSTEM_EVENTS = {
@@ -350,7 +350,7 @@ export const EVENT_ALIASES: ReadonlyMap<string, SystemEventType> = new Map(
 export const aliasRuleOf = (type: SystemEventType): Pick<AnyAliases, 'names' | 'rule'> | undefined => aliasesOf(type);
 
 /**
- * The SPEC alias of an event about to be stored, or null. Custom types never have one (they
+ * The alias of an event about to be stored, or null. Custom types never have one (they
  * cannot use the reserved prefixes every alias is under).
  */
 export function eventAlias(event: { event_type: string; payload: Record<string, unknown> }): string | null {

@@ -1,6 +1,6 @@
 /**
  * The one event-type matcher, shared by webhook subscriptions and stream filters. fnmatch
- * semantics (SPEC 6.2): `*` any run of characters, `?` one character, `[abc]` / `[a-z]` a
+ * semantics: `*` any run of characters, `?` one character, `[abc]` / `[a-z]` a
  * class (`[!…]` negated, a `]` right after the opening bracket is a member); so `message.*`
  * matches `message.inbound`, and `*` matches everything.
  *

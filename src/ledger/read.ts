@@ -20,7 +20,7 @@ export interface EventRecord {
   seq: number;
   created_at: string;
   event_type: string;
-  /** The SPEC name it also answers to (eventAlias); matched by filters, not shown by the faces. */
+  /** The other name it also answers to (eventAlias); matched by filters, not shown by the faces. */
   event_alias: string | null;
   /** The tags it was written with (src/ledger/event-scope.ts). */
   channels: string[];

@@ -1,6 +1,6 @@
 import type { EventRecord } from './read.js';
 
-/** An event in REST names (SPEC 2.1), as POST/GET /v1/events return it. */
+/** An event in REST names, as POST/GET /v1/events return it. */
 export function toRestEvent(e: EventRecord) {
   return {
     id: e.id,

@@ -12,7 +12,7 @@ export interface CommittedEvent {
   /** ISO 8601 with microseconds (CREATED_AT_ISO), as readers see it. */
   created_at: string;
   event_type: string;
-  /** The SPEC name the event also answers to (eventAlias), matched beside its type. */
+  /** The other name the event also answers to (eventAlias), matched beside its type. */
   event_alias: string | null;
   channels: string[];
   conversation_id: string | null;

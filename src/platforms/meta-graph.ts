@@ -39,7 +39,7 @@ const WINDOW_SUBCODES = new Set([2018278, 2534022]);
 
 /**
  * Maps a Graph API error by its `code` (and `error_subcode`), not by HTTP status — Meta
- * answers most refusals with HTTP 400 (PLATFORMS.md). Unknown codes fall back to the status.
+ * answers most refusals with HTTP 400 (Meta's Graph API reference). Unknown codes fall back to the status.
  */
 function graphError(
   platform: string,

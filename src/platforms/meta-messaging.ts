@@ -142,7 +142,7 @@ function dedupeParts(item: Obj): string[] {
 }
 
 /**
- * Messenger and Instagram messaging webhooks share one shape (PLATFORMS.md): a shared URL
+ * Messenger and Instagram messaging webhooks share one shape (Meta's Graph API reference): a shared URL
  * routed by `entry[].id` (page / Instagram account), signed with the Meta app secret,
  * deduplicated on `mid`.
  */

@@ -8,7 +8,7 @@ export function metaScopedId(to: string): string | undefined {
 }
 
 /**
- * The Send API call Messenger and Instagram share (PLATFORMS.md): `{recipient:{id},
+ * The Send API call Messenger and Instagram share (Meta's Graph API reference): `{recipient:{id},
  * messaging_type:"RESPONSE", message:{text}}` → `{recipient_id, message_id}`. RESPONSE is
  * the only type valid without a message tag, i.e. inside the 24-hour window.
  */

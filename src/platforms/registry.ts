@@ -12,7 +12,7 @@ import { whatsapp } from './whatsapp/adapter.js';
 export type Registry = { readonly [N in PlatformName]: PlatformAdapter & { name: N } };
 
 /**
- * Every platform behind the one adapter interface (DESIGN §6), each assembled in its own
+ * Every platform behind the one adapter interface (docs/architecture.md, Platforms), each assembled in its own
  * folder's `adapter.ts`. A new platform is its folder, its name in PLATFORM_NAMES and its line here.
  */
 export const ADAPTERS: Registry = {

@@ -180,14 +180,14 @@ export interface Budget {
   burst: number;
 }
 
-/** Per-connection and per-recipient send budgets, from the platform's documented limits (PLATFORMS.md). */
+/** Per-connection and per-recipient send budgets, from the platform's documented limits. */
 export interface RateBudget {
   connection: Budget;
   recipient: Budget;
 }
 
 /**
- * Whether the connected account may message a conversation (SPEC §8, PLATFORMS.md):
+ * Whether the connected account may message a conversation (each platform's documented rules):
  * - `window_24h`: free-form replies only within 24 hours of the person's last message;
  * - `user_must_start`: the person must have written first (a bot they started);
  * - `none`: no rule known to restrict replies.
@@ -228,7 +228,7 @@ export interface DeepLinks {
 export const NO_DEEP_LINK: DeepLinks = { url: () => undefined };
 
 /**
- * One platform behind one interface (DESIGN §6). `C` is the decrypted connection config.
+ * One platform behind one interface (docs/architecture.md, Platforms). `C` is the decrypted connection config.
  * Sending lives in `send.ts`, inbound verification and normalisation in `inbound.ts` of each
  * platform folder; `adapter.ts` there assembles the adapter with the platform's remaining
  * knowledge, and `registry.ts` lists the adapters. Every member without `?` is a capability
@@ -276,7 +276,7 @@ export interface PlatformAdapter<C = Record<string, unknown>> {
   /** Challenge answers that need no enqueue; undefined when the request is an ordinary delivery. */
   handshake?(config: C, req: InboundRequest): DirectAnswer | undefined;
   /**
-   * The platform's dedupe key for one delivery (PLATFORMS.md), so retries collapse into one
+   * The platform's dedupe key for one delivery (the platform's API reference), so retries collapse into one
    * job; undefined when the body is not a delivery of this platform at all (answered 400).
    */
   dedupeKey(req: InboundRequest): string | undefined;
@@ -287,11 +287,11 @@ export interface PlatformAdapter<C = Record<string, unknown>> {
   /**
    * The account ids a payload is addressed to (entry[].id, metadata.phone_number_id). Present
    * exactly on the platforms reached through one shared URL for the whole service (the Meta
-   * family, SPEC 4.8), which is routed by these ids.
+   * family, docs/inbound.md), which is routed by these ids.
    */
   routingIds?(body: unknown): string[];
   /**
-   * Downloads an inbound message's media the platform's way (PLATFORMS.md); bytes that came
+   * Downloads an inbound message's media the platform's way (the platform's API reference); bytes that came
    * inside the delivery are taken before this is called.
    */
   downloadMedia(config: C, media: InboundMedia, fetch: MediaFetch): Promise<DownloadedMedia>;

@@ -168,7 +168,7 @@ export const eventStreamModule: GraphqlModule = {
       Events of the application as they are committed, filters combined with AND. Live by
       default; with \`after\` (an event's \`cursor\`) every matching event strictly after it is
       sent first, in order and exactly once, then live. \`eventTypes\` are patterns (an exact type,
-      \`prefix.*\`, \`*\`) matched against each event's stored type and its SPEC name, such as
+      \`prefix.*\`, \`*\`) matched against each event's stored type and its other name, such as
       \`message.read\` for a read \`message.status\`; \`eventType\` is always the stored type.
       \`channels\`: events carrying any of them.
       """

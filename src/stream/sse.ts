@@ -26,7 +26,7 @@ const KEEP_ALIVE = ': keep-alive\n\n';
 /** The last frame of a stream whose API key was revoked: the error body REST answers with. */
 const REVOKED_FRAME = `event: error\ndata: ${JSON.stringify({ error: { code: 'UNAUTHORIZED', message: 'The API key was revoked, or the portal session ended' } })}\n\n`;
 
-/** GET /events/stream (SPEC 4.4): auth and validation answer as JSON; only then does a stream start. */
+/** GET /events/stream (docs/guide.md, streams): auth and validation answer as JSON; only then does a stream start. */
 export function registerStreamRoutes(api: Api, { deps, web, onShutdown }: RouteContext): void {
   const { config } = deps;
   const limits: SseLimits = {

@@ -106,7 +106,7 @@ export interface TailRegistry {
 }
 
 /**
- * The per-application tail of DESIGN §4: one reader per application per web process. A wake
+ * The per-application tail of docs/architecture.md (Reading): one reader per application per web process. A wake
  * (or the periodic re-check) triggers one ledger query after the tail's position; its events
  * are dispatched in memory, in order, to every live member whose filter matches. Wakes are
  * only hints: the position comes from what the query returned, so a duplicate, stale or

@@ -7,7 +7,7 @@ export interface BodyEvent {
   app_id: string;
   seq: number;
   event_type: string;
-  /** Matched beside the type (subscriptions by a SPEC alias); never in the body, which names the stored type. */
+  /** Matched beside the type (subscriptions by an alias); never in the body, which names the stored type. */
   event_alias: string | null;
   /** Matched by subscriptions' channels and scopes; also sent in the body. */
   channels: string[];
@@ -28,7 +28,7 @@ interface EdgeRow {
   is_system_user: boolean | null;
 }
 
-/** Edges keyed by relation (SPEC 2.2 webhook form): one edge is an object, several an array. */
+/** Edges keyed by relation (the webhook form): one edge is an object, several an array. */
 function keyEdges(rows: EdgeRow[]): BodyEvent['edges'] {
   const edges: BodyEvent['edges'] = {};
   for (const x of rows) {
@@ -76,7 +76,7 @@ export async function loadBodyEvents(
 }
 
 /**
- * The delivery body of SPEC 6.3 as the exact text that is signed, stored and re-sent: built
+ * The delivery body (docs/webhook-receiver.md) as the exact text that is signed, stored and re-sent: built
  * once, so every retry and replay carries identical bytes.
  */
 export function buildDeliveryBody(input: {

@@ -60,7 +60,7 @@ export interface Deliverer {
   close(): Promise<void>;
 }
 
-/** Extra headers a receiver sees on a retry (SPEC 5.2 rule 6). */
+/** Extra headers a receiver sees on a retry (docs/webhook-receiver.md). */
 export function retryHeaders(attempt: number, originalTs: number): Record<string, string> {
   return attempt > 1 ? { 'x-service-retry-count': String(attempt - 1), 'x-service-original-timestamp': String(originalTs) } : {};
 }

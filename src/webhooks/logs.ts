@@ -4,7 +4,7 @@ import type { DeliveryStatus } from './attempt-log.js';
 import { capBody } from './http-client.js';
 import { isUuid } from './subscriptions.js';
 
-/** A delivery log row in REST names (SPEC 2.7; `duration` in milliseconds). */
+/** A delivery log row in REST names (`duration` in milliseconds). */
 export interface DeliveryLog {
   id: string;
   delivery_id: string | null;

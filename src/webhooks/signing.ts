@@ -14,7 +14,7 @@ function standardKey(secret: string): Buffer | undefined {
   return m ? Buffer.from(m[1], 'base64') : undefined;
 }
 
-/** `sha256=<hex>` over `<timestamp>.<body>`, keyed with the secret's UTF-8 text (SPEC 5.2). */
+/** `sha256=<hex>` over `<timestamp>.<body>`, keyed with the secret's UTF-8 text (docs/webhook-receiver.md). */
 function serviceSignature(secret: string | KeyObject, timestamp: number, body: string): string {
   return `sha256=${createHmac('sha256', secret).update(`${timestamp}.`).update(body).digest('hex')}`;
 }

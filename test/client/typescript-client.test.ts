@@ -314,7 +314,7 @@ describe('webhooks', () => {
     );
   });
 
-  it("verifies a delivery signed with the client's own secret by SPEC 5.2's X-Service-Signature", async () => {
+  it("verifies a delivery signed with the client's own secret by its X-Service-Signature", async () => {
     const secret = 'a-secret-the-client-chose-0123456789';
     const sub = await subscribe('client.spec', secret);
     const e = await record('client.spec', { n: 1 });

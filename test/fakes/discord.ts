@@ -22,7 +22,7 @@ function snowflake(): string {
 }
 
 /**
- * The Discord REST API's create-message route (PLATFORMS.md): `Authorization: Bot <token>`,
+ * The Discord REST API's create-message route (the platform's API reference): `Authorization: Bot <token>`,
  * `{content ≤ 2000}` (JSON, or multipart with payload_json and files[n]) → Message; 429 with
  * `{message, retry_after (float s), global}`, `Retry-After` and `X-RateLimit-*` headers.
  */

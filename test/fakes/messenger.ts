@@ -8,7 +8,7 @@ export interface PageSendFakeOptions {
 }
 
 /**
- * The Send API of Messenger and Instagram (PLATFORMS.md): `{recipient:{id}, messaging_type,
+ * The Send API of Messenger and Instagram (Meta's Graph API reference): `{recipient:{id}, messaging_type,
  * message:{text}}` → `{recipient_id, message_id}`, Graph errors for a closed 24 h window,
  * an unavailable person, an unknown user, a bad token.
  */
@@ -29,7 +29,7 @@ export class PageSendFake extends PlatformFake {
   protected handle(r: RecordedRequest): FakeReply {
     const token = bearerOf(r);
     if (!token || (this.options.accessToken !== undefined && token !== this.options.accessToken)) return invalidToken();
-    // Messenger: /{version}/{page id}/messages; Instagram: /{ig id}/messages (PLATFORMS.md), versioned or not.
+    // Messenger: /{version}/{page id}/messages; Instagram: /{ig id}/messages (their API references), versioned or not.
     const m = r.path.match(/^(?:\/v\d+\.\d+)?\/(\d+)\/messages$/);
     if (!m || r.method !== 'POST') return graphError(400, 100, '(#100) Unsupported post request.');
     const b = r.json as Record<string, any> | undefined;

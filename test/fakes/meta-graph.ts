@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { FakeReply, RecordedRequest } from './fake-server.js';
 
-/** The Graph API error envelope (PLATFORMS.md), as WhatsApp, Messenger and Instagram send it. */
+/** The Graph API error envelope (Meta's Graph API reference), as WhatsApp, Messenger and Instagram send it. */
 export function graphError(status: number, code: number, message: string, extra: { subcode?: number; details?: string } = {}): FakeReply {
   return {
     status,

@@ -14,7 +14,7 @@ export interface SlackFakeOptions {
 const refuse = (error: string): FakeReply => ({ status: 200, body: { ok: false, error } });
 
 /**
- * Slack's Web API as PLATFORMS.md documents it: chat.postMessage → `{ok, channel, ts,
+ * Slack's Web API as its API reference documents it: chat.postMessage → `{ok, channel, ts,
  * message}`, refusals as HTTP 200 `{ok:false, error}`, rate limits as HTTP 429 with
  * Retry-After; plus the external file upload (getUploadURLExternal, the upload URL,
  * completeUploadExternal).

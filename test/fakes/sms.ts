@@ -13,7 +13,7 @@ const err = (status: number, code: number, message: string): FakeReply => ({
 });
 
 /**
- * Twilio's Messages resource (PLATFORMS.md): form-encoded POST with basic auth →
+ * Twilio's Messages resource (the platform's API reference): form-encoded POST with basic auth →
  * 201 `{sid, status:"queued", …}`; errors as `{code, message, more_info, status}`.
  */
 export class TwilioFake extends PlatformFake {

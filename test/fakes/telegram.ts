@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { PlatformFake, RateLimit, type FakeReply, type RecordedRequest } from './fake-server.js';
 
 /**
- * PLATFORMS.md: ~30 msg/s per bot overall, ~1 msg/s per chat with bursts allowed. Modelled as
+ * Telegram's documented limits: ~30 msg/s per bot overall, ~1 msg/s per chat with bursts allowed. Modelled as
  * GCRA: a sender that keeps above 30/s (or 1/s to one chat) is refused within a few hundred
  * milliseconds, while arrivals bunched by scheduling jitter (up to ~10 messages' worth, a
  * third of a second, per bot) are not mistaken for a faster sender.
@@ -36,7 +36,7 @@ const error = (status: number, description: string, parameters?: Record<string, 
 });
 
 /**
- * The Telegram Bot API as PLATFORMS.md documents it: send methods (JSON, form or multipart),
+ * The Telegram Bot API as its API reference documents it: send methods (JSON, form or multipart),
  * getFile and file downloads; errors 401 (bad token), 403 (blocked / never started), 400
  * (chat not found, too long) and 429 with `retry_after` when the limits are enforced.
  */

@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { PlatformFake, RateLimit, type FakeReply, type RecordedRequest } from './fake-server.js';
 import { bearerOf, graphError, invalidToken } from './meta-graph.js';
 
-/** PLATFORMS.md: ~80 msg/s per number (130429), ~1 msg per 6 s to one user (131056). */
+/** WhatsApp's documented limits: ~80 msg/s per number (130429), ~1 msg per 6 s to one user (131056). */
 const WHATSAPP_LIMITS = {
   perNumber: { rate: 80, perMs: 1000, burst: 5 },
   perPair: { rate: 1, perMs: 6000, burst: 3 },
@@ -16,7 +16,7 @@ export interface WhatsappFakeOptions {
 }
 
 /**
- * The WhatsApp Cloud API as PLATFORMS.md documents it: `/{version}/{phone_number_id}/messages`
+ * The WhatsApp Cloud API as its API reference documents it: `/{version}/{phone_number_id}/messages`
  * (text and media by id), `/media` uploads, media lookup and download; errors by Graph `code`
  * (131047 reply window, 131026 undeliverable, 130429/131056 limits, 190 bad token).
  */

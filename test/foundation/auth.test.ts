@@ -14,7 +14,7 @@ beforeAll(async () => {
 });
 afterAll(() => s.close());
 
-/** The plain JSON error body of DESIGN §7, with the code the cause maps to. */
+/** The plain JSON error body of docs/architecture.md, with the code the cause maps to. */
 function expectError(r: { status: number; headers: Headers; json: any }, status: number, code: string) {
   expect(r.status).toBe(status);
   expect(r.headers.get('content-type')).toMatch(/^application\/json/);

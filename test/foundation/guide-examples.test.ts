@@ -88,8 +88,9 @@ beforeAll(async () => {
     PUBLIC_BASE_URL: base,
     LOG_LEVEL: 'warn',
   });
-  await svc.waitFor(/Demo application created[\s\S]*curl [^\n]+\n/);
-});
+  // tsx compiles the whole service on start: slow on a loaded 2-core CI machine.
+  await svc.waitFor(/Demo application created[\s\S]*curl [^\n]+\n/, 100_000);
+}, 120_000);
 
 afterAll(async () => {
   svc?.kill('SIGTERM');

@@ -78,7 +78,7 @@ describe('webhook deliveries of inbound messages', () => {
     expect(d.edges.sent_by.is_system_user).toBeUndefined();
   });
 
-  it('notifies about a voice message only after its transcript is there (SPEC 6.6 rule 4)', async () => {
+  it('notifies about a voice message only after its transcript is there (docs/guide.md, streams)', async () => {
     media.addFile('voice-n', Buffer.concat([Buffer.from('OggS'), Buffer.alloc(64)]), 'audio/ogg');
     let release!: () => void;
     tr.gate = new Promise<void>((r) => (release = r));

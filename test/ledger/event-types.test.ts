@@ -272,7 +272,7 @@ describe('the event catalog', () => {
     expect(systemEvent('webhook.test').payload).toStrictEqual({ message: 'Test delivery from the messaging gateway' });
   });
 
-  it("gives SPEC 6.1's second names from the payload: a status's own name, an inbound's platform form", () => {
+  it("gives the API's second names from the payload: a status's own name, an inbound's platform form", () => {
     const status = (st: 'sent' | 'delivered' | 'read' | 'failed') =>
       eventAlias(
         systemEvent('message.status', {
@@ -318,7 +318,7 @@ describe('the event catalog', () => {
       ).toBe(true);
       expect(Object.hasOwn(SYSTEM_EVENTS, type), type).toBe(true);
     }
-    // SPEC 6.1's rows that are not stored types.
+    // The API's names that are not stored types (docs/events.md).
     for (const name of ['message.delivered', 'message.read', 'message.failed', 'message.telegram.inbound'])
       expect(EVENT_ALIASES.has(name), name).toBe(true);
   });

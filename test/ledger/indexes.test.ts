@@ -82,7 +82,7 @@ describe('ledger reads are index-backed', () => {
     expect(await fullScansOfData(prefix)).toEqual([]);
   });
 
-  it('filters by a SPEC alias through (app_id, event_alias, seq), exact or under a prefix', async () => {
+  it('filters by an alias through (app_id, event_alias, seq), exact or under a prefix', async () => {
     const exact = await plan(
       `SELECT id FROM events e WHERE e.app_id = '${appId}' AND e.event_alias = 'message.sms.inbound' ORDER BY e.seq LIMIT 50`,
     );

@@ -10,10 +10,10 @@ import { postWebhook, queuesIdle, waitForEvent } from '../inbound/helpers.js';
 import { startReceiver, type Receiver } from '../webhooks/receiver.js';
 
 /**
- * SPEC 6.1, row by row: a client that subscribes by the name SPEC gives — a webhook pattern,
+ * docs/events.md, name by name: a client that subscribes by the name the API gives — a webhook pattern,
  * an SSE or GraphQL stream filter, GET /v1/events?event_type= — receives the event that name
  * stands for, produced the way a real client produces it (platform webhooks, REST sends, link
- * codes). `message.read` and friends are SPEC names of a stored `message.status`; the service
+ * codes). `message.read` and friends are other names of a stored `message.status`; the service
  * stores each fact once and delivers it under its stored type.
  */
 
@@ -33,7 +33,7 @@ const WA = sampleConfigs().WHATSAPP as { phone_number_id: string; business_accou
 const TG_SECRET = (sampleConfigs().TELEGRAM as { secret_token: string }).secret_token;
 const WA_USER = '16505551234';
 
-/** Each name of SPEC 6.1 (`message.<platform>.inbound` for both platforms used), the 6.2 wildcard, and a custom type. */
+/** Each event type name the API gives (`message.<platform>.inbound` for both platforms used), the `*` wildcard, and a custom type. */
 const NAMES = [
   'message.inbound',
   'message.outbound',
@@ -59,7 +59,7 @@ interface Stored {
 }
 
 /**
- * What each name selects, spelled out here from SPEC rather than taken from the service: the
+ * What each name selects, spelled out here from the documented names rather than taken from the service: the
  * stored type, narrowed by the payload for the names that stand for part of a type.
  */
 const SELECTS: Record<Name, (e: Stored) => boolean> = {
@@ -125,7 +125,7 @@ beforeAll(async () => {
     live.set(name, c);
   }
 
-  // The flows a client runs, each producing some of SPEC's events.
+  // The flows a client runs, each producing some of the documented events.
   const tgIn = await postWebhook(s, tg.path, JSON.stringify(P.tgText(7001, 41, 'hello from telegram')), telegramHeaders(TG_SECRET));
   expect(tgIn.status, tgIn.text).toBe(200);
   expect((await postWa(P.waText(WA.business_account_id, WA.phone_number_id, WA_USER, 'wamid.IN1', 'hello from whatsapp'))).status).toBe(
@@ -175,7 +175,7 @@ afterAll(async () => {
   await Promise.all([rx?.close(), tgFake?.close(), waFake?.close()]);
 });
 
-describe('every event type SPEC 6.1 lists can be subscribed to by its name', () => {
+describe('every event type the API names can be subscribed to by its name', () => {
   it('produced every row of the table (the flows above are what the other tests read)', () => {
     for (const name of NAMES) expect(expected.get(name)!.length, name).toBeGreaterThan(0);
     expect(expected.get('message.status')!.map((e) => e.payload.status)).toEqual(['delivered', 'read', 'failed']);

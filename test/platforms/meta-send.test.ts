@@ -242,7 +242,7 @@ describe('Instagram send', () => {
     api_base_url: ig.url,
   });
 
-  it('posts to {base}/{IG_ID}/messages as PLATFORMS.md gives it', async () => {
+  it('posts to {base}/{IG_ID}/messages as the Instagram API reference gives it', async () => {
     const out = await instagramSend.send(config(), { to: '5551', text: 'hi' }, ctx);
     expect(out.ok).toBe(true);
     expect(ig.server.requests[0].path).toBe('/17841400000/messages');

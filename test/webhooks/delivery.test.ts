@@ -45,7 +45,7 @@ const emit = async (auth: AppCredentials, eventType: string, payload: Record<str
   return r.json as { id: string; created_at: string; cursor: string };
 };
 
-/** An independent verifier of SPEC 5.2: HMAC-SHA256 over `<timestamp>.<raw body>`, any listed signature. */
+/** An independent verifier of the signature scheme (docs/webhook-receiver.md): HMAC-SHA256 over `<timestamp>.<raw body>`, any listed signature. */
 function verifyService(secret: string, r: Received): boolean {
   const ts = String(r.headers['x-service-timestamp']);
   if (Math.abs(Date.now() / 1000 - Number(ts)) > 300) return false;
@@ -62,7 +62,7 @@ const logsOf = async (subId: string) =>
   (await s.request('GET', `/v1/webhook-subscriptions/${subId}/deliveries?limit=200`, { auth: a })).json.data as any[];
 
 describe('signed deliveries', () => {
-  it('delivers the SPEC 6.3 body, signed so both an independent verifier and standardwebhooks accept it', async () => {
+  it('delivers the documented body, signed so both an independent verifier and standardwebhooks accept it', async () => {
     const rx = await receiver();
     const sub = await subscribe(a, rx.url, ['order.*']);
     expect(sub.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);

@@ -43,7 +43,7 @@ describe('the documented receiver helper', () => {
     expect(verify(body.replace('"b":1', '"b":2'), headers, 'old-secret-0123456789')).toBe(false);
     expect(verify(body, headers, 'old-secret-0123456789', { now: now + 301_000 })).toBe(false);
     expect(verify(body, { ...headers, 'x-service-signature': 'sha256=zz' }, 'old-secret-0123456789')).toBe(false);
-    // The signed string is `<timestamp>.<body>`, not the body alone (SPEC 5.2 rule 1).
+    // The signed string is `<timestamp>.<body>`, not the body alone.
     const bodyOnly = `sha256=${createHmac('sha256', 'old-secret-0123456789').update(body).digest('hex')}`;
     expect(verify(body, { ...headers, 'x-service-signature': bodyOnly }, 'old-secret-0123456789')).toBe(false);
   });

@@ -5,7 +5,7 @@ import { retryHeaders } from '../../src/webhooks/deliver.js';
 const SCHEDULE = [0, 60_000, 300_000, 1_800_000, 7_200_000];
 
 describe('retry policy', () => {
-  it('follows the schedule of SPEC 6.4 within ±10% jitter', () => {
+  it('follows the documented schedule within ±10% jitter', () => {
     for (let made = 1; made < SCHEDULE.length; made++) {
       expect(retryDelay(SCHEDULE, made, undefined, () => 0)).toBe(Math.round(SCHEDULE[made] * 0.9));
       expect(retryDelay(SCHEDULE, made, undefined, () => 0.5)).toBe(SCHEDULE[made]);

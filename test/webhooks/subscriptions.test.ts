@@ -88,7 +88,7 @@ describe('REST subscriptions', () => {
 });
 
 describe('GraphQL subscriptions', () => {
-  it('runs the SPEC 4.6 operations', async () => {
+  it('runs the GraphQL webhook operations', async () => {
     const c = await s.gql(
       a,
       `mutation($u: String!) { createWebhookSubscription(name: "g", targetUrl: $u, eventPatterns: ["message.*"]) { id name targetUrl eventPatterns status secret createdAt } }`,

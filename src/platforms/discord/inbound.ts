@@ -27,7 +27,7 @@ const MODAL = 5;
 /** Command option type of an uploaded file. */
 const ATTACHMENT_OPTION = 11;
 
-/** Ed25519 public keys as SPKI DER: this fixed prefix, then the raw 32 bytes (PLATFORMS.md). */
+/** Ed25519 public keys as SPKI DER: this fixed prefix, then the raw 32 bytes (the platform's API reference). */
 const SPKI_PREFIX = Buffer.from('302a300506032b6570032100', 'hex');
 const keys = new Map<string, KeyObject | null>();
 
@@ -148,7 +148,7 @@ function interactionRecord(i: Obj): NormalisedRecord | undefined {
 const json = (body: unknown): DirectAnswer => ({ status: 200, contentType: 'application/json', body: JSON.stringify(body) });
 
 /**
- * Discord interactions endpoint (PLATFORMS.md): Ed25519 over timestamp + raw body with the
+ * Discord interactions endpoint (the platform's API reference): Ed25519 over timestamp + raw body with the
  * application's public key, the timestamp within the replay window as for Slack (Discord probes with bad signatures and expects 401), PING
  * answered with PONG, interactions deduplicated on their id. Ordinary channel messages,
  * reactions and edits only reach a bot over the Gateway websocket, which this service does

@@ -23,7 +23,7 @@ interface DiscordErrorBody {
 
 /**
  * Discord errors carry a JSON `code` beside the HTTP status; a 429 carries `retry_after`
- * (float seconds) in the body and `Retry-After` in the headers (PLATFORMS.md).
+ * (float seconds) in the body and `Retry-After` in the headers (the platform's API reference).
  */
 function discordError(
   status: number,

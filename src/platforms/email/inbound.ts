@@ -17,7 +17,7 @@ const address = z.union([
  *   X-Gateway-Signature: sha256=<hex HMAC-SHA256(inbound_secret, "<timestamp>.<raw body>")>
  *
  * `inbound_secret` is the connection's config field. It is the scheme of our outbound webhook
- * signatures (SPEC 5.2), so one verifier serves both directions; requests more than 300 s off
+ * signatures (docs/webhook-receiver.md), so one verifier serves both directions; requests more than 300 s off
  * are refused. Attachments travel inline (base64) or as a URL the worker downloads.
  */
 export const inboundEmailSchema = z.object({

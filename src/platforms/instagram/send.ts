@@ -4,9 +4,9 @@ import { metaScopedId, sendPageMessage } from '../meta-send-api.js';
 import { sendHalf, type OutboundMessage, type SendContext, type SendOutcome } from '../types.js';
 import { INSTAGRAM_SECRETS, instagramConfig, type InstagramConfig } from './config.js';
 
-/** PLATFORMS.md: Instagram text must stay under 1000 characters. */
+/** Instagram's API reference: text must stay under 1000 characters. */
 const INSTAGRAM_TEXT_LIMIT = 1000;
-/** PLATFORMS.md gives the path as `{base}/{IG_ID}/messages`: the real base carries the version. */
+/** Instagram's API reference gives the path as `{base}/{IG_ID}/messages`: the real base carries the version. */
 const REAL_BASE = `https://graph.instagram.com/${GRAPH_VERSION}`;
 
 function send(config: InstagramConfig, m: OutboundMessage, ctx: SendContext): Promise<SendOutcome> {

@@ -20,7 +20,7 @@ import type { InboundHalf, InboundMedia, NormalisedRecord } from '../types.js';
 type Obj = Record<string, unknown>;
 const obj = (v: unknown): Obj | undefined => (isObject(v) ? v : undefined);
 
-/** A Slack message is identified by (channel, ts) (PLATFORMS.md). */
+/** A Slack message is identified by (channel, ts) (the platform's API reference). */
 const slackMessageId = (channel: string, ts: string) => `${channel}:${ts}`;
 
 /** Slack `ts` ("1700000000.000100") is Unix seconds with a sequence suffix. */
@@ -91,7 +91,7 @@ function reactionRecord(e: Obj): NormalisedRecord | undefined {
 }
 
 /**
- * Slack Events API (PLATFORMS.md): `v0` signatures over `v0:{timestamp}:{raw body}` with the
+ * Slack Events API (the platform's API reference): `v0` signatures over `v0:{timestamp}:{raw body}` with the
  * signing secret inside a five-minute window, `url_verification` answered with the
  * challenge, event callbacks deduplicated on `event_id`.
  */

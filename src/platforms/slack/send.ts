@@ -29,7 +29,7 @@ const AUTH = new Set([
 const TRANSIENT = new Set(['fatal_error', 'internal_error', 'service_unavailable', 'request_timeout', 'team_added_to_org']);
 
 /**
- * Slack answers refusals with HTTP 200 `{ok:false, error:"…"}` (PLATFORMS.md) and rate
+ * Slack answers refusals with HTTP 200 `{ok:false, error:"…"}` (the platform's API reference) and rate
  * limits with HTTP 429 plus `Retry-After` seconds.
  */
 function slackError(status: number, error: string | undefined, retryAfterMs?: number): PlatformError {

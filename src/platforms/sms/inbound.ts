@@ -4,7 +4,7 @@ import { configString, dedupeOf, header, ok, refuse, safeEqual, typeOfMime } fro
 import type { InboundHalf, InboundMedia, NormalisedRecord } from '../types.js';
 
 /**
- * Twilio's request signature (PLATFORMS.md): the full URL as Twilio called it, then every
+ * Twilio's request signature (the platform's API reference): the full URL as Twilio called it, then every
  * POST parameter sorted by name appended as name + value, HMAC-SHA1 with the Auth Token,
  * base64. A name given several times contributes each value, in sorted order.
  */
@@ -70,7 +70,7 @@ function messageRecord(f: URLSearchParams, sid: string, occurredAt: string): Nor
 }
 
 /**
- * Twilio Programmable Messaging (PLATFORMS.md): form-encoded incoming messages and status
+ * Twilio Programmable Messaging (the platform's API reference): form-encoded incoming messages and status
  * callbacks on the connection's dedicated URL, signed over PUBLIC_BASE_URL + path, answered
  * with empty TwiML, deduplicated on MessageSid (+ MessageStatus for callbacks).
  */

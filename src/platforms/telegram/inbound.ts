@@ -25,7 +25,7 @@ function partyOf(u: Obj | undefined): PlatformParty | undefined {
   return { externalId: id, ...(name ? { name } : {}), ...(str(u.username) ? { username: str(u.username) } : {}) };
 }
 
-/** Telegram message ids are unique only inside a chat (PLATFORMS.md): the key is (chat.id, message_id). */
+/** Telegram message ids are unique only inside a chat (the platform's API reference): the key is (chat.id, message_id). */
 const telegramMessageId = (chatId: string, messageId: string) => `${chatId}:${messageId}`;
 
 function mediaOf(m: Obj): { type: MessageType; media?: InboundMedia } {
@@ -131,8 +131,8 @@ function reactionRecords(r: Obj): NormalisedRecord[] {
 }
 
 /**
- * Telegram Bot API updates (PLATFORMS.md): one update per delivery, deduplicated on
- * `update_id`. The client registers the webhook itself (SPEC 4.8); when it set a
+ * Telegram Bot API updates (the platform's API reference): one update per delivery, deduplicated on
+ * `update_id`. The client registers the webhook itself (docs/platforms.md); when it set a
  * `secret_token`, Telegram sends it back in `X-Telegram-Bot-Api-Secret-Token`.
  */
 export const telegramInbound: InboundHalf = {

@@ -26,7 +26,7 @@ interface TelegramAnswer {
 }
 
 /**
- * Maps a Bot API error (PLATFORMS.md) to a gateway error: 429 with `retry_after`; 403 "bot
+ * Maps a Bot API error (the platform's API reference) to a gateway error: 429 with `retry_after`; 403 "bot
  * was blocked by the user" and "can't initiate conversation" (the user never started the
  * bot); 401/404 a bad token (the method path is fixed, so a 404 names a token that is no bot).
  */
@@ -62,7 +62,7 @@ function telegramError(status: number, body: TelegramAnswer | undefined, retryAf
   return fromHttpStatus(status, 'Telegram', extra);
 }
 
-/** The Bot API method that sends a file of this type (SPEC 8: photos, videos MP4, audio MP3/M4A, voice OGG, else documents). */
+/** The Bot API method that sends a file of this type (photos, videos MP4, audio MP3/M4A, voice OGG, else documents). */
 function methodFor(file: OutboundFile): { method: string; field: string } {
   const mime = file.mimeType.toLowerCase();
   if (['image/jpeg', 'image/png', 'image/webp'].includes(mime) && file.data.length <= PHOTO_MAX_BYTES)

@@ -125,7 +125,7 @@ function messageRecords(value: Obj): NormalisedRecord[] {
 }
 
 /**
- * WhatsApp Cloud API webhooks (PLATFORMS.md): a shared URL routed by the business account
+ * WhatsApp Cloud API webhooks (the platform's API reference): a shared URL routed by the business account
  * and phone number ids, signed with the Meta app secret, deduplicated on the message ids
  * (wamid) and, for statuses, on status + id.
  */

@@ -27,7 +27,7 @@ const WA_DOWNLOAD = /^\/wa-download\/([^/]+)$/;
 const CDN = /^\/cdn\/([^/]+)$/;
 
 /**
- * The media side of the platforms (PLATFORMS.md), on loopback: Telegram getFile →
+ * The media side of the platforms, as their API references give it, on loopback: Telegram getFile →
  * file_path → /file/bot<token>/<path>; WhatsApp GET /{version}/{media-id} (Bearer) →
  * {url, mime_type, sha256, file_size, id} → GET url with the same Bearer; and plain CDN
  * URLs. Unknown ids answer as the platforms do (404 / ok:false).

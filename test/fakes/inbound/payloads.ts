@@ -1,5 +1,5 @@
 /**
- * Webhook payloads in the shapes PLATFORMS.md documents, for unit and integration tests.
+ * Webhook payloads in the shapes the platforms document, for unit and integration tests.
  * Each builder takes only what a test varies; everything else is a realistic constant.
  */
 

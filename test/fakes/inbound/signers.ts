@@ -1,7 +1,7 @@
 import { createHmac, generateKeyPairSync, sign as edSign, type KeyObject } from 'node:crypto';
 
 /**
- * How each platform signs its webhook requests (PLATFORMS.md), written independently of the
+ * How each platform signs its webhook requests (as each documents it), written independently of the
  * code under test so the tests check the scheme, not our implementation against itself.
  */
 

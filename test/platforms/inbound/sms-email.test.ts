@@ -7,7 +7,7 @@ import { emailHeaders, form, twilioHeaders } from '../../fakes/inbound/signers.j
 
 describe('twilio signature', () => {
   it("matches Twilio's documented test vector", () => {
-    // From Twilio's security documentation (PLATFORMS.md).
+    // From Twilio's security documentation.
     const params = { CallSid: 'CA1234567890ABCDE', Caller: '+12349013030', Digits: '1234', From: '+12349013030', To: '+18005551212' };
     expect(twilioSignature('https://mycompany.com/myapp.php?foo=1&bar=2', Object.entries(params), '12345')).toBe(
       '0/KCTR6DLpKmkAf8muzZqo1nDgQ=',
