@@ -24,6 +24,11 @@ function signedBySecret(timestamp, body, signatures) {
 }
 
 createServer((req, res) => {
+  // Anything but a POST is a check that the receiver is up.
+  if (req.method !== 'POST') {
+    res.writeHead(200, { 'Content-Type': 'text/plain' }).end('webhook receiver\n');
+    return;
+  }
   const chunks = [];
   req.on('data', (chunk) => chunks.push(chunk));
   req.on('end', () => {
