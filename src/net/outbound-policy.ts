@@ -226,9 +226,18 @@ export function guardedDispatcher(): Agent {
   return guardedAgent;
 }
 
-/** The error a refused resolution raises; the delivery records its message. */
+/**
+ * The error a refused URL or resolution raises; the delivery records its message. `reason`
+ * names the host and why (never a path or query: those may carry a token).
+ */
 export class TargetRefusedError extends Error {
   readonly code = 'ETARGETREFUSED';
+  constructor(
+    readonly reason: string,
+    what = 'refused by the outbound address policy',
+  ) {
+    super(`${what}: ${reason}`);
+  }
 }
 
 type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
@@ -241,7 +250,7 @@ type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | Look
 export function guardedLookup(hostname: string, options: object, callback: LookupCallback): void {
   resolveJudged(hostname.replace(/^\[|\]$/g, ''), options, (r) => {
     if (r.kind === 'failed') return callback(r.error, []);
-    if (r.kind === 'refused') return callback(new TargetRefusedError(`refused: ${r.reason}`), []);
+    if (r.kind === 'refused') return callback(new TargetRefusedError(r.reason, 'refused'), []);
     const list = r.addresses;
     if ((options as { all?: boolean }).all) callback(null, list);
     else callback(null, list[0].address, list[0].family);

@@ -46,7 +46,7 @@ export async function callPlatform(call: PlatformCall): Promise<PlatformAnswer> 
   if (call.guarded) {
     const refused = refusedUrl(new URL(call.url), 'public-https');
     // Never the URL itself in the message: it may carry a token.
-    if (refused) throw new TargetRefusedError(`refused by the outbound address policy: ${refused}`);
+    if (refused) throw new TargetRefusedError(refused);
   }
   const res = await request(call.url, {
     method: call.method,

@@ -75,14 +75,15 @@ const NEVER_SENT = new Set([
  * upload that is only referenced by a later call).
  */
 export function networkFailure(platform: string, err: unknown, options: { repeatable?: boolean } = {}): PlatformError {
-  const e = err as { code?: string; name?: string } | undefined;
+  const e = err as { code?: string; name?: string; reason?: string } | undefined;
   const timedOut =
     e?.name === 'TimeoutError' || e?.name === 'AbortError' || e?.code === 'UND_ERR_HEADERS_TIMEOUT' || e?.code === 'UND_ERR_BODY_TIMEOUT';
   if (e?.code === 'ETARGETREFUSED') {
-    // Nothing was sent, and nothing will be until the connection's api_base_url changes.
+    // Nothing was sent. The reason names the host that was refused: the connection's
+    // api_base_url, or a URL the platform's own answer pointed to (an upload URL).
     return platformError(
       'PLATFORM_REJECTED',
-      `The call to ${platform} was refused by the outbound address policy: the connection's api_base_url does not lead to a public address`,
+      `The call to ${platform} was refused by the outbound address policy: ${e.reason ?? 'the address it leads to is not public'}`,
     );
   }
   const why = timedOut ? 'timed out' : `failed (${e?.code ?? e?.name ?? 'network error'})`;

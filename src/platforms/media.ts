@@ -22,7 +22,7 @@ interface Fetching {
 async function get(url: string, headers: Record<string, string>, f: Fetching) {
   const refused = refusedUrl(new URL(url), f.policy);
   // The URL may carry a token (Telegram's file URL does): never put it in the message.
-  if (refused) throw new TargetRefusedError(`media download refused by the outbound address policy: ${refused}`);
+  if (refused) throw new TargetRefusedError(refused, 'media download refused by the outbound address policy');
   return request(url, {
     method: 'GET',
     headers,

@@ -277,7 +277,12 @@ describe('end to end under the public policy', () => {
     );
     expect(out).toMatchObject({
       ok: false,
-      error: { code: 'PLATFORM_REJECTED', retryable: false, message: expect.stringMatching(/outbound address policy/) },
+      // Says why it was refused, not a guess at which field led there.
+      error: {
+        code: 'PLATFORM_REJECTED',
+        retryable: false,
+        message: expect.stringMatching(/outbound address policy: must use https/),
+      },
     });
     expect(JSON.stringify(out)).not.toContain('hunter2');
     expect(target.hits).toEqual([]);
