@@ -78,25 +78,20 @@ const schema = z
       .default('redis://127.0.0.1:6379/0'),
     /**
      * Seed nodes of a Redis Cluster, comma-separated `host:port` (a few are enough; the client
-     * learns the rest from them). Set, every connection is a cluster client and REDIS_URL is
-     * not used; REDIS_PREFIX must then hold a {hash tag} (docs/SCALING.md).
+     * learns the rest from them). Set, every connection is a cluster client, REDIS_URL gives
+     * only the credentials and TLS, and REDIS_PREFIX must hold a {hash tag} (docs/SCALING.md).
      */
-    REDIS_CLUSTER_NODES: z
-      .string()
-      .optional()
-      .transform((s, ctx) => {
-        if (s === undefined) return undefined;
-        const nodes = s
-          .split(',')
-          .map((p) => p.trim())
-          .filter(Boolean)
-          .map((p) => /^(\[[0-9A-Fa-f:.]+\]|[^\s:[\]]+):(\d{1,5})$/.exec(p));
-        if (!nodes.length || nodes.some((m) => !m || Number(m[2]) < 1 || Number(m[2]) > 65535)) {
-          ctx.addIssue({ code: 'custom', message: 'expected comma-separated host:port seed nodes, e.g. 10.0.0.1:6379,10.0.0.2:6379' });
-          return z.NEVER;
-        }
-        return nodes.map((m) => ({ host: m![1].replace(/^\[|\]$/g, ''), port: Number(m![2]) }));
-      }),
+    REDIS_CLUSTER_NODES: hostPorts('seed nodes, e.g. 10.0.0.1:6379,10.0.0.2:6379'),
+    /**
+     * Redis Sentinels, comma-separated `host:port`: every connection asks them where the master
+     * of REDIS_SENTINEL_NAME is, and follows a failover to the new one. Set, REDIS_URL gives only
+     * the credentials, TLS and database (docs/SCALING.md).
+     */
+    REDIS_SENTINELS: hostPorts('sentinels, e.g. 10.0.0.1:26379,10.0.0.2:26379'),
+    /** The master group the sentinels watch (`sentinel monitor <name> …`); required with REDIS_SENTINELS. */
+    REDIS_SENTINEL_NAME: z.string().trim().min(1).max(200).optional(),
+    /** The sentinels' own password (their `requirepass`), when they have one; the master's comes from REDIS_URL. */
+    REDIS_SENTINEL_PASSWORD: z.string().min(1).optional(),
     /**
      * Prefix for every Redis key and channel (BullMQ queues, rate limits, stream slots, wakes).
      * It may hold one Redis Cluster hash tag, e.g. `{gw}`: every key then lives in one slot,
@@ -416,6 +411,14 @@ const schema = z
         message: `must be above LEDGER_IDLE_TIMEOUT_MS (${env.LEDGER_IDLE_TIMEOUT_MS}): a writer behind a frozen one would fail before the server frees the head`,
       });
     }
+    if (env.REDIS_SENTINELS && env.REDIS_CLUSTER_NODES)
+      ctx.addIssue({ code: 'custom', path: ['REDIS_SENTINELS'], message: 'set REDIS_SENTINELS or REDIS_CLUSTER_NODES, not both' });
+    if (env.REDIS_SENTINELS && !env.REDIS_SENTINEL_NAME)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['REDIS_SENTINEL_NAME'],
+        message: 'required with REDIS_SENTINELS: the master group the sentinels monitor',
+      });
     if (env.REDIS_CLUSTER_NODES && !env.REDIS_PREFIX.includes('{'))
       ctx.addIssue({
         code: 'custom',
@@ -448,11 +451,81 @@ const schema = z
       env.OUTBOUND_ADDRESS_POLICY ?? env.WEBHOOK_TARGET_POLICY ?? (env.NODE_ENV === 'production' ? 'public-https' : 'any'),
     usingDevSecrets: !env.ADMIN_TOKEN || !env.SECRETS_KEY,
     /** Where every Redis connection goes (src/redis.ts): the cluster's seeds when given, else REDIS_URL. */
-    redis: (env.REDIS_CLUSTER_NODES ? { clusterNodes: env.REDIS_CLUSTER_NODES } : { url: env.REDIS_URL }) as RedisTarget,
+    redis: redisTarget(env),
   }));
 
-/** Where Redis is: one server by URL, or a Redis Cluster by its seed nodes. */
-export type RedisTarget = { url: string } | { clusterNodes: { host: string; port: number }[] };
+type HostPort = { host: string; port: number };
+
+/** A comma-separated `host:port` list (IPv6 in brackets), or undefined when unset. */
+function hostPorts(what: string) {
+  return z
+    .string()
+    .optional()
+    .transform((s, ctx): HostPort[] | undefined => {
+      if (s === undefined) return undefined;
+      const nodes = s
+        .split(',')
+        .map((p) => p.trim())
+        .filter(Boolean)
+        .map((p) => /^(\[[0-9A-Fa-f:.]+\]|[^\s:[\]]+):(\d{1,5})$/.exec(p));
+      if (!nodes.length || nodes.some((m) => !m || Number(m[2]) < 1 || Number(m[2]) > 65535)) {
+        ctx.addIssue({ code: 'custom', message: `expected comma-separated host:port ${what}` });
+        return z.NEVER;
+      }
+      return nodes.map((m) => ({ host: m![1].replace(/^\[|\]$/g, ''), port: Number(m![2]) }));
+    });
+}
+
+/**
+ * What a cluster or the master behind sentinels is reached with, from REDIS_URL: its user and
+ * password, TLS for `rediss://`, its database (a cluster has only 0). One URL carries them for
+ * every topology, as a managed service hands them out.
+ */
+export interface RedisAuth {
+  username?: string;
+  password?: string;
+  tls?: true;
+  db?: number;
+}
+
+function authOf(url: string): RedisAuth | undefined {
+  const u = new URL(url);
+  const auth: RedisAuth = {
+    ...(u.username ? { username: decodeURIComponent(u.username) } : {}),
+    ...(u.password ? { password: decodeURIComponent(u.password) } : {}),
+    ...(u.protocol === 'rediss:' ? { tls: true as const } : {}),
+  };
+  const db = Number(u.pathname.slice(1) || 0);
+  if (Number.isInteger(db) && db > 0) auth.db = db;
+  return Object.keys(auth).length ? auth : undefined;
+}
+
+/** Where every Redis connection goes (src/redis.ts): the cluster's seeds, the sentinels, else REDIS_URL. */
+function redisTarget(env: {
+  REDIS_URL: string;
+  REDIS_CLUSTER_NODES?: HostPort[];
+  REDIS_SENTINELS?: HostPort[];
+  REDIS_SENTINEL_NAME?: string;
+  REDIS_SENTINEL_PASSWORD?: string;
+}): RedisTarget {
+  const auth = authOf(env.REDIS_URL);
+  const withAuth = auth ? { auth } : {};
+  if (env.REDIS_CLUSTER_NODES) return { clusterNodes: env.REDIS_CLUSTER_NODES, ...withAuth };
+  if (env.REDIS_SENTINELS)
+    return {
+      sentinels: env.REDIS_SENTINELS,
+      sentinelName: env.REDIS_SENTINEL_NAME!,
+      ...(env.REDIS_SENTINEL_PASSWORD ? { sentinelPassword: env.REDIS_SENTINEL_PASSWORD } : {}),
+      ...withAuth,
+    };
+  return { url: env.REDIS_URL };
+}
+
+/** Where Redis is: one server by URL, a Redis Cluster by its seed nodes, or a master its sentinels name. */
+export type RedisTarget =
+  | { url: string }
+  | { clusterNodes: HostPort[]; auth?: RedisAuth }
+  | { sentinels: HostPort[]; sentinelName: string; sentinelPassword?: string; auth?: RedisAuth };
 
 export type Config = z.infer<typeof schema>;
 

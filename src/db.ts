@@ -205,14 +205,19 @@ const replicaRestingUntil = new WeakMap<Sql, number>();
  */
 export async function onReplica<T>(pools: ReadPools, read: (sql: Sql) => Promise<T>): Promise<T> {
   const { sql, readSql } = pools;
-  if (readSql === sql || (replicaRestingUntil.get(readSql) ?? 0) > Date.now()) return read(sql);
+  if (readSql === sql || replicaResting(readSql)) return read(sql);
   try {
     return await read(readSql);
   } catch {
-    replicaRestingUntil.set(readSql, Date.now() + REPLICA_REST_MS);
+    restReplica(readSql);
     return read(sql);
   }
 }
+
+/** Whether reads should skip the replica `readSql` for now: it failed to answer moments ago. */
+export const replicaResting = (readSql: Sql): boolean => (replicaRestingUntil.get(readSql) ?? 0) > Date.now();
+/** Records that the replica `readSql` failed to answer: reads skip it for a while (REPLICA_REST_MS). */
+export const restReplica = (readSql: Sql): void => void replicaRestingUntil.set(readSql, Date.now() + REPLICA_REST_MS);
 
 /**
  * A by-id read on the replica, and on the primary when the replica has no such row: it may be

@@ -2,7 +2,7 @@ import type { Config } from './config.js';
 import type { ChangeWatchers } from './change-feed.js';
 import { createSecretBox, type SecretBox } from './crypto/secrets.js';
 import { watchPool } from './connection-watch.js';
-import { createSql, type Sql } from './db.js';
+import { createSql, type ReadPools, type Sql } from './db.js';
 import { targetingPrimary } from './db-primary.js';
 import { createLogger, type Logger } from './logger.js';
 import { createMetrics, type Metrics } from './metrics.js';
@@ -23,6 +23,12 @@ export interface Deps {
    * ledger's rule (src/ledger/read.ts `readThrough`).
    */
   readSql: Sql;
+  /**
+   * Where reads that must see a commit go (src/ledger/read.ts): `sql` is always the primary,
+   * `readSql` the pool this request may read from. In a read-only request's view
+   * (src/replica-reads.ts) `sql` above is the reader and this still names the primary.
+   */
+  pools: ReadPools;
   /** Request-path Redis connection: fails fast so an outage answers 503 instead of hanging. */
   redis: Redis;
   /**
@@ -73,6 +79,7 @@ export function createDeps(
     config,
     sql,
     readSql,
+    pools: { sql, readSql },
     redis: watchConnection(createRedis(config.redis, 'request'), 'requests', observer),
     queueRedis,
     queues: createQueues(queueRedis, config, logger),

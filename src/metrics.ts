@@ -26,6 +26,12 @@ export interface Metrics {
   unhandledRejections: Counter<never>;
   /** Outages of this process's connections, one per loss however long it lasts (src/connection-watch.ts). */
   connectionLosses: Counter<'kind' | 'name'>;
+  /**
+   * Read-only requests by where they were served (src/replica-reads.ts): `replica`, or the
+   * primary because the application wrote moments ago (`written`), because the replica missed
+   * a row or failed (`fallback`), or because it is resting after a failure (`resting`).
+   */
+  replicaReads: Counter<'served_by'>;
   /** Adds the pool gauges of `sql`: connections held by transactions, transactions waiting for one. */
   watchPool(sql: Sql): void;
   /**
@@ -93,6 +99,12 @@ export function createMetrics(options: { defaults?: boolean } = {}): Metrics {
     labelNames: ['kind', 'name'] as const,
     registers: [registry],
   });
+  const replicaReads = new Counter({
+    name: 'db_replica_reads_total',
+    help: 'Read-only requests on a deployment with a read replica, by what served them (replica, written, fallback, resting)',
+    labelNames: ['served_by'] as const,
+    registers: [registry],
+  });
   let watched = false;
   let poolWatched = false;
   let replicaWatched = false;
@@ -124,6 +136,7 @@ export function createMetrics(options: { defaults?: boolean } = {}): Metrics {
       gauge('db_replica_lag_bytes', "Bytes of the primary's WAL the read replica has not replayed yet", (l) => l.bytes);
     },
     ledgerProgress,
+    replicaReads,
     unhandledRejections,
     connectionLosses,
     watchPool(sql) {

@@ -42,15 +42,39 @@ export function createRedis(target: RedisTarget | string, kind: 'blocking' | 're
       : { maxRetriesPerRequest: null, enableOfflineQueue: true };
   const at = typeof target === 'string' ? { url: target } : target;
   if ('url' in at) return new Single(at.url, { lazyConnect: false, retryStrategy: reconnectDelay, ...failFast, ...extra });
+  const { db, tls, ...credentials } = at.auth ?? {};
+  const secured: RedisOptions = { ...credentials, ...(tls ? { tls: {} } : {}) };
+  if ('sentinels' in at) {
+    const redis = new Single({
+      lazyConnect: false,
+      retryStrategy: reconnectDelay,
+      sentinels: at.sentinels,
+      name: at.sentinelName,
+      sentinelPassword: at.sentinelPassword,
+      sentinelRetryStrategy: reconnectDelay,
+      // Told of a failover by the sentinels themselves (+switch-master), not only when the old master stops answering.
+      failoverDetector: true,
+      // The sentinels are reached over TLS too when the master is (a `rediss://` REDIS_URL).
+      ...(tls ? { enableTLSForSentinelMode: true, sentinelTLS: {} } : {}),
+      // A demoted master refuses writes: reconnecting asks the sentinels for the new one.
+      reconnectOnError: (err) => err.message.startsWith('READONLY'),
+      db,
+      ...secured,
+      ...failFast,
+      ...extra,
+    });
+    targets.set(redis, at);
+    return redis;
+  }
   const cluster = new Cluster(at.clusterNodes, {
     lazyConnect: false,
     clusterRetryStrategy: reconnectDelay,
     enableOfflineQueue: failFast.enableOfflineQueue,
     // Replicas are for failover here: every read goes to the master, which has every write.
     scaleReads: 'master',
-    redisOptions: { ...failFast, ...extra },
+    redisOptions: { ...secured, ...failFast, ...extra },
   });
-  seeds.set(cluster, at.clusterNodes);
+  targets.set(cluster, at);
   return cluster;
 }
 
@@ -59,9 +83,31 @@ const reported = new WeakSet<object>();
 /** Whether `err` is a connection's own error, already told by its watch (so not worth a line of its own). */
 export const reportedByWatch = (err: unknown): boolean => typeof err === 'object' && err !== null && reported.has(err);
 
-const seeds = new WeakMap<Cluster, ClusterNode[]>();
-/** The seed nodes a cluster client was created with (the start-up check asks them when it cannot connect). */
-export const seedsOf = (cluster: Cluster): ClusterNode[] => seeds.get(cluster) ?? [];
+const targets = new WeakMap<Redis, Exclude<RedisTarget, { url: string }>>();
+/**
+ * The cluster seeds or the sentinels a client was created with, and their credentials: the
+ * start-up check asks them itself when the client cannot connect. Undefined for one server by URL.
+ */
+export const targetOf = (redis: Redis) => targets.get(redis);
+
+/**
+ * A one-shot connection to one server (a cluster seed, a sentinel) with `auth`'s credentials
+ * and TLS: no retries, a short connect timeout, errors left to the caller's command.
+ */
+export function probeRedis(node: ClusterNode, auth: { username?: string; password?: string; tls?: true } = {}): Single {
+  const { tls, ...credentials } = auth;
+  const probe = new Single({
+    host: node.host,
+    port: node.port,
+    ...credentials,
+    ...(tls ? { tls: {} } : {}),
+    retryStrategy: () => null,
+    connectTimeout: 2_000,
+    maxRetriesPerRequest: 0,
+  });
+  probe.on('error', () => {});
+  return probe;
+}
 
 /**
  * Tells a connection's outage once when it starts and once when it ends (src/connection-watch.ts)

@@ -1,7 +1,8 @@
 import { Cluster } from 'ioredis';
 import { redisReady } from './availability.js';
 import type { Logger } from './logger.js';
-import { createRedis, seedsOf, type Redis } from './redis.js';
+import type { RedisAuth } from './config.js';
+import { probeRedis, targetOf, type Redis } from './redis.js';
 
 /** What the durability promise needs to know about the Redis it runs on. */
 export interface RedisDurability {
@@ -44,27 +45,28 @@ export interface CheckRedisOptions {
   waitMs?: number;
   /**
    * Called with one line when a Redis Cluster cannot serve (seeds unreachable, slots not
-   * covered): the process would only fail every request, so it stops at start instead.
+   * covered) or the sentinels name no reachable master (sentinels unreachable, an unknown
+   * master name): the process would only fail every request, so it stops at start instead.
    * @default logs the line and exits the process with status 1
    */
-  onClusterFault?: (line: string) => void;
+  onTopologyFault?: (line: string) => void;
 }
 
 /** Slots a Redis Cluster must serve, all of them, for every key to have a home. */
 const CLUSTER_SLOTS = 16_384;
 
-/** CLUSTER INFO of the first seed node that answers it. */
-async function seedInfo(nodes: { host: string; port: number }[]): Promise<unknown> {
-  for (const { host, port } of nodes) {
-    const probe = createRedis(`redis://${host.includes(':') ? `[${host}]` : host}:${port}`, 'blocking', {
-      retryStrategy: () => null,
-      connectTimeout: 2_000,
-    });
-    probe.on('error', () => {});
+/** The first answer to `command` from any of `nodes`, or undefined when none answers. */
+async function askAny(
+  nodes: { host: string; port: number }[],
+  auth: RedisAuth | undefined,
+  command: string[],
+): Promise<{ answer: unknown } | undefined> {
+  for (const node of nodes) {
+    const probe = probeRedis(node, auth);
     try {
-      return await probe.call('CLUSTER', 'INFO');
+      return { answer: await probe.call(command[0], ...command.slice(1)) };
     } catch {
-      // the next seed
+      // the next one
     } finally {
       probe.disconnect();
     }
@@ -80,13 +82,40 @@ async function clusterFault(cluster: Cluster, waitMs: number): Promise<string | 
   );
   // ioredis calls the cluster ready only once a node answers and reports cluster_state:ok;
   // when it does not, the seeds themselves say whether they answer and what they serve.
-  const info = ready ? await cluster.call('CLUSTER', 'INFO').catch(() => undefined) : await seedInfo(seedsOf(cluster));
+  const target = targetOf(cluster);
+  const seeds = target && 'clusterNodes' in target ? target.clusterNodes : [];
+  const info = ready
+    ? await cluster.call('CLUSTER', 'INFO').catch(() => undefined)
+    : (await askAny(seeds, target?.auth, ['CLUSTER', 'INFO']))?.answer;
   if (info === undefined)
-    return `Redis Cluster: no seed node of REDIS_CLUSTER_NODES answered within ${waitMs} ms; check the addresses and that the nodes run with cluster-enabled yes`;
+    return `Redis Cluster: no seed node of REDIS_CLUSTER_NODES answered within ${waitMs} ms; check the addresses, that the nodes run with cluster-enabled yes, and REDIS_URL's credentials`;
   const field = (name: string) => new RegExp(`^${name}:([^\r\n]*)`, 'm').exec(String(info))?.[1];
   const served = Number(field('cluster_slots_ok') ?? 0);
   if (ready && field('cluster_state') === 'ok' && served === CLUSTER_SLOTS) return undefined;
   return `Redis Cluster: cluster_state:${field('cluster_state') ?? 'unknown'}, ${served} of ${CLUSTER_SLOTS} slots served; every slot needs a master (redis-cli --cluster check, then fix or add nodes)`;
+}
+
+/** Why a client that finds its master through sentinels cannot serve, or undefined when it is connected. */
+async function sentinelFault(redis: Redis, waitMs: number): Promise<string | undefined> {
+  const target = targetOf(redis);
+  if (!target || !('sentinels' in target)) return undefined;
+  const ready = await redisReady(redis, waitMs).then(
+    () => true,
+    () => false,
+  );
+  if (ready) return undefined;
+  const name = target.sentinelName;
+  const asked = await askAny(target.sentinels, { password: target.sentinelPassword, ...(target.auth?.tls ? { tls: true } : {}) }, [
+    'SENTINEL',
+    'get-master-addr-by-name',
+    name,
+  ]);
+  if (!asked)
+    return `Redis Sentinel: no sentinel of REDIS_SENTINELS answered within ${waitMs} ms; check the addresses (and REDIS_SENTINEL_PASSWORD when they require one)`;
+  const at = asked.answer as [string, string] | null;
+  if (!at)
+    return `Redis Sentinel: no sentinel of REDIS_SENTINELS monitors a master named "${name}"; check REDIS_SENTINEL_NAME (SENTINEL MASTERS on a sentinel lists them)`;
+  return `Redis Sentinel: the master "${name}" at ${at[0]}:${at[1]} did not answer within ${waitMs} ms; check that it runs and REDIS_URL's credentials`;
 }
 
 /**
@@ -96,19 +125,18 @@ async function clusterFault(cluster: Cluster, waitMs: number): Promise<string | 
  * reconnect, since a restarted Redis may come back with another configuration; then it only logs.
  */
 export async function checkRedis(redis: Redis, logger: Logger, options: CheckRedisOptions = {}): Promise<RedisDurability | undefined> {
-  if (redis instanceof Cluster) {
-    const fault = await clusterFault(redis, options.waitMs ?? 5_000);
-    if (fault) {
-      (
-        options.onClusterFault ??
-        ((line: string) => {
-          logger.error(line);
-          logger.flush?.();
-          process.exit(1);
-        })
-      )(fault);
-      return undefined;
-    }
+  const waitMs = options.waitMs ?? 5_000;
+  const fault = redis instanceof Cluster ? await clusterFault(redis, waitMs) : await sentinelFault(redis, waitMs);
+  if (fault) {
+    (
+      options.onTopologyFault ??
+      ((line: string) => {
+        logger.error(line);
+        logger.flush?.();
+        process.exit(1);
+      })
+    )(fault);
+    return undefined;
   }
   const report = (d: RedisDurability) => {
     if (!d.evictionSafe) {
@@ -134,7 +162,7 @@ export async function checkRedis(redis: Redis, logger: Logger, options: CheckRed
     if (first) return;
     void inspectRedis(redis, 0).then((d) => d && report(d));
   });
-  const durability = await inspectRedis(redis, options.waitMs ?? 5_000);
+  const durability = await inspectRedis(redis, waitMs);
   first = false;
   if (!durability) {
     logger.warn('could not read the Redis configuration to verify maxmemory-policy and persistence (unreachable, or CONFIG is disabled)');

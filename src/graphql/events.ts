@@ -135,7 +135,7 @@ export const eventsModule: GraphqlModule = {
             { path: ['filters', 'payload', 'path'], message: 'invalid path' },
           ]);
         }
-        const page = await readEventPage(ctx.deps, appId, filters, first);
+        const page = await readEventPage(ctx.deps.pools, appId, filters, first);
         return {
           edges: page.data.map(toEventNode).map((node) => ({ cursor: node.cursor, node })),
           pageInfo: { hasNextPage: page.hasMore, endCursor: page.next?.cursor ?? null },
@@ -143,14 +143,14 @@ export const eventsModule: GraphqlModule = {
       },
       event: async (_root, args: { id: string }, ctx: GqlContext) => {
         const { appId, eventScope } = ctx.need('events:read');
-        const e = await findEvent(ctx.deps, appId, args.id, eventScope);
+        const e = await findEvent(ctx.deps.pools, appId, args.id, eventScope);
         return e ? toEventNode(e) : null;
       },
     },
     Event: {
       originEvent: async (node: EventNode, _args, ctx: GqlContext) => {
         if (!node.originEventId) return null;
-        const e = await findEvent(ctx.deps, ctx.principal.appId, node.originEventId, ctx.principal.eventScope);
+        const e = await findEvent(ctx.deps.pools, ctx.principal.appId, node.originEventId, ctx.principal.eventScope);
         return e ? toEventNode(e) : null;
       },
     },

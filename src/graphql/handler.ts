@@ -11,6 +11,7 @@ import { authenticateRequest } from '../portal/auth.js';
 import type { WebServices } from '../http/web-services.js';
 import { admitOperation, type OperationRequest } from './admission.js';
 import { createContext, formatGraphqlError, type GqlContext } from './context.js';
+import { executeOperation } from './execution.js';
 import { graphqlLimits } from './limits.js';
 import { streamSlotGuard } from '../stream/service.js';
 
@@ -62,6 +63,7 @@ export function graphqlRouter(deps: Deps, web: WebServices, guards: RequestGuard
 
   const http = createHttpHandler<GqlContext>({
     schema,
+    execute: executeOperation as never,
     onSubscribe: (req, params) => admit(resOf(req), params, 1, createContext(deps, web, principalOf(resOf(req)))),
     onOperation: (_req, _args, result) => mapErrors(result),
     // Errors found before execution (syntax, validation, variables) get their code the same way.

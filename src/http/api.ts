@@ -5,6 +5,7 @@ import type { Scope } from '../auth/scopes.js';
 import type { Deps } from '../deps.js';
 import { AppError, type ErrorCode, type ErrorDetail } from '../errors.js';
 import { JSON_TYPES } from './json-body.js';
+import { noteWrite, readOnly } from '../replica-reads.js';
 import { zodDetails } from './zod-details.js';
 import type { RequestGuards } from './guards.js';
 import { type DocumentOptions, type HeaderParam, OPERATION_ID, openApiDocument } from './openapi.js';
@@ -99,7 +100,8 @@ export class Api {
         if (spec.rateLimited !== false) await guards.rateLimit(principal.appId, res);
       }
       const { body, query, params } = parseRequest(spec, req);
-      const reply = await spec.handler({ req, res, deps, principal, body, query, params } as HandlerContext<B, Q, P>);
+      const run = (d: Deps) => spec.handler({ req, res, deps: d, principal, body, query, params } as HandlerContext<B, Q, P>);
+      const reply = await serve(spec.method, deps, principal, res, run);
       if (!reply || res.headersSent) return;
       for (const [k, v] of Object.entries(reply.headers ?? {})) res.setHeader(k, v);
       if (reply.body === undefined) res.status(reply.status).end();
@@ -110,6 +112,27 @@ export class Api {
   /** OpenAPI 3.1 document of every declared route. */
   openapi(options: DocumentOptions): Record<string, unknown> {
     return openApiDocument(this.specs, options);
+  }
+}
+
+/**
+ * Runs a route's handler: a GET of an application reads under the replica rule
+ * (src/replica-reads.ts), anything else on the primary and then marks the application as
+ * having written, so its next reads see what it wrote.
+ */
+async function serve(
+  method: Method,
+  deps: Deps,
+  principal: Principal | undefined,
+  res: Response,
+  run: (d: Deps) => Promise<Reply | undefined>,
+) {
+  if (!principal) return run(deps);
+  if (method === 'get') return readOnly(deps, principal.appId, run, { retryable: () => !res.headersSent });
+  try {
+    return await run(deps);
+  } finally {
+    await noteWrite(deps, principal.appId);
   }
 }
 

@@ -111,7 +111,7 @@ export function registerEventRoutes(api: Api, { web }: RouteContext): void {
         channels: query.channel,
         scope: principal.eventScope,
       };
-      const page = await readEventPage(deps, principal.appId, filters, query.limit);
+      const page = await readEventPage(deps.pools, principal.appId, filters, query.limit);
       return {
         status: 200,
         body: { data: page.data.map(toRestEvent), ...(page.next ? { next_cursor: page.next.cursor } : {}), has_more: page.hasMore },
@@ -129,7 +129,7 @@ export function registerEventRoutes(api: Api, { web }: RouteContext): void {
     responses: { 200: { description: 'The event', schema: restEventSchema } },
     errors: ['NOT_FOUND'],
     async handler({ deps, principal, params }) {
-      const event = await findEvent(deps, principal.appId, params.id, principal.eventScope);
+      const event = await findEvent(deps.pools, principal.appId, params.id, principal.eventScope);
       if (!event) throw new AppError('NOT_FOUND', `No event ${params.id}`);
       return { status: 200, body: toRestEvent(event) };
     },

@@ -13,7 +13,7 @@ import {
   userNotFound,
 } from '../identity/users.js';
 import { decodeCursor } from '../ledger/cursor.js';
-import { listEvents } from '../ledger/read.js';
+import { listEvents, readThrough } from '../ledger/read.js';
 import { toRestEvent } from '../ledger/shape.js';
 import type { Api } from './api.js';
 import { eventTypeFilter, restEventSchema } from './events.js';
@@ -170,11 +170,9 @@ export function registerUserRoutes(api: Api): void {
       const userId = await resolveUserId(deps.sql, principal.appId, params.id);
       if (!userId) throw failureToAppError(userNotFound(params.id));
       const afterSeq = query.after !== undefined ? unwrapIdentity(decodeCursor(query.after)).seq : undefined;
-      const rows = await listEvents(
-        deps.sql,
-        principal.appId,
-        { afterSeq, userId, eventType: eventTypeFilter(query.event_type) },
-        query.limit + 1,
+      // A page after a cursor the replica has not replayed yet is read on the primary (the ledger's rule).
+      const rows = await readThrough(deps.pools, principal.appId, afterSeq ?? 0, 0, (sql) =>
+        listEvents(sql, principal.appId, { afterSeq, userId, eventType: eventTypeFilter(query.event_type) }, query.limit + 1),
       );
       const page = rows.slice(0, query.limit);
       const last = page.at(-1);

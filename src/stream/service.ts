@@ -28,7 +28,7 @@ export interface StreamService {
 
 export function createStreamService(deps: Deps, wakes: WakeHub, stamps: ChangeStamps): StreamService {
   const { config } = deps;
-  const tails = createTailRegistry(deps, wakes, deps.logger, {
+  const tails = createTailRegistry(deps.pools, wakes, deps.logger, {
     recheckMs: config.STREAM_RECHECK_MS,
     replicaWaitMs: config.REPLICA_WAIT_MS,
   });
