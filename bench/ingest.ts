@@ -5,6 +5,7 @@
  * storage ceiling. Targets (issue 3): committed/s ≥ 50% of (a), p99 < 50 ms at 32 clients.
  */
 import { randomUUID } from 'node:crypto';
+import { createServer } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { createApplication } from '../src/apps/applications.js';
 import { cpus, loadavg } from 'node:os';
@@ -62,40 +63,51 @@ const bench: Bench = {
     log(`gateway: 1 web + 1 worker process (ledger), ${clients} clients, ${durationS} s`);
     const stack = await startStack({ workerQueues: 'ledger' });
     try {
-      const app = await stack.createApp(['events:write']);
-      const count = async () => (await stack.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM events WHERE app_id = ${app.appId}`)[0].n;
-      // Committed rows are counted over exactly the measured window of the load.
-      let atStart = 0;
-      let atEnd = 0;
-      const stackCpu = cpuOver([stack.web[0].proc.pid!, stack.workers[0].proc.pid!]);
-      const marks = [
-        new Promise<void>((r) =>
-          setTimeout(async () => {
-            atStart = await count();
-            r();
-          }, warmupS * 1000),
-        ),
-        new Promise<void>((r) =>
-          setTimeout(
-            async () => {
-              atEnd = await count();
+      /** One measured load of POST /v1/events against a stack: its answers, commits and CPU. */
+      const measure = async (target: typeof stack) => {
+        const app = await target.createApp(['events:write']);
+        const count = async () =>
+          (await target.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM events WHERE app_id = ${app.appId}`)[0].n;
+        // Committed rows are counted over exactly the measured window of the load.
+        let atStart = 0;
+        let atEnd = 0;
+        const cpu = cpuOver([target.web[0].proc.pid!, target.workers[0].proc.pid!]);
+        const marks = [
+          new Promise<void>((r) =>
+            setTimeout(async () => {
+              atStart = await count();
               r();
-            },
-            (warmupS + durationS) * 1000,
+            }, warmupS * 1000),
           ),
-        ),
-      ];
-      const load = await runLoad(stack.base, {
-        clients,
-        durationS,
-        warmupS,
-        request: (i) => ({ method: 'POST', path: '/v1/events', headers: { ...json, ...app.headers }, body: eventBody(i) }),
-      });
-      await Promise.all(marks);
-      const [webCpuS, workerCpuS, machineS] = await stackCpu;
-      const committed = atEnd - atStart;
-      const committedPerS = round(committed / durationS, 1);
+          new Promise<void>((r) =>
+            setTimeout(
+              async () => {
+                atEnd = await count();
+                r();
+              },
+              (warmupS + durationS) * 1000,
+            ),
+          ),
+        ];
+        const load = await runLoad(target.base, {
+          clients,
+          durationS,
+          warmupS,
+          request: (i) => ({ method: 'POST', path: '/v1/events', headers: { ...json, ...app.headers }, body: eventBody(i) }),
+        });
+        await Promise.all(marks);
+        const [webCpuS, workerCpuS, machineS] = await cpu;
+        const committed = atEnd - atStart;
+        return { load, committed, committedPerS: round(committed / durationS, 1), webCpuS, workerCpuS, machineS };
+      };
+      const { load, committed, committedPerS, webCpuS, workerCpuS, machineS } = await measure(stack);
       const cpuMsPer = (cpuS: number, n: number) => (n > 0 ? round((cpuS * 1000) / n, 3) : null);
+
+      // Tracing on: the same load with every span exported over OTLP to a local sink.
+      log(`gateway with tracing on (OTLP to a local sink), ${clients} clients, ${durationS} s`);
+      const sink = await startOtlpSink();
+      const tracedStack = await startStack({ workerQueues: 'ledger', env: { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url } });
+      const traced = await measure(tracedStack).finally(() => tracedStack.stop().finally(() => sink.close()));
 
       log(`baseline (b): ${INSERT_WRITERS} writers, multi-row INSERTs of ${INSERT_BATCH}, ${durationS} s`);
       const insertPerS = await rawInsertRate(stack, durationS);
@@ -113,6 +125,14 @@ const bench: Bench = {
         machine_cpu_ms_per_event: cpuMsPer(machineS, committed),
         // The rate the machine's cores could sustain at that cost, if nothing else limited it.
         machine_cpu_bound_per_s: machineS > 0 ? round((cores * committed) / machineS, 0) : null,
+        traced_committed_per_s: traced.committedPerS,
+        traced_post_p50_ms: traced.load.p50Ms,
+        traced_post_p99_ms: traced.load.p99Ms,
+        traced_web_cpu_ms_per_event: cpuMsPer(traced.webCpuS, traced.committed),
+        traced_worker_cpu_ms_per_event: cpuMsPer(traced.workerCpuS, traced.committed),
+        traced_machine_cpu_ms_per_event: cpuMsPer(traced.machineS, traced.committed),
+        traced_export_requests: sink.requests(),
+        traced_export_kb: round(sink.bytes() / 1024, 0),
       };
       const baselines = {
         http_201_per_s: http.okPerS,
@@ -131,6 +151,11 @@ const bench: Bench = {
           cpuMsPer(machineS, committed),
           cpuMsPer(echoMachineS, http.requests),
         ),
+        traced_committed_per_s_vs_committed_per_s: ratio(traced.committedPerS, committedPerS),
+        traced_machine_cpu_ms_per_event_vs_machine_cpu_ms_per_event: ratio(
+          cpuMsPer(traced.machineS, traced.committed),
+          cpuMsPer(machineS, committed),
+        ),
       };
       return {
         figures,
@@ -147,6 +172,7 @@ const bench: Bench = {
           `baseline (b): ${INSERT_WRITERS} concurrent connections, INSERT … VALUES of ${INSERT_BATCH} event rows per statement (autocommit), same table and payload shape`,
           `CPU per event: user + system time of the web and the worker process (from /proc) over the measured window, divided by the events committed in it; the bare handler's per request likewise. On a shared machine these move far less than the rates do`,
           `machine CPU per event: busy time of all ${cores} cores (/proc/stat: every process — web, worker, PostgreSQL, Redis, the load generator — and the kernel) over the measured window / events committed; the baseline likewise per bare request. machine_cpu_bound_per_s = cores ÷ that cost: the most the machine could commit at this cost per event, whatever the concurrency. Their ratio bounds the committed/s ratio from above when the cores are the limit`,
+          `tracing on (traced_*): a second stack, the same load, OTEL_EXPORTER_OTLP_ENDPOINT set to an HTTP sink in the bench process that answers every export (all spans sampled, batch processor defaults); the figures without the traced_ prefix are tracing off, where no OpenTelemetry module is loaded`,
           `the machine was shared with other work: load average (1 min) ${round(loadAtStart, 1)} at the start and ${round(loadavg()[0], 1)} at the end of the run (2 CPUs); rates and latencies swing with it between runs`,
         ],
       };
@@ -155,6 +181,26 @@ const bench: Bench = {
     }
   },
 };
+
+/** An OTLP/HTTP receiver that reads and counts what it is sent, answering as a collector does. */
+async function startOtlpSink(): Promise<{ url: string; requests(): number; bytes(): number; close(): Promise<void> }> {
+  let requests = 0;
+  let bytes = 0;
+  const server = createServer((req, res) => {
+    req.on('data', (c: Buffer) => (bytes += c.length));
+    req.on('end', () => {
+      requests++;
+      res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as { port: number }).port}`,
+    requests: () => requests,
+    bytes: () => bytes,
+    close: () => new Promise((r) => server.close(() => r())),
+  };
+}
 
 /** Rows/s of plain multi-row INSERTs into `events` — what Postgres alone can take on this machine. */
 async function rawInsertRate(stack: { sql: import('../src/db.js').Sql }, durationS: number): Promise<number | null> {

@@ -389,6 +389,35 @@ const schema = z
     EVENT_RETENTION_DAYS: int(0, 0),
     /** Serve /metrics of a worker-only process on this port (0 = off). */
     WORKER_METRICS_PORT: int(0, 0),
+    /**
+     * An OTLP/HTTP collector's base URL (traces go to `<url>/v1/traces`, protobuf). Unset, tracing
+     * is off and its SDK is never loaded (src/tracing/); docs/OPERATIONS.md, "Traces".
+     */
+    OTEL_EXPORTER_OTLP_ENDPOINT: z.url().optional(),
+    /** Headers sent with every export, `key=value` pairs separated by commas (a vendor's API key). */
+    OTEL_EXPORTER_OTLP_HEADERS: z
+      .string()
+      .optional()
+      .transform((s, ctx) => {
+        const headers: Record<string, string> = {};
+        for (const pair of (s ?? '').split(',').filter((p) => p.trim())) {
+          const at = pair.indexOf('=');
+          if (at <= 0) {
+            ctx.addIssue({ code: 'custom', message: 'expected key=value pairs separated by commas' });
+            return z.NEVER;
+          }
+          headers[decodeURIComponent(pair.slice(0, at).trim())] = decodeURIComponent(pair.slice(at + 1).trim());
+        }
+        return headers;
+      }),
+    /** The `service.name` every span is exported under. */
+    OTEL_SERVICE_NAME: z.string().min(1).max(200).default('messaging-gateway'),
+    /** Which traces are kept: OpenTelemetry's sampler names; the ratio ones read OTEL_TRACES_SAMPLER_ARG. */
+    OTEL_TRACES_SAMPLER: z
+      .enum(['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'])
+      .default('parentbased_always_on'),
+    /** The share of traces a ratio sampler keeps, 0 to 1. */
+    OTEL_TRACES_SAMPLER_ARG: z.coerce.number().min(0).max(1).default(1),
     /** Link-code guessing budget: activation attempts per platform user per 15 minutes, and per application per minute. */
     LINK_CODE_ATTEMPTS_PER_USER: int(5, 1),
     LINK_CODE_ATTEMPTS_PER_APP: int(120, 1),
@@ -547,7 +576,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     const issue = result.error.issues[0];
     const variable = String(issue.path[0] ?? 'environment');
     const value = cleaned[variable];
-    const shown = value === undefined || /TOKEN|KEY|SECRET|URL/.test(variable) ? '' : ` (got "${value}")`;
+    const shown = value === undefined || /TOKEN|KEY|SECRET|URL|ENDPOINT|HEADERS/.test(variable) ? '' : ` (got "${value}")`;
     throw new ConfigError(variable, `${issue.message}${shown}`);
   }
   return result.data;

@@ -9,6 +9,7 @@ import { createMetrics, type Metrics } from './metrics.js';
 import { closeQueues, createQueues, type Queues } from './queues.js';
 import { requireReplicas } from './redis-durability.js';
 import { createRedis, watchConnection, type Redis } from './redis.js';
+import type { Tracing } from './tracing/index.js';
 
 /**
  * What the web process and the workers are built from. Passed in explicitly — no container,
@@ -45,6 +46,8 @@ export interface Deps {
   closers: (() => Promise<unknown>)[];
   /** This process's change-feed watchers (src/change-feed.ts), told of its own changes directly. */
   changeWatchers: ChangeWatchers;
+  /** Tracing when OTEL_EXPORTER_OTLP_ENDPOINT is set (src/tracing/); undefined, nothing is traced. */
+  tracing?: Tracing;
 }
 
 export function createDeps(
@@ -54,6 +57,8 @@ export function createDeps(
     metrics?: Metrics;
     dbPoolSize?: number /** Sets the statement timeout. @default 'worker' */;
     role?: 'web' | 'worker';
+    /** Started before the connections are opened (startTracing); ended by closeDeps. */
+    tracing?: Tracing;
   } = {},
 ): Deps {
   const logger = options.logger ?? createLogger(config.LOG_LEVEL);
@@ -82,12 +87,13 @@ export function createDeps(
     pools: { sql, readSql },
     redis: watchConnection(createRedis(config.redis, 'request'), 'requests', observer),
     queueRedis,
-    queues: createQueues(queueRedis, config, logger),
+    queues: createQueues(queueRedis, config, logger, options.tracing?.bullmq),
     logger,
     metrics,
     secrets: createSecretBox(config.SECRETS_KEY),
     closers: [],
     changeWatchers: new Map(),
+    tracing: options.tracing,
   };
 }
 
@@ -100,6 +106,8 @@ export async function closeDeps(deps: Deps): Promise<void> {
     () => (deps.readSql === deps.sql ? Promise.resolve() : deps.readSql.end({ timeout: 5 })),
     () => deps.redis.quit(),
     () => deps.queueRedis.quit(),
+    // Last: it flushes the spans of everything above.
+    () => deps.tracing?.shutdown() ?? Promise.resolve(),
   ]);
 }
 

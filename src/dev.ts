@@ -10,12 +10,14 @@ import { migrate } from './migrate.js';
 import { survivingUnhandledRejections } from './last-resort.js';
 import { onShutdownSignal } from './shutdown.js';
 import { startWeb } from './web.js';
+import { startTracing } from './tracing/index.js';
 import { checkRedis } from './startup-checks.js';
 import { startWorkers } from '../workers/index.js';
 
 const config = loadConfig();
 await migrate(config.DATABASE_URL);
-const deps = createDeps(config);
+const tracing = await startTracing(config, { role: 'all' });
+const deps = createDeps(config, { tracing });
 survivingUnhandledRejections(deps.logger, deps.metrics);
 await checkRedis(deps.redis, deps.logger);
 if (config.usingDevSecrets) {

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { Queue, type JobsOptions } from 'bullmq';
+import { Queue, type JobsOptions, type Telemetry } from 'bullmq';
 import { z } from 'zod';
 import { QUEUE_NAMES, SHARDED_QUEUES, type Config, type QueueName } from './config.js';
 import { derivedId } from './ids.js';
@@ -33,6 +33,12 @@ export const ledgerEventSchema = z.object({
   validation_errors: z.array(json).nullish(),
   /** Tags readers and subscriptions select by (src/ledger/event-scope.ts); checked where the event is made. */
   channels: z.array(z.string().max(64)).max(20).optional(),
+  /**
+   * The W3C traceparent of the request that submitted it, when tracing is on: one ledger job
+   * carries the events of many requests, and each event's commit and deliveries are traced
+   * back to its own request (src/tracing/, docs/OPERATIONS.md "Traces"). Never stored.
+   */
+  trace: z.string().max(100).optional(),
 });
 export type LedgerEvent = z.infer<typeof ledgerEventSchema>;
 
@@ -41,8 +47,8 @@ const eventRef = z.object({ event_id: uuid, app_id: uuid });
 /** The webhook queue's jobs, tagged by `kind` (also their BullMQ job name). */
 const webhookJobSchema = z.discriminatedUnion('kind', [
   // The first attempts of every delivery of one event: one job per event, so a repeat of
-  // the ledger job is dropped by its id.
-  eventRef.extend({ kind: z.literal('first-attempts') }),
+  // the ledger job is dropped by its id. `trace`: the event's (LedgerEvent.trace), tracing on.
+  eventRef.extend({ kind: z.literal('first-attempts'), trace: z.string().max(100).optional() }),
   // The safety net of a commit batch whose first attempts started in the ledger's process:
   // one delayed job per batch.
   z.object({ kind: z.literal('first-attempts-safety-net'), events: z.array(eventRef).min(1) }),
@@ -381,13 +387,16 @@ export function queueFor(queues: Queues, name: QueueName, key?: string): Queue {
  * The producer side of every queue, on one shared connection. A Queue re-emits its
  * connection's errors as its own `error` event, and BullMQ prints an unhandled one as a raw
  * stack trace (one per reconnect attempt during an outage): those are told once by the
- * connection's watch (src/redis.ts), anything else is logged.
+ * connection's watch (src/redis.ts), anything else is logged. With `telemetry` (tracing on,
+ * src/tracing/) each add is a producer span whose context rides in the job's options, where
+ * the worker's consumer span picks it up (workers/host.ts).
  */
-export function createQueues(connection: Redis, config: QueueConfig, logger: Logger): Queues {
+export function createQueues(connection: Redis, config: QueueConfig, logger: Logger, telemetry?: Telemetry): Queues {
   const build = ({ queue: name, name: bullName, prefix }: QueueShard): CatalogQueue => {
     const queue = new Queue(bullName, {
       connection,
       prefix,
+      ...(telemetry ? { telemetry } : {}),
       defaultJobOptions: {
         ...staticOptions(JOBS[name]),
         removeOnComplete: { age: 3600, count: 10_000 },

@@ -7,6 +7,7 @@ import { survivingUnhandledRejections } from './last-resort.js';
 import { createApp } from './http/app.js';
 import type { WebServices } from './http/web-services.js';
 import { onShutdownSignal } from './shutdown.js';
+import { startTracing } from './tracing/index.js';
 
 export interface WebServer {
   server: Server;
@@ -72,7 +73,8 @@ export async function startWeb(deps: Deps, port = deps.config.PORT): Promise<Web
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const config = loadConfig();
-  const deps = createDeps(config, { role: 'web' });
+  const tracing = await startTracing(config, { role: 'web' });
+  const deps = createDeps(config, { role: 'web', tracing });
   survivingUnhandledRejections(deps.logger, deps.metrics);
   await checkRedis(deps.redis, deps.logger);
   const web = await startWeb(deps);

@@ -119,6 +119,8 @@ export function startWorkerHost(
         autorun: true,
         // Names the worker's blocking connection (`workers/ledger` in the outage log lines).
         name: def.queue,
+        // Tracing on: each job runs in a consumer span, the child of the span that added it.
+        ...(deps.tracing ? { telemetry: deps.tracing.bullmq } : {}),
         ...options,
       },
     );

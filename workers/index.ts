@@ -6,6 +6,7 @@ import { loadConfig } from '../src/config.js';
 import { closeDeps, createDeps, type Deps } from '../src/deps.js';
 import { startMetricsServer } from '../src/http/metrics-server.js';
 import { onShutdownSignal } from '../src/shutdown.js';
+import { startTracing } from '../src/tracing/index.js';
 import { queueShards, type QueueShard } from '../src/queues.js';
 import { allShards, startWorkerHost, type WorkerHost } from './host.js';
 import { PROCESSORS } from './registry.js';
@@ -30,7 +31,8 @@ export function startWorkers(deps: Deps, selection: readonly (QueueName | Worker
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const config = loadConfig();
-  const deps = createDeps(config);
+  const tracing = await startTracing(config, { role: 'worker' });
+  const deps = createDeps(config, { tracing });
   survivingUnhandledRejections(deps.logger, deps.metrics);
   await checkRedis(deps.redis, deps.logger);
   const host = startWorkers(deps);

@@ -33,6 +33,26 @@ async function refuse(deps: Deps, replyTo: string | undefined, refused: { app_id
 interface Pending {
   event: LedgerEvent;
   replyTo?: string;
+  /** Tracing on: the traceparent of its job's consumer span. */
+  job?: string;
+}
+
+/**
+ * The span of one group commit (tracing on): the child of its first job's span, linked to every
+ * other job and to the request of every event (LedgerEvent.trace), since it serves them all.
+ */
+function tracedCommit(deps: Deps, flush: (items: Pending[]) => Promise<CommittedEvent[]>) {
+  const tracing = deps.tracing;
+  if (!tracing) return flush;
+  return (items: Pending[]) => {
+    const parent = items[0].job;
+    const links = [...new Set(items.flatMap((p) => [p.job, p.event.trace]))].filter((t) => t && t !== parent);
+    const attributes = {
+      'gateway.ledger.events': items.length,
+      'gateway.event_ids': items.slice(0, 100).map((p) => p.event.id),
+    };
+    return tracing.span('ledger commit', { parent, links, attributes }, () => flush(items));
+  };
 }
 
 /**
@@ -49,7 +69,7 @@ export const ledgerProcessor: ProcessorDef<'ledger'> = {
   queue: 'ledger',
   create(deps, services) {
     deps.metrics.ledgerProgress.started();
-    const commit = createGroupCommit<Pending, CommittedEvent[]>(async (items) => {
+    const flush = async (items: Pending[]): Promise<CommittedEvent[]> => {
       // The group commit runs one flush at a time: a write that never settled would stall every
       // later ledger job of this process. The driver no longer strands one (patches/), so this
       // bound is only a safety net: past it the jobs fail as UNAVAILABLE and retry; a write
@@ -61,6 +81,11 @@ export const ledgerProcessor: ProcessorDef<'ledger'> = {
       );
       const bound = deps.config.LEDGER_WRITE_DEADLINE_MS;
       const committed = await (bound > 0 ? withDeadline(write, bound, 'PostgreSQL') : write);
+      // Tracing on: each event continues (its deliveries) in its request's trace, else its job's.
+      if (deps.tracing) {
+        const traceOf = new Map(items.map((p) => [p.event.id, p.event.trace ?? p.job]));
+        for (const c of committed) c.trace = traceOf.get(c.id);
+      }
       deps.metrics.ledgerBatchSize.observe(items.length);
       deps.metrics.ledgerProgress.committed();
       const replyTo = new Map<string, string>();
@@ -71,10 +96,13 @@ export const ledgerProcessor: ProcessorDef<'ledger'> = {
       // Independent round trips: wakes, reports and the after-commit hooks go out together.
       await Promise.all([committed.length ? pipeline.exec() : undefined, ...AFTER_COMMIT.map((hook) => hook(deps, services, committed))]);
       return committed;
-    }, deps.config.LEDGER_BATCH_MAX);
+    };
+    const commit = createGroupCommit<Pending, CommittedEvent[]>(tracedCommit(deps, flush), deps.config.LEDGER_BATCH_MAX);
     return async (job) => {
       const data = job.data;
-      const items: Pending[] = 'event' in data ? [{ event: data.event }] : data.events.map((event) => ({ event, replyTo: data.reply_to }));
+      const span = deps.tracing?.traceparent();
+      const items: Pending[] =
+        'event' in data ? [{ event: data.event, job: span }] : data.events.map((event) => ({ event, replyTo: data.reply_to, job: span }));
       const settled = await Promise.allSettled(items.map((p) => commit(p)));
       const faults = settled.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
       const retryable = faults.find((err) => !isPermanentItemFault(err));

@@ -33,7 +33,7 @@ export const webhookProcessor: ProcessorDef<'webhook'> = {
         case 'log-retention':
           return purgeOldLogs(deps);
         case 'first-attempts': {
-          const outcomes = await deliverer.firstAttempts({ eventId: data.event_id, appId: data.app_id });
+          const outcomes = await deliverer.firstAttempts({ eventId: data.event_id, appId: data.app_id, trace: data.trace });
           return { attempts: outcomes.length };
         }
         case 'first-attempts-safety-net': {

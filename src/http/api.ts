@@ -94,6 +94,7 @@ export class Api {
     this.specs.push(spec as RouteSpec<unknown, unknown, unknown>);
     const { deps, guards } = this;
     this.router[spec.method](spec.path, async (req: Request, res: Response) => {
+      deps.tracing?.routeMatched(req.method, `${req.baseUrl}${spec.path}`);
       let principal = undefined as unknown as Principal;
       if (spec.scope) {
         principal = await guards.authenticate(req, spec.scope, { appIdRequired: spec.appIdRequired !== false });

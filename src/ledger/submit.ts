@@ -31,7 +31,10 @@ export function createLedgerSubmitter(deps: Deps, replyTo: string, commits: Comm
     await enqueue(deps.queues, 'ledger', { events, reply_to: replyTo });
   }, ENQUEUE_BATCH_MAX);
   return {
-    async submit(event, timeoutMs) {
+    async submit(untraced, timeoutMs) {
+      // Its request's span, which its commit and deliveries link back to (the job is shared).
+      const trace = deps.tracing?.traceparent();
+      const event = trace ? { ...untraced, trace } : untraced;
       const committed = commits.wait(event.app_id, event.id, timeoutMs);
       try {
         await enqueueBatch(event);

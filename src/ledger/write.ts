@@ -16,6 +16,8 @@ export interface CommittedEvent {
   event_alias: string | null;
   channels: string[];
   conversation_id: string | null;
+  /** Where its commit was traced from (LedgerEvent.trace, else its job's span); tracing on only. */
+  trace?: string;
 }
 
 /** created_at as ISO 8601 with microseconds: the ledger's own precision, so cursors stay exact. */

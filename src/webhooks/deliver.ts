@@ -10,6 +10,7 @@ import { parseRetryAfter, retryDelay } from './retry-policy.js';
 import { signerFor, type SubscriptionCache } from './subscription-cache.js';
 import { takeDeliverySlot } from './throttle.js';
 import type { LocalFirstAttempts } from './local-deliverer.js';
+import type { ActiveSpan, SpanOptions } from '../tracing/index.js';
 
 interface DeliveryRow {
   /** True for an event's first attempt: the row is written together with the outcome. */
@@ -41,7 +42,7 @@ export interface Deliverer {
    * attempt's outcome. A failure with attempts left continues as a run of its own (a delayed
    * job on the custom backoff); a throttled delivery as a run that starts when its slot comes.
    */
-  firstAttempts(job: { eventId: string; appId: string }): Promise<AttemptOutcome[]>;
+  firstAttempts(job: { eventId: string; appId: string; trace?: string }): Promise<AttemptOutcome[]>;
   /**
    * One attempt of one delivery run; `lastAttempt` says whether a failure is final, and
    * `schedulePosition` which of WEBHOOK_RETRY_DELAYS_MS the next retry waits.
@@ -81,6 +82,9 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
   const http = createWebhookHttpClient({ policy: deps.config.OUTBOUND_ADDRESS_POLICY, timeoutMs: deps.config.WEBHOOK_TIMEOUT_MS });
   const log = createAttemptLog(deps);
   const queueRuns = createGroupCommit<DeliveryRun, void>((runs) => enqueueDeliveryRuns(deps, runs), 500);
+  /** `fn` in a span when tracing is on; as it is otherwise. */
+  const traced = <T>(name: string, options: SpanOptions, fn: (span?: ActiveSpan) => Promise<T>): Promise<T> =>
+    deps.tracing ? deps.tracing.span(name, options, fn) : fn();
 
   const pairs = (keys: string[]) => {
     const split = keys.map((k) => k.split('/'));
@@ -126,7 +130,31 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
    * the outcome: a first attempt queues its retry there, so a crash can repeat a send (at
    * least once) but never strand a delivery in `retrying` with no job to retry it.
    */
-  async function attemptRow(
+  function attemptRow(
+    d: DeliveryRow,
+    lastAttempt: boolean,
+    schedulePosition: number,
+    beforeRecord?: (o: AttemptOutcome) => Promise<void>,
+  ): Promise<AttemptOutcome> {
+    const attributes = {
+      'gateway.delivery_id': d.id,
+      'gateway.subscription_id': d.subscription_id,
+      'gateway.event_id': d.event_id,
+      'gateway.app_id': d.app_id,
+      'gateway.webhook.attempt': d.attempt_count + 1,
+    };
+    return traced('webhook attempt', { attributes }, async (span) => {
+      const outcome = await attemptRowUntraced(d, lastAttempt, schedulePosition, beforeRecord);
+      span?.setAttributes({
+        'gateway.webhook.outcome': outcome.kind,
+        'http.response.status_code': 'statusCode' in outcome ? outcome.statusCode : undefined,
+      });
+      if (outcome.kind === 'retry' || outcome.kind === 'failed') span?.fail(outcome.error);
+      return outcome;
+    });
+  }
+
+  async function attemptRowUntraced(
     d: DeliveryRow,
     lastAttempt: boolean,
     schedulePosition: number,
@@ -195,7 +223,13 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
     return outcome;
   }
 
-  const firstAttempts: Deliverer['firstAttempts'] = async ({ eventId, appId }) => {
+  // Traced under the event's own request (its trace), linked to the commit or job it runs in.
+  const firstAttempts: Deliverer['firstAttempts'] = ({ eventId, appId, trace }) =>
+    traced('webhook first-attempts', { parent: trace, attributes: { 'gateway.event_id': eventId, 'gateway.app_id': appId } }, () =>
+      firstAttemptsUntraced(eventId, appId),
+    );
+
+  const firstAttemptsUntraced = async (eventId: string, appId: string): Promise<AttemptOutcome[]> => {
     const event = await loadEvent(`${appId}/${eventId}`);
     if (!event) return [];
     const subs = (await cache.forApps([appId])).get(appId) ?? [];
@@ -261,7 +295,7 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
           const taken = events.filter((e) => !inFlight.has(e.event_id) && inFlight.size < limit);
           for (const e of taken) {
             inFlight.add(e.event_id);
-            firstAttempts({ eventId: e.event_id, appId: e.app_id })
+            firstAttempts({ eventId: e.event_id, appId: e.app_id, trace: e.trace })
               .catch((err) =>
                 deps.logger.warn({ err, eventId: e.event_id }, 'in-process first attempts failed; the queued job will make them'),
               )

@@ -11,7 +11,7 @@ export interface DeliveryRun {
   delayMs?: number;
 }
 
-type EventRef = { event_id: string; app_id: string };
+type EventRef = { event_id: string; app_id: string; trace?: string };
 
 const uniqueEvents = (events: EventRef[]) => [...new Map(events.map((e) => [e.event_id, e])).values()];
 
@@ -25,7 +25,14 @@ export async function enqueueFirstAttempts(deps: Deps, events: EventRef[]): Prom
   await enqueueBulk(
     deps.queues,
     'webhook',
-    unique.map((e) => catalogJob('webhook', { kind: 'first-attempts', event_id: e.event_id, app_id: e.app_id }, {}, deps.config)),
+    unique.map((e) =>
+      catalogJob(
+        'webhook',
+        { kind: 'first-attempts', event_id: e.event_id, app_id: e.app_id, ...(e.trace ? { trace: e.trace } : {}) },
+        {},
+        deps.config,
+      ),
+    ),
   );
 }
 

@@ -82,7 +82,7 @@ export async function fanOutCommitted(deps: Deps, webhooks: FanOutServices, comm
   const byApp = await webhooks.subscriptions.forApps([...new Set(committed.map((e) => e.app_id))]);
   const matched = committed
     .filter((e) => (byApp.get(e.app_id) ?? []).some((s) => s.status === 'ACTIVE' && s.matches(e)))
-    .map((e) => ({ event_id: e.id, app_id: e.app_id }));
+    .map((e) => ({ event_id: e.id, app_id: e.app_id, ...(e.trace ? { trace: e.trace } : {}) }));
   if (matched.length === 0) return;
   const taken = webhooks.localFirstAttempts?.take(matched) ?? [];
   const takenIds = new Set(taken.map((e) => e.event_id));

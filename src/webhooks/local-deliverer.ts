@@ -4,5 +4,5 @@ export interface LocalFirstAttempts {
    * Starts the first attempts of these events now, in this process, up to its in-flight
    * bound; returns the events it took (the rest go through the queue as usual). Never throws.
    */
-  take(events: { event_id: string; app_id: string }[]): { event_id: string; app_id: string }[];
+  take(events: { event_id: string; app_id: string; trace?: string }[]): { event_id: string; app_id: string }[];
 }

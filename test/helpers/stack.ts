@@ -11,6 +11,7 @@ import { closeDeps, createDeps, type Deps } from '../../src/deps.js';
 import { createLogger } from '../../src/logger.js';
 import { projectRoot } from '../../src/project-root.js';
 import { startWeb, type WebServer } from '../../src/web.js';
+import type { Tracing } from '../../src/tracing/index.js';
 import { startWorkers } from '../../workers/index.js';
 import type { WorkerHost } from '../../workers/host.js';
 import { createTestDatabase } from './db.js';
@@ -84,9 +85,12 @@ export interface TestResponse {
  * The service in this process: real Postgres (own database), real Redis (own prefix), web on
  * port 0 and, unless `workers: false`, the queue workers.
  */
-export async function startTestStack(options: { env?: Record<string, string>; workers?: boolean | QueueName[] } = {}): Promise<TestStack> {
+export async function startTestStack(
+  options: { env?: Record<string, string>; workers?: boolean | QueueName[]; tracing?: Tracing } = {},
+): Promise<TestStack> {
   const t = await createTestEnv(options.env);
-  const deps = createDeps(t.config, { logger: createLogger(t.config.LOG_LEVEL) });
+  // `tracing` is shut down with the stack (closeDeps), as a process's would be.
+  const deps = createDeps(t.config, { logger: createLogger(t.config.LOG_LEVEL), tracing: options.tracing });
   // As src/web.ts does through its start-up check: the fail-fast request connection is up first.
   await redisReady(deps.redis, 5_000);
   const workers =
