@@ -1,8 +1,12 @@
 /**
  * The service as the chaos harness runs it: real processes on loopback (web and worker
- * processes, each its own Node process), a private redis-server configured as production
- * should be, and a private PostgreSQL server the harness may crash, stop and fill. Every
- * fault is applied to these alone: the machine's Redis and PostgreSQL are never touched.
+ * processes, each its own Node process) on one of two topologies, every server private to the
+ * run. `single`: one redis-server configured as production should be and one PostgreSQL
+ * server the harness may crash, stop and fill. `ha`: a Redis Cluster of 3 masters + 3
+ * replicas (QUEUE_SHARDS=6, REDIS_WAIT_REPLICAS=1) and a PostgreSQL primary with a synchronous
+ * streaming standby that is also the read replica — what a highly available deployment runs
+ * (docs/SCALING.md). Every fault is applied to these alone: the machine's Redis and PostgreSQL
+ * are never touched.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
@@ -11,21 +15,30 @@ import { join } from 'node:path';
 import postgres from 'postgres';
 import { createApplication } from '../src/apps/applications.js';
 import { SCOPES } from '../src/auth/scopes.js';
+import type { RedisTarget } from '../src/config.js';
 import type { Sql } from '../src/db.js';
 import { migrate } from '../src/migrate.js';
 import { createLogger } from '../src/logger.js';
 import { closeQueues, createQueues, type Queues } from '../src/queues.js';
 import { createRedis, type Redis } from '../src/redis.js';
+import { startReplicatedPostgres, type ReplicatedPostgres } from '../test/helpers/postgres-replicated.js';
 import { startPostgresServer, type PostgresServer } from '../test/helpers/postgres-server.js';
+import { startRedisCluster, type RedisCluster } from '../test/helpers/redis-cluster.js';
 import { startRedisServer, type RedisServer } from '../test/helpers/redis-server.js';
 import { freePort, spawnService, type ChildService } from '../test/helpers/stack.js';
 
 /** Connection slots of the private server: room for 2 + 2 processes' pools, the harness and the slot-filling scenario. */
 const MAX_CONNECTIONS = 120;
+/** How long a process may take to serve after its start: tsx compiles the sources first, slow on a loaded machine. */
+const START_MS = 180_000;
 /** The harness's own sessions carry this name, so faults aimed at the gateway's sessions spare them. */
 const HARNESS_APP_NAME = 'chaos-harness';
 
-export interface ClusterOptions {
+/** Which servers the service runs on: one of each, or the highly available set. */
+export type Topology = 'single' | 'ha';
+
+export interface ClusterOptions<T extends Topology = Topology> {
+  topology: T;
   webProcesses: number;
   workerProcesses: number;
   /** Extra environment for every service process. */
@@ -50,11 +63,32 @@ interface Slot {
   killed?: boolean;
 }
 
-export interface Cluster {
-  env: Record<string, string>;
+/** The one-box topology's servers. */
+export interface SingleServers {
+  topology: 'single';
   redis: RedisServer;
   /** The private PostgreSQL server: `stop('immediate')` is a crash, `start()` brings it back. */
   postgres: PostgresServer;
+}
+
+/**
+ * The highly available topology's servers. DATABASE_URL lists the standby first, then the
+ * primary, and says nothing of which is which (the service finds the primary, as after a
+ * failover); DATABASE_READ_URL names the standby.
+ */
+export interface HaServers {
+  topology: 'ha';
+  redisCluster: RedisCluster;
+  replicated: ReplicatedPostgres;
+}
+
+export type Cluster<S extends SingleServers | HaServers = SingleServers | HaServers> = ClusterBase & S;
+export type SingleCluster = Cluster<SingleServers>;
+export type HaCluster = Cluster<HaServers>;
+
+interface ClusterBase {
+  env: Record<string, string>;
+  /** The harness's own pool on the service's database (on the primary, wherever it is). */
   sql: Sql;
   /** The service's queues, for injecting jobs and watching active ones (the harness's own Redis connection). */
   queues: Queues;
@@ -91,25 +125,79 @@ export interface Cluster {
   stop(): Promise<void>;
 }
 
+/** The servers of a topology, and what reaches them. */
+interface Servers {
+  servers: SingleServers | HaServers;
+  /** The environment that points the service at them. */
+  env: Record<string, string>;
+  /** Where the harness's own sessions go: the service's database, and `postgres` for server-wide work (both on the primary). */
+  dbUrl: string;
+  adminUrl: string;
+  redisTarget: RedisTarget;
+  destroy(): Promise<void>;
+}
+
+async function startServers(topology: Topology, dbName: string, log: (m: string) => void): Promise<Servers> {
+  const settings = { max_connections: String(MAX_CONNECTIONS) };
+  if (topology === 'single') {
+    const redis = await startRedisServer({ durable: true, args: ['--maxmemory-policy', 'noeviction'] });
+    const pg = await startPostgresServer({ settings }).catch(async (err) => {
+      await redis.destroy();
+      throw err;
+    });
+    log(
+      `redis-server on port ${redis.port} (appendonly yes, appendfsync always, noeviction), private PostgreSQL on port ${pg.port}, database ${dbName}`,
+    );
+    return {
+      servers: { topology, redis, postgres: pg },
+      env: { DATABASE_URL: `${pg.base}/${dbName}`, REDIS_URL: redis.url, REDIS_PREFIX: 'chaos' },
+      dbUrl: `${pg.base}/${dbName}`,
+      adminUrl: `${pg.base}/postgres`,
+      redisTarget: { url: redis.url },
+      destroy: async () => void (await Promise.all([pg.destroy(), redis.destroy()])),
+    };
+  }
+  const [redis, pg] = await Promise.allSettled([startRedisCluster(), startReplicatedPostgres({ settings })]);
+  if (redis.status === 'rejected' || pg.status === 'rejected') {
+    await Promise.allSettled([redis.status === 'fulfilled' && redis.value.destroy(), pg.status === 'fulfilled' && pg.value.destroy()]);
+    throw redis.status === 'rejected' ? redis.reason : (pg as PromiseRejectedResult).reason;
+  }
+  const { standby, primary } = pg.value;
+  log(
+    `Redis Cluster of 3 masters + 3 replicas on ports ${redis.value.nodes.map((n) => n.port).join(', ')}; PostgreSQL primary on port ${primary.port} with a synchronous standby on ${standby.port} (the read replica), database ${dbName}`,
+  );
+  return {
+    servers: { topology, redisCluster: redis.value, replicated: pg.value },
+    env: {
+      DATABASE_URL: `postgres://postgres@127.0.0.1:${standby.port},127.0.0.1:${primary.port}/${dbName}`,
+      DATABASE_READ_URL: `${standby.base}/${dbName}`,
+      REDIS_CLUSTER_NODES: redis.value.seeds,
+      REDIS_PREFIX: '{chaos}',
+      QUEUE_SHARDS: '6',
+      REDIS_WAIT_REPLICAS: '1',
+    },
+    dbUrl: pg.value.url(dbName),
+    adminUrl: pg.value.url('postgres'),
+    redisTarget: { clusterNodes: redis.value.nodes.map((n) => ({ host: '127.0.0.1', port: n.port })) },
+    destroy: async () => void (await Promise.all([redis.value.destroy(), pg.value.destroy()])),
+  };
+}
+
+export async function startCluster(o: ClusterOptions<'single'>): Promise<SingleCluster>;
+export async function startCluster(o: ClusterOptions<'ha'>): Promise<HaCluster>;
 export async function startCluster(o: ClusterOptions): Promise<Cluster> {
-  const redis = await startRedisServer({ durable: true, args: ['--maxmemory-policy', 'noeviction'] });
-  const pg = await startPostgresServer({ settings: { max_connections: String(MAX_CONNECTIONS) } });
   const runId = randomBytes(5).toString('hex');
   const dbName = `gw_chaos_${runId}`;
   const logDir = join(tmpdir(), `gw-chaos-${runId}`);
-  const dbUrl = `${pg.base}/${dbName}`;
+  const started = await startServers(o.topology, dbName, o.log);
+  const { dbUrl } = started;
   const harnessDb = (url: string, max: number) =>
     postgres(url, { max, onnotice: () => {}, connect_timeout: 5, connection: { application_name: HARNESS_APP_NAME } });
-  const admin = harnessDb(`${pg.base}/postgres`, 1);
-  o.log(
-    `redis-server on port ${redis.port} (appendonly yes, appendfsync always, noeviction), private PostgreSQL on port ${pg.port}, database ${dbName}`,
-  );
+  const admin = harnessDb(started.adminUrl, 1);
   await migrate(dbUrl);
   const env: Record<string, string> = {
     NODE_ENV: 'production',
-    DATABASE_URL: dbUrl,
-    REDIS_URL: redis.url,
-    REDIS_PREFIX: 'chaos',
+    ...started.env,
     LOG_LEVEL: 'info',
     ADMIN_TOKEN: 'chaos-admin-token-0123456789',
     SECRETS_KEY: 'chaos-secrets-key-0123456789abcdef0123456789',
@@ -120,7 +208,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     ...o.env,
   };
   const sql = harnessDb(dbUrl, 4) as unknown as Sql;
-  const queueRedis = createRedis(redis.url, 'request');
+  const queueRedis = createRedis(started.redisTarget, 'request');
   const queues = createQueues(
     queueRedis,
     { REDIS_PREFIX: env.REDIS_PREFIX, QUEUE_SHARDS: Number(env.QUEUE_SHARDS ?? 1) },
@@ -147,14 +235,13 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
       o.log(`CRASH ${slot.name} exited with code ${code}; restarting it`);
       launch(slot).catch((err) => crashes.push(`${slot.name} could not be restarted: ${(err as Error).message}`));
     });
-    await proc.waitFor(slot.port ? /web listening/ : /workers started/, 60_000);
+    await proc.waitFor(slot.port ? /web listening/ : /workers started/, START_MS);
   };
   const all = () => [...slots.web, ...slots.worker];
 
   const cluster: Cluster = {
+    ...started.servers,
     env,
-    redis,
-    postgres: pg,
     sql,
     queues,
     queueRedis,
@@ -203,7 +290,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     async fillSlots() {
       const held: postgres.Sql[] = [];
       for (let i = 0; i < MAX_CONNECTIONS; i++) {
-        const c = harnessDb(`${pg.base}/postgres`, 1);
+        const c = harnessDb(started.adminUrl, 1);
         try {
           await c`SELECT 1`;
           held.push(c);
@@ -267,8 +354,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
       queueRedis.disconnect();
       await sql.end({ timeout: 5 }).catch(() => {});
       await admin.end({ timeout: 1 }).catch(() => {});
-      await pg.destroy();
-      await redis.destroy();
+      await started.destroy();
     },
   };
 

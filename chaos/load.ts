@@ -68,6 +68,10 @@ export interface Writes {
   unacked: string[];
   /** Keys refused for good (a 4xx other than 429, or a final platform failure), with the answer. */
   refused: Map<string, string>;
+  /** Acknowledged keys whose acknowledgement said queued, not done (a 202, an inbound 200): Redis alone had them then. */
+  queued: Set<string>;
+  /** Each 201 answer: when its request was sent and when the answer came (ms since the epoch). */
+  created: { sentAt: number; at: number }[];
   tally: Tally;
 }
 
@@ -83,6 +87,8 @@ export interface WriterSpec {
   ackedId(status: string, json: any, key: string): string | undefined;
   /** A final refusal (not retried). @default any 4xx but 429 */
   refusal?(status: string): boolean;
+  /** Whether an acknowledgement with `status` only says the write is queued. @default a 202 */
+  queuedAck?(status: string): boolean;
 }
 
 /**
@@ -92,7 +98,8 @@ export interface WriterSpec {
  * redelivering a webhook) does, and what lets the reconciliation tell a duplicate from a retry.
  */
 export function startWriters(o: WriterSpec) {
-  const out: Writes = { acked: new Map(), unacked: [], refused: new Map(), tally: tally() };
+  const out: Writes = { acked: new Map(), unacked: [], refused: new Map(), queued: new Set(), created: [], tally: tally() };
+  const queuedAck = o.queuedAck ?? ((s: string) => s === '202');
   const next = roundRobin(o.webBases);
   const refusal = o.refusal ?? ((s: string) => /^4/.test(s) && s !== '429');
   let stopping = false;
@@ -101,11 +108,14 @@ export function startWriters(o: WriterSpec) {
   const writeOne = async (key: string, w: number, n: number) => {
     const req = o.request(key, w, n);
     for (;;) {
+      const sentAt = Date.now();
       const r = await call(`${next()}${req.path}`, { method: 'POST', headers: req.headers, body: req.body });
       out.tally.count(r.status);
+      if (r.status === '201') out.created.push({ sentAt, at: Date.now() });
       const id = o.ackedId(r.status, r.json, key);
       if (id !== undefined) {
         out.acked.set(key, id);
+        if (queuedAck(r.status)) out.queued.add(key);
         return;
       }
       if (refusal(r.status)) {
@@ -224,6 +234,8 @@ export const inboundWrites = (
       },
     };
   },
+  // Answered once the update is queued: the platform does not send it again.
+  queuedAck: () => true,
   ackedId: (status, _json, key) => {
     if (!/^2/.test(status)) return undefined;
     const [, w, n] = /-(\d+)-(\d+)$/.exec(key)!;

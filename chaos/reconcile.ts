@@ -12,6 +12,8 @@ export interface Row {
   committed: number;
   /** Acknowledged writes missing from the ledger after the drain. */
   lost: number;
+  /** Of those, the ones acknowledged as queued (a 202, an inbound 200): jobs Redis alone held when the client heard of them. */
+  queuedLost: number;
   /** Extra ledger rows for one logical write. */
   duplicated: number;
   /** Ledger events a stream reader did not get at their place in ledger order. */
@@ -24,6 +26,10 @@ export interface Row {
   sendsDoubled: number | null;
   /** Seconds from the end of the fault until requests answered 2xx again; null where not measured. */
   recoverySeconds: number | null;
+  /** Seconds from the fault until every queue the load uses had completed a job created after it; null where not measured. */
+  queuesBackSeconds: number | null;
+  /** Seconds from the fault until the first 201 to a request sent after it; null where not measured. */
+  firstCreatedSeconds: number | null;
   /** Responses that broke the contract: 500s and requests that hung. Not a table column; fails the run. */
   faults: string[];
 }
@@ -76,6 +82,7 @@ export function reconcileStream(ledgerOrder: string[], received: string[]): { ga
 export function failed(row: Row): boolean {
   return (
     row.lost > 0 ||
+    row.queuedLost > 0 ||
     row.duplicated > 0 ||
     (row.streamGaps ?? 0) > 0 ||
     (row.streamDuplicates ?? 0) > 0 ||
@@ -85,17 +92,22 @@ export function failed(row: Row): boolean {
   );
 }
 
+const seconds = (s: number | null) => (s === null ? '-' : s.toFixed(1));
+
 const COLUMNS: [string, (r: Row) => string][] = [
   ['scenario', (r) => r.scenario],
   ['requests acknowledged', (r) => String(r.acknowledged)],
   ['events committed', (r) => String(r.committed)],
   ['lost', (r) => String(r.lost)],
+  ['202/inbound acks lost', (r) => String(r.queuedLost)],
   ['duplicated', (r) => String(r.duplicated)],
   ['stream gaps', (r) => (r.streamGaps === null ? '-' : String(r.streamGaps))],
   ['stream duplicates', (r) => (r.streamDuplicates === null ? '-' : String(r.streamDuplicates))],
   ['webhooks delivered/expected', (r) => (r.webhooksExpected === null ? '-' : `${r.webhooksDelivered}/${r.webhooksExpected}`)],
   ['sends doubled', (r) => (r.sendsDoubled === null ? '-' : String(r.sendsDoubled))],
-  ['recovery (s)', (r) => (r.recoverySeconds === null ? '-' : r.recoverySeconds.toFixed(1))],
+  ['recovery (s)', (r) => seconds(r.recoverySeconds)],
+  ['queues back (s)', (r) => seconds(r.queuesBackSeconds)],
+  ['first 201 (s)', (r) => seconds(r.firstCreatedSeconds)],
   ['result', (r) => (failed(r) ? 'FAIL' : 'ok')],
 ];
 
@@ -118,6 +130,7 @@ export function total(rows: Row[]): Row {
     acknowledged: sum((r) => r.acknowledged) ?? 0,
     committed: sum((r) => r.committed) ?? 0,
     lost: sum((r) => r.lost) ?? 0,
+    queuedLost: sum((r) => r.queuedLost) ?? 0,
     duplicated: sum((r) => r.duplicated) ?? 0,
     streamGaps: sum((r) => r.streamGaps),
     streamDuplicates: sum((r) => r.streamDuplicates),
@@ -125,7 +138,12 @@ export function total(rows: Row[]): Row {
     webhooksExpected: sum((r) => r.webhooksExpected),
     sendsDoubled: sum((r) => r.sendsDoubled),
     // The slowest recovery, not a sum: each scenario's stands alone.
-    recoverySeconds: rows.some((r) => r.recoverySeconds !== null) ? Math.max(...rows.map((r) => r.recoverySeconds ?? 0)) : null,
+    recoverySeconds: slowest(rows, (r) => r.recoverySeconds),
+    queuesBackSeconds: slowest(rows, (r) => r.queuesBackSeconds),
+    firstCreatedSeconds: slowest(rows, (r) => r.firstCreatedSeconds),
     faults: rows.flatMap((r) => r.faults),
   };
 }
+
+const slowest = (rows: Row[], f: (r: Row) => number | null) =>
+  rows.some((r) => f(r) !== null) ? Math.max(...rows.map((r) => f(r) ?? 0)) : null;

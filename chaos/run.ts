@@ -1,15 +1,19 @@
 /**
- * `npm run chaos [-- --short] [-- --scenario name,name] [-- --verbose]`
+ * `npm run chaos [-- --short] [-- --cluster] [-- --scenario name,name] [-- --verbose]`
  *
- * Starts the service as real processes (2 web, 2 worker, a private durable Redis, a fresh
- * database), runs each scenario under steady mixed load, reconciles what clients were told
+ * Starts the service as real processes (2 web, 2 worker, a fresh database) on private servers
+ * — one redis-server and one PostgreSQL, or with `--cluster` a 3 + 3 Redis Cluster and a
+ * primary with its standby (chaos/cluster.ts) — runs each scenario under steady mixed load, reconciles what clients were told
  * against the ledger, the readers, the webhook receivers and the platform fake, prints one
  * table, and exits 1 when anything was lost, doubled or skipped, or a request answered 500 or
  * hung. See chaos/README.md.
  */
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
+import type { SHARDED_QUEUES } from '../src/config.js';
+import { queueFor } from '../src/queues.js';
 import { startCluster, type AppCredentials, type Cluster } from './cluster.js';
+import { FAILOVER_SCENARIOS } from './failover-scenarios.js';
 import { startTelegramFake, startWebhookReceiver, type TelegramFake, type WebhookReceiver } from './fakes.js';
 
 import {
@@ -28,15 +32,26 @@ import { SCENARIOS, type Scenario, type Timing } from './scenarios.js';
 
 const { values } = parseArgs({
   args: process.argv.slice(2),
-  options: { short: { type: 'boolean', default: false }, scenario: { type: 'string' }, verbose: { type: 'boolean', default: false } },
+  options: {
+    short: { type: 'boolean', default: false },
+    cluster: { type: 'boolean', default: false },
+    scenario: { type: 'string' },
+    verbose: { type: 'boolean', default: false },
+  },
 });
 const short = values.short!;
-const chosen = values.scenario ? values.scenario.split(',').map((s) => s.trim()) : SCENARIOS.map((s) => s.name);
-const unknown = chosen.filter((n) => !SCENARIOS.some((s) => s.name === n));
+const names = [...SCENARIOS, ...FAILOVER_SCENARIOS].map((s) => s.name);
+const chosen = values.scenario
+  ? values.scenario.split(',').map((s) => s.trim())
+  : (values.cluster ? FAILOVER_SCENARIOS : SCENARIOS).map((s) => s.name);
+const unknown = chosen.filter((n) => !names.includes(n));
 if (unknown.length) {
-  process.stderr.write(`unknown scenario ${unknown.join(', ')}; available: ${SCENARIOS.map((s) => s.name).join(', ')}\n`);
+  process.stderr.write(`unknown scenario ${unknown.join(', ')}; available: ${names.join(', ')}\n`);
   process.exit(2);
 }
+// Each topology's scenarios in their catalog's order (a failover scenario may leave the next one's servers changed).
+const singleScenarios = SCENARIOS.filter((s) => chosen.includes(s.name));
+const failoverScenarios = FAILOVER_SCENARIOS.filter((s) => chosen.includes(s.name));
 
 const timing: Timing = short
   ? { warmupMs: 1_500, downMs: 2_000, outageMs: 4_000, settleMs: 2_000 }
@@ -95,8 +110,10 @@ async function wire(cluster: Cluster, app: AppCredentials, telegram: TelegramFak
 interface Settled {
   ledger: { id: string; event_type: string; key: string | null; external_message_id: string | null }[];
   missingEvents: number;
-  unsettledSends: number;
-  missingInbound: number;
+  /** Keys of acknowledged sends neither in the ledger nor failed. */
+  unsettledSends: string[];
+  /** Keys of acknowledged inbound updates not in the ledger. */
+  missingInbound: string[];
   undelivered: number;
 }
 
@@ -125,11 +142,47 @@ async function observe(
   const s: Settled = {
     ledger,
     missingEvents: [...w.events.acked.values()].filter((id) => !ids.has(id)).length,
-    unsettledSends: sendIds.filter((id) => !ids.has(id) && !failedSends.has(id)).length,
-    missingInbound: [...w.inbound.acked.values()].filter((id) => !inboundIds.has(id)).length,
+    unsettledSends: [...w.sends.acked].filter(([, id]) => !ids.has(id) && !failedSends.has(id)).map(([key]) => key),
+    missingInbound: [...w.inbound.acked].filter(([, id]) => !inboundIds.has(id)).map(([key]) => key),
     undelivered: ledger.filter((r) => !receiver.byEvent.has(r.id)).length,
   };
-  return { ...s, done: s.missingEvents + s.unsettledSends + s.missingInbound + s.undelivered === 0 };
+  return { ...s, done: s.missingEvents + s.unsettledSends.length + s.missingInbound.length + s.undelivered === 0 };
+}
+
+/**
+ * The queues every write of the load goes through at once. Webhook first attempts start in
+ * the committing process (the `webhook` queue holds delayed safety nets and retries, whose
+ * delays would be measured instead): their recovery shows in webhooks delivered/expected.
+ */
+const MEASURED_QUEUES = ['ledger', 'send', 'inbound'] as const satisfies readonly (typeof SHARDED_QUEUES)[number][];
+
+/**
+ * Seconds from `faultAt` until each queue the application's load goes through (its shard of
+ * MEASURED_QUEUES) completed a job created after the fault: the slowest, and the queues that
+ * completed none. A queue's completed set is scored by finish time.
+ */
+async function queuesBack(
+  cluster: Cluster,
+  appId: string,
+  faultAt: number,
+): Promise<{ seconds: number; measured: boolean; silent: string[] }> {
+  let slowest = 0;
+  const silent: string[] = [];
+  for (const name of MEASURED_QUEUES) {
+    const queue = queueFor(cluster.queues, name, appId);
+    const done = await cluster.queueRedis.zrangebyscore(queue.keys.completed, faultAt, '+inf', 'WITHSCORES', 'LIMIT', 0, 5_000);
+    let back: number | undefined;
+    for (let i = 0; i < done.length && back === undefined; i += 2) {
+      const created = Number(await cluster.queueRedis.hget(queue.toKey(done[i]), 'timestamp'));
+      if (created >= faultAt) back = (Number(done[i + 1]) - faultAt) / 1000;
+    }
+    if (back === undefined) silent.push(queue.name);
+    else {
+      log(`${queue.name}: first job created after the fault completed ${back.toFixed(1)} s after it`);
+      slowest = Math.max(slowest, back);
+    }
+  }
+  return { seconds: slowest, measured: silent.length < MEASURED_QUEUES.length, silent };
 }
 
 /** Samples every queue's active jobs once a second; `stop` answers the ones seen active past STUCK_MS. */
@@ -171,7 +224,7 @@ async function atRest(cluster: Cluster): Promise<string[]> {
   }
 }
 
-async function runScenario(cluster: Cluster, telegram: TelegramFake, scenario: Scenario, index: number): Promise<Row> {
+async function runScenario<C extends Cluster>(cluster: C, telegram: TelegramFake, scenario: Scenario<C>, index: number): Promise<Row> {
   log(`--- ${scenario.name}: ${scenario.description}`);
   const app = await cluster.createApp();
   const wiring = await wire(cluster, app, telegram);
@@ -194,12 +247,14 @@ async function runScenario(cluster: Cluster, telegram: TelegramFake, scenario: S
   const watch = watchActiveJobs(cluster);
   await sleep(timing.warmupMs);
   let recoverySeconds: number | null = null;
+  let faultAt: number | undefined;
   const check = await scenario.fault({
     cluster,
     timing,
     log,
     appId: app.appId,
     recovered: (seconds) => (recoverySeconds = seconds),
+    faulted: (at) => void (faultAt ??= at),
     receiver: wiring.receiver,
     telegram,
   });
@@ -223,7 +278,10 @@ async function runScenario(cluster: Cluster, telegram: TelegramFake, scenario: S
     await sleep(250);
     s = await observe(cluster, app, w, wiring.receiver);
   }
-  if (!s.done) log(`drain incomplete after ${DRAIN_MS / 1000} s: ${JSON.stringify({ ...s, ledger: s.ledger.length })}`);
+  if (!s.done)
+    log(
+      `drain incomplete after ${DRAIN_MS / 1000} s: ${JSON.stringify({ ...s, ledger: s.ledger.length, unsettledSends: s.unsettledSends.slice(0, 10), missingInbound: s.missingInbound.slice(0, 10) })}`,
+    );
   const logs = await Promise.all(readers.map((r) => r.finish()));
   s = await observe(cluster, app, w, wiring.receiver);
   const sseLogs = await Promise.all(streams.map((r) => r.finish(s.ledger.length, 20_000)));
@@ -249,6 +307,27 @@ async function runScenario(cluster: Cluster, telegram: TelegramFake, scenario: S
   log(`send outcomes: ${outcomes.map((o) => `${o.outcome} ${o.n}`).join(', ')}`);
   if (doubled.length) log(`sends doubled: ${doubled.slice(0, 10).join(', ')}`);
 
+  // Acknowledged as queued (202, inbound 200) and gone: what REDIS_WAIT_REPLICAS exists to prevent.
+  const queuedLost =
+    ticks.lostKeys.filter((k) => events.queued.has(k)).length +
+    s.unsettledSends.filter((k) => sends.queued.has(k)).length +
+    s.missingInbound.filter((k) => inbound.queued.has(k)).length;
+  let queuesBackSeconds: number | null = null;
+  let firstCreatedSeconds: number | null = null;
+  if (faultAt !== undefined) {
+    const at = faultAt;
+    // Unmeasured rather than failed when the load gave nothing to time (a slow machine may
+    // answer every write 202, or send nothing after the fault): the loss columns judge the run.
+    const back = await queuesBack(cluster, app.appId, at);
+    if (back.measured) queuesBackSeconds = back.seconds;
+    for (const q of back.silent) log(`queue ${q} completed no job created after the fault: not measured`);
+    const first = Math.min(...events.created.filter((c) => c.sentAt >= at).map((c) => c.at));
+    if (Number.isFinite(first)) firstCreatedSeconds = (first - at) / 1000;
+    log(
+      `every queue processing again ${queuesBackSeconds?.toFixed(1) ?? '-'} s after the fault; first 201 ${firstCreatedSeconds?.toFixed(1) ?? '-'} s after it`,
+    );
+  }
+
   const order = s.ledger.map((r) => r.id);
   let gaps = 0;
   let dups = 0;
@@ -270,7 +349,8 @@ async function runScenario(cluster: Cluster, telegram: TelegramFake, scenario: S
     scenario: scenario.name,
     acknowledged: events.acked.size + sends.acked.size + inbound.acked.size,
     committed: s.ledger.length,
-    lost: ticks.lost + s.unsettledSends + s.missingInbound,
+    lost: ticks.lost + s.unsettledSends.length + s.missingInbound.length,
+    queuedLost,
     duplicated: ticks.duplicated + inboundDup,
     streamGaps: gaps,
     streamDuplicates: dups,
@@ -278,52 +358,70 @@ async function runScenario(cluster: Cluster, telegram: TelegramFake, scenario: S
     webhooksExpected: s.ledger.length,
     sendsDoubled: doubled.length,
     recoverySeconds,
+    queuesBackSeconds,
+    firstCreatedSeconds,
     faults,
   };
 }
 
 const telegram = await startTelegramFake();
-const cluster = await startCluster({
-  webProcesses: 2,
-  workerProcesses: 2,
-  log,
-  env: {
-    EVENT_WAIT_MS: '5000',
-    SEND_WAIT_MS: '3000',
-    // A silent platform settles a send as DELIVERY_UNCERTAIN after this; production waits 15 s.
-    PLATFORM_TIMEOUT_MS: '2000',
-    // Production spreads webhook retries over 2.5 h; the harness over ~15 s, same number of attempts.
-    WEBHOOK_RETRY_DELAYS_MS: '0,1000,2000,4000,8000',
-  },
-});
+const serviceEnv = {
+  EVENT_WAIT_MS: '5000',
+  SEND_WAIT_MS: '3000',
+  // A silent platform settles a send as DELIVERY_UNCERTAIN after this; production waits 15 s.
+  PLATFORM_TIMEOUT_MS: '2000',
+  // Production spreads webhook retries over 2.5 h; the harness over ~15 s, same number of attempts.
+  WEBHOOK_RETRY_DELAYS_MS: '0,1000,2000,4000,8000',
+};
 const rows: Row[] = [];
 let crashed: unknown;
 let violationCount = 0;
-try {
-  for (const [i, name] of chosen.entries()) {
-    const crashesBefore = cluster.crashes().length;
-    const row = await runScenario(cluster, telegram, SCENARIOS.find((s) => s.name === name)!, i);
-    row.faults.push(
-      ...cluster
-        .crashes()
-        .slice(crashesBefore)
-        .map((c) => `process crash: ${c}`),
-    );
-    rows.push(row);
-    for (const f of row.faults) log(`FAULT ${f}`);
+let scenarioIndex = 0;
+
+/** Runs `scenarios` on one cluster of the topology they need, started for them and stopped after. */
+async function runOn<C extends Cluster>(start: () => Promise<C>, scenarios: Scenario<C>[]): Promise<void> {
+  if (!scenarios.length || crashed !== undefined) return;
+  let cluster: C;
+  try {
+    cluster = await start();
+  } catch (err) {
+    crashed = err;
+    log(`harness error: ${err instanceof Error ? err.stack : String(err)}`);
+    return;
   }
-} catch (err) {
-  crashed = err;
-  log(`harness error: ${err instanceof Error ? err.stack : String(err)}`);
+  try {
+    for (const scenario of scenarios) {
+      const crashesBefore = cluster.crashes().length;
+      const row = await runScenario(cluster, telegram, scenario, scenarioIndex++);
+      row.faults.push(
+        ...cluster
+          .crashes()
+          .slice(crashesBefore)
+          .map((c) => `process crash: ${c}`),
+      );
+      rows.push(row);
+      for (const f of row.faults) log(`FAULT ${f}`);
+    }
+  } catch (err) {
+    crashed = err;
+    log(`harness error: ${err instanceof Error ? err.stack : String(err)}`);
+  } finally {
+    const violations = cluster.contractViolations();
+    violationCount += violations.length;
+    for (const v of violations.slice(0, 10)) log(`500 in the logs: ${v}`);
+    const bad = crashed !== undefined || rows.some(failed) || violations.length > 0;
+    if (bad || values.verbose) process.stdout.write(`\nprocess output (tails):\n${cluster.outputs()}\n`);
+    log(`full process logs in ${cluster.saveLogs()}`);
+    await cluster.stop();
+  }
+}
+
+const processes = { webProcesses: 2, workerProcesses: 2, log, env: serviceEnv };
+try {
+  await runOn(() => startCluster({ topology: 'single', ...processes }), singleScenarios);
+  await runOn(() => startCluster({ topology: 'ha', ...processes }), failoverScenarios);
 } finally {
-  const violations = cluster.contractViolations();
-  violationCount = violations.length;
-  for (const v of violations.slice(0, 10)) log(`500 in the logs: ${v}`);
-  const bad = crashed !== undefined || rows.some(failed) || violations.length > 0;
-  if (bad || values.verbose) process.stdout.write(`\nprocess output (tails):\n${cluster.outputs()}\n`);
-  log(`full process logs in ${cluster.saveLogs()}`);
   log(`platform fake answers: ${JSON.stringify(telegram.answers)}`);
-  await cluster.stop();
   await telegram.stop();
 }
 

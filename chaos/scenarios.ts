@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { parseConfig, type QueueName } from '../src/config.js';
 import { catalogQueues, queueFor, queuePrefix } from '../src/queues.js';
 import { createRedis } from '../src/redis.js';
-import type { AppCredentials, Cluster } from './cluster.js';
+import type { AppCredentials, Cluster, SingleCluster } from './cluster.js';
 import type { TelegramFake, WebhookReceiver } from './fakes.js';
 import { call } from './load.js';
 
@@ -17,14 +17,19 @@ export interface Timing {
   settleMs: number;
 }
 
-export interface ScenarioContext {
-  cluster: Cluster;
+export interface ScenarioContext<C extends Cluster = SingleCluster> {
+  cluster: C;
   timing: Timing;
   log(message: string): void;
   /** The scenario's application. */
   appId: string;
   /** Reports how long the service took to recover from the fault (seconds; the table's recovery column): what each scenario measures is in chaos/README.md. */
   recovered(seconds: number): void;
+  /**
+   * The moment the fault struck (ms since the epoch): the runner measures from it how long
+   * until each queue the load uses completes a job created after it, and until the first 201.
+   */
+  faulted(at: number): void;
   /** The scenario application's webhook receiver. */
   receiver: WebhookReceiver;
   /** The platform fake every send goes to. */
@@ -34,7 +39,8 @@ export interface ScenarioContext {
 /** A scenario's own reconciliation, run after the drain: the faults it finds (empty when whole). */
 export type ScenarioCheck = () => Promise<string[]>;
 
-export interface Scenario {
+/** A scenario of the one-box topology (`C` = SingleCluster) or of the highly available one (HaCluster). */
+export interface Scenario<C extends Cluster = SingleCluster> {
   name: string;
   description: string;
   /**
@@ -42,13 +48,13 @@ export interface Scenario {
    * again, optionally with a check of what only this scenario can know.
    */
   // biome-ignore lint/suspicious/noConfusingVoidType: most faults return nothing; a few add a check.
-  fault(ctx: ScenarioContext): Promise<void | ScenarioCheck>;
+  fault(ctx: ScenarioContext<C>): Promise<void | ScenarioCheck>;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Waits until the ledger queue has jobs in progress, so a kill lands in the middle of them. */
-async function whileJobsActive(cluster: Cluster, queue: string, log: (m: string) => void): Promise<void> {
+async function whileJobsActive(cluster: SingleCluster, queue: string, log: (m: string) => void): Promise<void> {
   const deadline = Date.now() + 5_000;
   const redis = createRedis(cluster.redis.url, 'blocking');
   try {
@@ -406,7 +412,7 @@ async function poisonLedgerJob(cluster: Cluster, appId: string): Promise<string>
   return job.id!;
 }
 
-async function poisonNeighbour({ cluster, timing, log }: ScenarioContext): Promise<ScenarioCheck> {
+async function poisonNeighbour({ cluster, timing, log }: ScenarioContext<SingleCluster>): Promise<ScenarioCheck> {
   const other = await cluster.createApp();
   const deep = `{"event_type":"poison.deep","payload":${'{"a":'.repeat(POISON_DEPTH)}1${'}'.repeat(POISON_DEPTH)}}`;
   const answers: Record<string, number> = {};

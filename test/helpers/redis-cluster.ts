@@ -24,6 +24,15 @@ export interface RedisCluster {
   seeds: string;
   /** The nodes that are masters now (a failover changes them). */
   masters(): Promise<RedisServer[]>;
+  /** The master serving `key`'s slot now and its replica, as the nodes' view (CLUSTER SLOTS) has them. */
+  serving(key: string): Promise<{ slot: number; master: RedisServer; replica?: RedisServer }>;
+  /** Sends a command to one node alone (its own connection, not the cluster's routing); rejects when it has not answered in 2 s. */
+  ask(node: RedisServer, ...command: (string | number)[]): Promise<unknown>;
+  /**
+   * Resolves once `node` is a master, or a replica whose link to its master is up (one a WAIT
+   * on that master counts), with the seconds it took; rejects after `timeoutMs`.
+   */
+  waitForRole(node: RedisServer, role: 'master' | 'replica', timeoutMs?: number): Promise<number>;
   /** Stops every node and removes their directories. */
   destroy(): Promise<void>;
 }
@@ -77,11 +86,46 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
       );
       return roles.filter((n): n is RedisServer => n !== undefined);
     },
+    async serving(key) {
+      const live = admins.find((_, i) => nodes[i].running())!;
+      const slot = Number(await live.call('CLUSTER', 'KEYSLOT', key));
+      const ranges = (await live.call('CLUSTER', 'SLOTS')) as [number, number, ...[string, number][]][];
+      const range = ranges.find(([from, to]) => from <= slot && slot <= to);
+      const byPort = (port?: number) => nodes.find((n) => n.port === port);
+      const master = byPort(range?.[2]?.[1]);
+      if (!master) throw new Error(`no master serves slot ${slot}: ${JSON.stringify(ranges)}`);
+      return { slot, master, replica: byPort(range?.[3]?.[1]) };
+    },
+    ask,
+    async waitForRole(node, role, timeoutMs = 30_000) {
+      const started = Date.now();
+      const pattern = role === 'master' ? /^role:master/m : /^master_link_status:up/m;
+      for (;;) {
+        const info = await ask(node, 'INFO', 'replication').catch(() => '');
+        if (pattern.test(String(info))) return (Date.now() - started) / 1000;
+        if (Date.now() - started > timeoutMs) throw new Error(`port ${node.port} is no ${role} after ${timeoutMs / 1000} s: ${info}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    },
     async destroy() {
       closeAdmins();
       await destroy();
     },
   };
+
+  async function ask(node: RedisServer, ...command: (string | number)[]): Promise<unknown> {
+    // The node's admin connection queues the command until it is connected (a node just started).
+    const admin = admins[nodes.indexOf(node)];
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      return await Promise.race([
+        admin.call(String(command[0]), ...command.slice(1)),
+        new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`port ${node.port} did not answer`)), 2_000))),
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
 }
 
 const roleOf = async (redis: Redis) => ((await redis.call('ROLE')) as [string])[0];

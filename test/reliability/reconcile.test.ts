@@ -6,6 +6,7 @@ const row = (over: Partial<Row> = {}): Row => ({
   acknowledged: 3,
   committed: 3,
   lost: 0,
+  queuedLost: 0,
   duplicated: 0,
   streamGaps: 0,
   streamDuplicates: 0,
@@ -13,6 +14,8 @@ const row = (over: Partial<Row> = {}): Row => ({
   webhooksExpected: null,
   sendsDoubled: null,
   recoverySeconds: null,
+  queuesBackSeconds: null,
+  firstCreatedSeconds: null,
   faults: [],
   ...over,
 });
@@ -57,6 +60,7 @@ describe('chaos reconciliation', () => {
     expect(failed(row())).toBe(false);
     for (const bad of [
       { lost: 1 },
+      { queuedLost: 1 },
       { duplicated: 1 },
       { streamGaps: 1 },
       { streamDuplicates: 1 },
@@ -84,23 +88,36 @@ describe('chaos reconciliation', () => {
       'requests acknowledged',
       'events committed',
       'lost',
+      '202/inbound acks lost',
       'duplicated',
       'stream gaps',
       'stream duplicates',
       'webhooks delivered/expected',
       'sends doubled',
       'recovery (s)',
+      'queues back (s)',
+      'first 201 (s)',
       'result',
     ]);
-    expect(table).toMatch(/\| total +\| 6 +\| 6 +\| 2 /);
+    expect(table).toMatch(/\| total +\| 6 +\| 6 +\| 2 +\| 0 /);
     expect(table).toMatch(/\| b .*\| FAIL +\|/);
   });
 
   it('shows a recovery time where a scenario measured one, and the slowest in the totals', () => {
     const rows = [row({ scenario: 'a' }), row({ scenario: 'b', recoverySeconds: 0.84 }), row({ scenario: 'c', recoverySeconds: 2.5 })];
     const table = formatTable([...rows, total(rows)]);
-    expect(table).toMatch(/\| a .*\| - +\| ok +\|/);
-    expect(table).toMatch(/\| b .*\| 0\.8 +\| ok +\|/);
-    expect(table).toMatch(/\| total .*\| 2\.5 +\| ok +\|/);
+    expect(table).toMatch(/\| a .*\| - +\| - +\| - +\| ok +\|/);
+    expect(table).toMatch(/\| b .*\| 0\.8 +\| - +\| - +\| ok +\|/);
+    expect(table).toMatch(/\| total .*\| 2\.5 +\| - +\| - +\| ok +\|/);
+  });
+
+  it('shows how long a failover kept the queues and the 201s away, the slowest in the totals', () => {
+    const rows = [
+      row({ scenario: 'a', queuesBackSeconds: 4.26, firstCreatedSeconds: 3.9 }),
+      row({ scenario: 'b', queuesBackSeconds: 0.2, firstCreatedSeconds: 6.04 }),
+    ];
+    const table = formatTable([...rows, total(rows)]);
+    expect(table).toMatch(/\| a .*\| - +\| 4\.3 +\| 3\.9 +\| ok +\|/);
+    expect(table).toMatch(/\| total .*\| - +\| 4\.3 +\| 6\.0 +\| ok +\|/);
   });
 });
