@@ -290,7 +290,7 @@ describe('the developer portal', () => {
 
   it('chats with a sandbox connection as the end user and watches the sends reach read', async () => {
     await page.getByRole('button', { name: 'New connection' }).click();
-    await page.getByLabel('Platform').selectOption('SANDBOX');
+    await page.getByLabel('Platform', { exact: true }).selectOption('SANDBOX');
     await page.getByLabel('Name', { exact: true }).fill('sandbox chat');
     await page.getByLabel('Delivered after ms (optional)').fill('100');
     await page.getByLabel('Read after ms (optional)').fill('300');
