@@ -39,6 +39,9 @@ if (config.DEMO_APP && (await countApplications(deps.sql)) === 0) {
       'Try it:',
       `  curl -s ${base}/v1/events -H 'Authorization: Bearer ${demo.apiKey}' -H 'X-Service-App-ID: ${demo.appId}'`,
       '',
+      "For README's quick start, paste this into another terminal:",
+      `  export GATEWAY=${base} APP_ID=${demo.appId} API_KEY=${demo.apiKey}`,
+      '',
     ].join('\n')}\n`,
   );
 }

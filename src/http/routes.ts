@@ -11,6 +11,7 @@ import { registerConversationRoutes } from './conversations.js';
 import { registerPortalRoutes } from './portal.js';
 import { registerApiKeyRoutes } from './api-keys.js';
 import { registerPlatformRoutes } from './platforms.js';
+import { registerSandboxRoutes } from './sandbox.js';
 import { registerWebhookDeliveryRoutes } from './webhook-deliveries.js';
 import { registerStreamRoutes } from '../stream/sse.js';
 import type { WebServices } from './web-services.js';
@@ -38,4 +39,5 @@ export const ROUTES: ((api: Api, ctx: RouteContext) => void)[] = [
   registerApiKeyRoutes,
   registerWebhookDeliveryRoutes,
   registerPlatformRoutes,
+  registerSandboxRoutes,
 ];

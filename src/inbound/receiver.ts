@@ -14,6 +14,7 @@ import { hubQueryProblem, hubRefusal } from '../platforms/meta-inbound.js';
 import { getAdapter } from '../platforms/registry.js';
 import { PLATFORM_NAMES, type InboundRequest, type PlatformName } from '../platforms/types.js';
 import { batchedEnqueue } from './batched-enqueue.js';
+import { deliveryJob } from './delivery-job.js';
 import { createFloodGuard } from './flood-guard.js';
 import { lookupCache } from '../lookup-cache.js';
 import { createSourceLimits, tooMany } from './source-limit.js';
@@ -21,9 +22,6 @@ import { createSourceLimits, tooMany } from './source-limit.js';
 /** The receiver's routes: a connection's (or a Meta platform's shared) inbound URL, and the Meta hub handshake. */
 export const INBOUND_ROUTE = '/webhooks/:webhookId/:webhookSecret';
 export const HANDSHAKE_ROUTE = '/webhooks/:platform';
-
-/** Headers a normaliser or signature may need later; everything else is dropped before queueing. */
-const KEPT_HEADERS = ['content-type', 'x-slack-retry-num', 'x-slack-request-timestamp', 'x-signature-timestamp', 'x-gateway-timestamp'];
 
 const digest = (s: string) => createHash('sha256').update(s).digest();
 const sameSecret = (a: string, b: string) => timingSafeEqual(digest(a), digest(b));
@@ -86,19 +84,9 @@ export function inboundRouter(deps: Deps): Router {
 
   /** Enqueues one verified delivery under its dedupe key; false when the body is not a delivery of the platform. */
   const accept = async (conn: Connection, inbound: InboundRequest, body: Buffer): Promise<boolean> => {
-    const adapter = getAdapter(conn.platform);
-    const dedupeKey = adapter.dedupeKey({ ...inbound, rawBody: body });
-    if (dedupeKey === undefined) return false;
-    const headers = Object.fromEntries(KEPT_HEADERS.filter((h) => inbound.headers[h]).map((h) => [h, inbound.headers[h]]));
-    await enqueueInbound({
-      connection_id: conn.id,
-      app_id: conn.appId,
-      platform: conn.platform,
-      received_at: new Date(inbound.now).toISOString(),
-      headers,
-      body: body.toString('base64'),
-      dedupe_key: dedupeKey,
-    });
+    const job = deliveryJob(conn, inbound, body);
+    if (!job) return false;
+    await enqueueInbound(job);
     return true;
   };
 

@@ -40,7 +40,13 @@ const RANK_SQL = `COALESCE(CASE delivery_status WHEN 'sent' THEN 1 WHEN 'failed'
 const platformOf = (conn: Connection) => conn.platform.toLowerCase();
 
 /** The event id of an inbound message: the same platform message always maps to the same id. */
-const inboundEventId = (connectionId: string, externalMessageId: string) => derivedId(connectionId, 'message', externalMessageId);
+export const inboundEventId = (connectionId: string, externalMessageId: string) => derivedId(connectionId, 'message', externalMessageId);
+
+/** The event id of a reaction: one per reacting person, emoji, action and moment. */
+export const reactionEventId = (
+  connectionId: string,
+  r: Pick<Rec<'reaction'>, 'targetExternalMessageId' | 'sender' | 'emoji' | 'action' | 'occurredAt'>,
+) => derivedId(connectionId, 'reaction', r.targetExternalMessageId, r.sender.externalId, r.emoji, r.action, r.occurredAt);
 
 async function eventExists(deps: Deps, appId: string, id: string): Promise<boolean> {
   const [row] = await deps.sql`SELECT 1 FROM events WHERE app_id = ${appId} AND id = ${id}`;
@@ -112,6 +118,9 @@ export async function recordMessage(ctx: RecordContext, r: Rec<'message'>): Prom
   if (r.message.location) message.location = r.message.location;
   if (r.message.contact) message.contact = r.message.contact;
   if (r.message.extra) Object.assign(message, r.message.extra);
+  // A reply follows from the message it answers, when we recorded that one.
+  const repliedTo = r.replyTo ? await eventOfMessage(ctx, r.replyTo, r.conversation.externalId) : null;
+  if (r.replyTo) message.reply_to = { external_message_id: r.replyTo, event_id: repliedTo };
   const edges: LedgerEvent['edges'] = [
     { edge_type: 'sent_by', target_node_type: 'platform_user', target_node_id: sender.id },
     { edge_type: 'sent_to', target_node_type: 'platform_user', target_node_id: system.id },
@@ -170,11 +179,11 @@ export async function recordMessage(ctx: RecordContext, r: Rec<'message'>): Prom
     }),
     edges,
     attachments,
-    // An edit follows from the original message when we recorded it.
+    // An edit follows from the original message when we recorded it; a reply from the message it answers.
     origin_event_id:
       r.edited && (await eventExists(deps, conn.appId, inboundEventId(conn.id, r.externalMessageId)))
         ? inboundEventId(conn.id, r.externalMessageId)
-        : null,
+        : repliedTo,
     conversation_id: conversationId,
     platform_connection_id: conn.id,
   };
@@ -294,6 +303,24 @@ export async function recordWatermark(ctx: RecordContext, r: Rec<'watermark'>): 
   }
 }
 
+/**
+ * The event of a message named by its platform id — a person's `message.inbound`, or our
+ * `message.outbound` — or null when we recorded no such message. Ours are stored under the
+ * platform's id, which for per-chat ids (Telegram, Slack) may be the bare `localId`.
+ */
+async function eventOfMessage(ctx: RecordContext, externalMessageId: string, chatId: string, localId?: string): Promise<string | null> {
+  const { deps, conn } = ctx;
+  const inboundId = inboundEventId(conn.id, externalMessageId);
+  if (await eventExists(deps, conn.appId, inboundId)) return inboundId;
+  const [outbound] = await deps.sql<{ id: string }[]>`
+    SELECT id FROM outbound_messages
+     WHERE app_id = ${conn.appId} AND platform_connection_id = ${conn.id} AND status = 'sent'
+       AND (external_message_id = ${externalMessageId}
+            OR (external_message_id = ${localId ?? null} AND to_external_id = ${chatId}))
+     LIMIT 1`;
+  return outbound?.id ?? null;
+}
+
 /** A reaction added or removed; its origin is the reacted message's event when we know it. */
 export async function recordReaction(ctx: RecordContext, r: Rec<'reaction'>): Promise<void> {
   const { deps, conn } = ctx;
@@ -303,21 +330,10 @@ export async function recordReaction(ctx: RecordContext, r: Rec<'reaction'>): Pr
     connectionId: conn.id,
     externalId: r.conversation.externalId,
   });
-  const inboundId = inboundEventId(conn.id, r.targetExternalMessageId);
-  let origin: string | null = (await eventExists(deps, conn.appId, inboundId)) ? inboundId : null;
-  if (!origin) {
-    // One of ours: stored under the platform's id, which for per-chat ids (Telegram, Slack) may be the bare local id.
-    const [outbound] = await deps.sql<{ id: string }[]>`
-      SELECT id FROM outbound_messages
-       WHERE app_id = ${conn.appId} AND platform_connection_id = ${conn.id} AND status = 'sent'
-         AND (external_message_id = ${r.targetExternalMessageId}
-              OR (external_message_id = ${r.targetLocalId ?? null} AND to_external_id = ${r.conversation.externalId}))
-       LIMIT 1`;
-    origin = outbound?.id ?? null;
-  }
+  const origin = await eventOfMessage(ctx, r.targetExternalMessageId, r.conversation.externalId, r.targetLocalId);
   await enqueue(deps.queues, 'ledger', {
     event: {
-      id: derivedId(conn.id, 'reaction', r.targetExternalMessageId, r.sender.externalId, r.emoji, r.action, r.occurredAt),
+      id: reactionEventId(conn.id, r),
       app_id: conn.appId,
       ...systemEvent('message.reaction', {
         reaction: { emoji: r.emoji, message_id: r.targetExternalMessageId },

@@ -101,6 +101,15 @@ const inboundMessage = z
       ),
     transcription: transcription.optional(),
     transcript: z.string().optional().describe('The transcribed text, when transcription completed'),
+    reply_to: z
+      .strictObject({
+        external_message_id: z.string().describe("The platform's id of the message answered"),
+        event_id: uuid
+          .nullable()
+          .describe('Its event (a `message.inbound` or our `message.outbound`), when it was recorded; also the origin'),
+      })
+      .optional()
+      .describe('Set when the message answers an earlier one (sandbox replies)'),
   })
   .describe(
     "The message; platform-specific fields are kept beside these as the platform's normaliser gave them (e-mail subject and threading ids, Discord interaction fields, further SMS media)",

@@ -6,6 +6,7 @@ import type { ErrorCode } from '../errors.js';
 import { readFiles } from '../files/files.js';
 import type { BlobStore } from '../files/storage.js';
 import { derivedId } from '../ids.js';
+import { scheduleDeliveries } from '../inbound/scheduled-deliveries.js';
 import { byApp } from '../per-app.js';
 import type { OutboundFile, PlatformError, PlatformName } from '../platforms/types.js';
 import { systemEvent, systemEventType } from '../ledger/event-types.js';
@@ -254,6 +255,13 @@ export function outboundEvent(msg: MessageRow, conn: Connection, externalMessage
 export async function redriveSent(deps: Deps, parties: PartyResolver, msg: MessageRow, conn: Connection): Promise<void> {
   const [p] = await parties.resolve([{ msg, conn }]);
   await enqueue(deps.queues, 'ledger', { event: outboundEvent(msg, conn, msg.external_message_id ?? '', p) });
+  // The platform's own later reports (the sandbox's) may not have been queued either.
+  if (msg.external_message_id)
+    await scheduleDeliveries(
+      deps,
+      [{ conn, externalMessageId: msg.external_message_id, to: msg.to_external_id }],
+      msg.finished_at?.getTime(),
+    );
 }
 
 /** A final failure: `message.status` with status failed, the error and the message id (id derived, so a repeat is one event). */

@@ -3,6 +3,7 @@ import { participantsOfInserted } from '../conversations/participants.js';
 import { typed } from '../db.js';
 import type { Deps } from '../deps.js';
 import { addSendReports, type SendOutcome } from '../ledger/commit-reports.js';
+import { scheduleDeliveries } from '../inbound/scheduled-deliveries.js';
 import { createGroupCommit } from '../ledger/group-commit.js';
 import { addWakes } from '../ledger/wake.js';
 import { writeGuardedEvents, type CommittedEvent } from '../ledger/write.js';
@@ -122,10 +123,16 @@ export function createSentSettler(deps: Deps, services: FanOutServices, parties:
     // Readers and waiting web processes hear at once, and deliveries fan out in commit order
     // (inside the serial section); waking the recipients' next messages needs no order, so the
     // next group commit need not wait for it — each caller still does.
-    const bookkeeping = promoteSuccessors(
-      deps,
-      recorded.map((s) => s.msg),
-    );
+    const bookkeeping = Promise.all([
+      promoteSuccessors(
+        deps,
+        recorded.map((s) => s.msg),
+      ),
+      scheduleDeliveries(
+        deps,
+        recorded.map((s) => ({ conn: s.conn, externalMessageId: s.externalMessageId, to: s.msg.to_external_id })),
+      ),
+    ]).then(() => undefined);
     bookkeeping.catch(() => undefined); // awaited by every caller below
     await Promise.all([pipeline.exec(), fanOutCommitted(deps, services, committed)]);
     return { settled, failed, bookkeeping };

@@ -2,6 +2,7 @@ import type { DiscordConfig } from './discord/config.js';
 import type { EmailConfig } from './email/config.js';
 import type { InstagramConfig } from './instagram/config.js';
 import type { MessengerConfig } from './messenger/config.js';
+import type { SandboxConfig } from './sandbox/config.js';
 import type { SlackConfig } from './slack/config.js';
 import type { SmsConfig } from './sms/config.js';
 import type { TelegramConfig } from './telegram/config.js';
@@ -45,6 +46,7 @@ interface Configs {
   DISCORD: DiscordConfig;
   SMS: SmsConfig;
   EMAIL: EmailConfig;
+  SANDBOX: SandboxConfig;
 }
 
 export const CONSOLE_GUIDE: { readonly [N in PlatformName]: PlatformGuide<Configs[N]> } = {
@@ -175,5 +177,19 @@ export const CONSOLE_GUIDE: { readonly [N in PlatformName]: PlatformGuide<Config
     statuses: [],
     reactions: false,
     edits: false,
+  },
+  SANDBOX: {
+    title: 'Sandbox',
+    fields: {
+      delivered_after_ms:
+        'Not from a console (the sandbox has none): how long after a send the simulated `delivered` report comes, in ms (default 1000).',
+      read_after_ms: 'How long after a send the simulated `read` report comes, in ms (default 3000).',
+    },
+    register:
+      'Nothing to register, and no credentials: create the connection with `"config": {}`. Act as the end user with `POST /v1/platform-connections/{id}/sandbox/messages` (`{"from":"ada","text":"hi"}`; also `media`, `reply_to` and `reaction`): it goes through the same inbound queue and worker as a real platform\'s webhook. Sends are accepted at once; a text starting `/fail CODE` (such as `/fail RECIPIENT_BLOCKED`) is refused with that platform error.',
+    statuses: ['delivered', 'read'],
+    reactions: true,
+    edits: false,
+    inboundNote: 'what POST /v1/platform-connections/{id}/sandbox/messages posts as the end user (every chat is one to one)',
   },
 };

@@ -2,6 +2,7 @@ import { discord } from './discord/adapter.js';
 import { email } from './email/adapter.js';
 import { instagram } from './instagram/adapter.js';
 import { messenger } from './messenger/adapter.js';
+import { sandbox } from './sandbox/adapter.js';
 import { slack } from './slack/adapter.js';
 import { sms } from './sms/adapter.js';
 import { telegram } from './telegram/adapter.js';
@@ -24,6 +25,7 @@ export const ADAPTERS: Registry = {
   DISCORD: discord,
   SMS: sms,
   EMAIL: email,
+  SANDBOX: sandbox,
 };
 
 export function getAdapter(name: PlatformName): PlatformAdapter {

@@ -1,7 +1,7 @@
 import type { z } from 'zod';
 import type { OutboundProtocol } from '../net/outbound-policy.js';
 
-export const PLATFORM_NAMES = ['TELEGRAM', 'WHATSAPP', 'MESSENGER', 'INSTAGRAM', 'SLACK', 'DISCORD', 'SMS', 'EMAIL'] as const;
+export const PLATFORM_NAMES = ['TELEGRAM', 'WHATSAPP', 'MESSENGER', 'INSTAGRAM', 'SLACK', 'DISCORD', 'SMS', 'EMAIL', 'SANDBOX'] as const;
 export type PlatformName = (typeof PLATFORM_NAMES)[number];
 
 export const isPlatformName = (s: string): s is PlatformName => (PLATFORM_NAMES as readonly string[]).includes(s);
@@ -117,6 +117,8 @@ export type NormalisedRecord =
         extra?: Record<string, unknown>;
       };
       edited?: boolean;
+      /** The platform's id of the message this one answers (ours or the user's), when the platform says. */
+      replyTo?: string;
       occurredAt: string;
     }
   | {
@@ -212,6 +214,13 @@ export interface MediaFetch {
   bytes(url: string, headers?: Record<string, string>): Promise<{ data: Buffer; contentType?: string }>;
 }
 
+/** A delivery a platform will make on its own later, in its own inbound shape (the sandbox's simulated status reports). */
+export interface ScheduledDelivery {
+  /** How long after the send it arrives. */
+  delayMs: number;
+  rawBody: Buffer;
+}
+
 /** Link-code deep links (src/identity/link-codes.ts). */
 export interface DeepLinks {
   /**
@@ -296,6 +305,14 @@ export interface PlatformAdapter<C = Record<string, unknown>> {
    */
   downloadMedia(config: C, media: InboundMedia, fetch: MediaFetch): Promise<DownloadedMedia>;
   deepLink: DeepLinks;
+  /**
+   * The deliveries the platform will make about a message it accepted, each after a delay:
+   * the sandbox's simulated `delivered` and `read` reports. Queued as delayed inbound jobs once
+   * the send is recorded (src/inbound/scheduled-deliveries.ts), so they reach the ledger through
+   * the inbound worker like any platform's status webhook. Absent on real platforms, which
+   * report by calling the inbound URL themselves.
+   */
+  reportsAfterSend?(config: C, sent: { externalMessageId: string; to: string; sentAt: number }): ScheduledDelivery[];
 }
 
 /** The sending half of an adapter: each platform folder's config.ts and send.ts. */

@@ -89,6 +89,7 @@ const OPERATION_IDS = [
   'revokePortalSessions',
   'rotateWebhookSecret',
   'sendMessage',
+  'simulateSandboxMessage',
   'streamEvents',
   'testWebhook',
   'updateEventSchema',

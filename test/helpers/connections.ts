@@ -63,10 +63,11 @@ export function sampleConfigs(base: Partial<Record<string, string>> = {}): Recor
       from: 'Help <help@example.com>',
       ...(base.EMAIL ? { api_base_url: base.EMAIL } : {}),
     },
+    SANDBOX: { delivered_after_ms: 100, read_after_ms: 200 },
   };
 }
 
-/** A valid recipient id per platform, in the form its `checkRecipient` takes. */
+/** A valid recipient id per platform behind a fake, in the form its `checkRecipient` takes (the sandbox has no platform behind it). */
 export const SAMPLE_RECIPIENTS: Record<string, string> = {
   TELEGRAM: '31337',
   WHATSAPP: '+16505550100',

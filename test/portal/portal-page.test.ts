@@ -288,6 +288,38 @@ describe('the developer portal', () => {
     expect((await s.request('GET', `/v1/platform-connections/${connectionId}`, { auth: app })).status).toBe(200);
   });
 
+  it('chats with a sandbox connection as the end user and watches the sends reach read', async () => {
+    await page.getByRole('button', { name: 'New connection' }).click();
+    await page.getByLabel('Platform', { exact: true }).selectOption('SANDBOX');
+    await page.getByLabel('Name', { exact: true }).fill('sandbox chat');
+    await page.getByLabel('Delivered after ms (optional)').fill('100');
+    await page.getByLabel('Read after ms (optional)').fill('300');
+    await page.getByRole('button', { name: 'Connect', exact: true }).click();
+    const card = page.locator('li[data-connection-id]').filter({ hasText: 'sandbox chat' });
+    const id = (await card.getAttribute('data-connection-id'))!;
+    expect((await s.request('GET', `/v1/platform-connections/${id}`, { auth: app })).json.config).toEqual({
+      delivered_after_ms: 100,
+      read_after_ms: 300,
+    });
+    await card.getByText('Chat as the end user').click();
+    const chat = card.getByTestId('sandbox-chat');
+    await card.getByLabel('Message', { exact: true }).fill('hi from Ada');
+    await card.getByRole('button', { name: 'Send as the user' }).click();
+    await chat.locator('li[data-from="user"]', { hasText: 'hi from Ada' }).waitFor({ timeout: 15_000 });
+    await card.getByLabel('Message', { exact: true }).fill('hello Ada');
+    await card.getByRole('button', { name: 'Send as the app' }).click();
+    const sent = chat.locator('li[data-from="app"]', { hasText: 'hello Ada' });
+    await sent.locator('.badge', { hasText: 'read' }).waitFor({ timeout: 15_000 });
+    // The user's message went through the inbound pipeline: a message.inbound from ada, on this connection.
+    const events = await s.request('GET', '/v1/events?event_type=message.inbound', { auth: app });
+    expect(
+      events.json.data.some(
+        (e: { payload: { message: { text: string } }; platform_connection_id: string }) =>
+          e.payload.message.text === 'hi from Ada' && e.platform_connection_id === id,
+      ),
+    ).toBe(true);
+  });
+
   it('pages through the ledger in Explore with a copyable curl line', async () => {
     await page.getByRole('link', { name: 'Explore' }).click();
     await page.getByLabel('Event types').fill('order.*');

@@ -52,6 +52,32 @@ const SAMPLES: Record<PlatformName, { body: unknown; form?: boolean }[]> = {
     { body: P.twilioStatus('SM2', '+15550002', 'delivered'), form: true },
   ],
   EMAIL: [{ body: P.email('<m1@example.com>', 'eve@example.com', 'hi') }],
+  SANDBOX: [
+    { body: { type: 'message', id: 'm1', from: { id: 'ada' }, text: 'hi', timestamp: '2026-01-01T00:00:00Z' } },
+    {
+      body: {
+        type: 'message',
+        id: 'm2',
+        from: { id: 'ada', name: 'Ada' },
+        text: 'cap',
+        media: { content_base64: 'aGk=', mime_type: 'image/png' },
+        reply_to: 'm1',
+        timestamp: '2026-01-01T00:00:00Z',
+      },
+    },
+    {
+      body: {
+        type: 'reaction',
+        id: 'r1',
+        from: { id: 'ada' },
+        message_id: 'm1',
+        emoji: '👍',
+        action: 'added',
+        timestamp: '2026-01-01T00:00:00Z',
+      },
+    },
+    { body: { type: 'status', id: 's1', message_id: 'sbx-1', to: 'ada', status: 'read', timestamp: '2026-01-01T00:00:00Z' } },
+  ],
 };
 
 const encode = (body: unknown, form?: boolean) =>

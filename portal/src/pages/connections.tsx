@@ -1,5 +1,6 @@
 import { useCallback, useEffect, useState } from 'react';
 import { api, errorText } from '../api.ts';
+import { useEventStream } from '../live/use-event-stream.ts';
 import { Badge, CopyButton, DeleteButton, ErrorNote, Field, Notice, when } from '../components/ui.tsx';
 import schemas from '../generated/platform-schemas.json';
 import type { Answer, Connection } from '../types.ts';
@@ -124,6 +125,12 @@ function ConnectionCard({ connection: c, onChanged }: { connection: Connection; 
         <summary>Send a test message</summary>
         <TestMessage connectionId={c.id} />
       </details>
+      {c.platform_name === 'SANDBOX' ? (
+        <details>
+          <summary>Chat as the end user</summary>
+          <SandboxChat connectionId={c.id} />
+        </details>
+      ) : null}
     </li>
   );
 }
@@ -183,7 +190,12 @@ function CreateConnection({ onCreated }: { onCreated: (c: Connection) => void })
       onSubmit={async (e) => {
         e.preventDefault();
         setError(undefined);
-        const values = Object.fromEntries(Object.entries(config).filter(([k, v]) => v.trim() !== '' && schema.properties?.[k]));
+        // Inputs hold text; a field the schema types as a number goes as one.
+        const values = Object.fromEntries(
+          Object.entries(config)
+            .filter(([k, v]) => v.trim() !== '' && schema.properties?.[k])
+            .map(([k, v]) => [k, ['integer', 'number'].includes(schema.properties?.[k]?.type ?? '') ? Number(v) : v]),
+        );
         try {
           onCreated(
             await api<Answer<'createPlatformConnection', 201>>('POST', '/v1/platform-connections', {
@@ -268,4 +280,76 @@ function fieldLabel(key: string): string {
   const words = key.split('_').map((w) => (/^(api|url|id|smtp|imap|sms)$/.test(w) ? w.toUpperCase() : w));
   const text = words.join(' ');
   return text.charAt(0).toUpperCase() + text.slice(1);
+}
+
+const MESSAGE_EVENTS = { eventTypes: 'message.*', conversationId: '', userId: '' };
+
+/**
+ * A sandbox connection's conversation with one end user: type as the user (the sandbox's
+ * inbound endpoint, so it goes through the real inbound pipeline) or as the app (a send), and
+ * watch the ledger answer live — the user's messages, the sent ones and their statuses.
+ */
+function SandboxChat({ connectionId }: { connectionId: string }) {
+  const [user, setUser] = useState('ada');
+  const [text, setText] = useState('');
+  const [error, setError] = useState<string>();
+  const { rows } = useEventStream(MESSAGE_EVENTS, false);
+  const id = connectionId.slice(0, 8);
+  const mine = rows.filter((e) => e.platformConnectionId === connectionId);
+  const party = (e: (typeof rows)[number], edge: string) => e.edges.find((x) => x.edgeType === edge)?.targetPlatformUser?.externalId;
+  const status = new Map<string, string>();
+  for (const e of [...mine].reverse())
+    if (e.eventType === 'message.status' && e.originEventId) status.set(e.originEventId, String(e.payload.status));
+  const lines = mine
+    .filter((e) =>
+      e.eventType === 'message.inbound' ? party(e, 'sent_by') === user : e.eventType === 'message.outbound' && party(e, 'sent_to') === user,
+    )
+    .reverse();
+  const say = async (as: 'user' | 'app') => {
+    setError(undefined);
+    try {
+      if (as === 'user')
+        await api('POST', `/v1/platform-connections/${encodeURIComponent(connectionId)}/sandbox/messages`, { from: user.trim(), text });
+      else await api('POST', '/v1/messages', { platform_connection_id: connectionId, to_external_id: user.trim(), message: text });
+      setText('');
+    } catch (err) {
+      setError(errorText(err));
+    }
+  };
+  return (
+    <form
+      className="card inline"
+      aria-label="Sandbox chat"
+      onSubmit={(e) => {
+        e.preventDefault();
+        void say('user');
+      }}
+    >
+      <Field id={`chat-user-${id}`} label="End user id">
+        <input id={`chat-user-${id}`} value={user} onChange={(e) => setUser(e.currentTarget.value)} required />
+      </Field>
+      <ol className="deliveries" aria-label="Conversation" data-testid="sandbox-chat">
+        {lines.map((e) => {
+          const message = e.payload.message as { text?: string } | undefined;
+          const outbound = e.eventType === 'message.outbound';
+          return (
+            <li key={e.id} data-from={outbound ? 'app' : 'user'}>
+              <strong>{outbound ? 'App' : user}:</strong> {message?.text}{' '}
+              {outbound ? <Badge tone="">{status.get(e.id) ?? 'sent'}</Badge> : null}
+            </li>
+          );
+        })}
+      </ol>
+      <Field id={`chat-text-${id}`} label="Message">
+        <input id={`chat-text-${id}`} value={text} onChange={(e) => setText(e.currentTarget.value)} required />
+      </Field>
+      <div className="actions">
+        <button type="submit">Send as the user</button>
+        <button type="button" className="ghost" disabled={!text} onClick={() => void say('app')}>
+          Send as the app
+        </button>
+      </div>
+      <ErrorNote error={error} />
+    </form>
+  );
 }

@@ -104,4 +104,6 @@ export const OPERATIONS = {
   getWebhookDelivery: { method: 'get', path: '/v1/webhook-deliveries/{id}' },
   /** The platforms connections can be made to, each with the JSON Schema of its config and its secret fields */
   listPlatforms: { method: 'get', path: '/v1/platforms' },
+  /** Act as the end user of a sandbox connection: send a message, a reply, media or a reaction */
+  simulateSandboxMessage: { method: 'post', path: '/v1/platform-connections/{id}/sandbox/messages' },
 } as const;

@@ -611,6 +611,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/platform-connections/{id}/sandbox/messages": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Act as the end user of a sandbox connection: send a message, a reply, media or a reaction
+         * @description Only for connections whose `platform_name` is `SANDBOX`. The delivery is queued exactly as a real platform webhook is (same inbound queue, dedupe key and worker): the end user and the conversation are created or found, media is stored as a file, and `message.inbound` (or `message.reaction`) is written to the ledger, then streamed and delivered to matching webhook subscriptions, a moment after this answer. `event_id` is the id that event will have. Repeating a `message_id` is a redelivery and records nothing new. A message needs `text` or `media`; `reaction` stands alone. `reply_to` and `reaction.message_id` take the `external_message_id` of an earlier message: the user's own, or one sent to them (`POST /v1/messages`).
+         */
+        post: operations["simulateSandboxMessage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1910,7 +1930,7 @@ export interface operations {
                             id: string;
                             name: string;
                             /** @enum {string} */
-                            platform_name: "TELEGRAM" | "WHATSAPP" | "MESSENGER" | "INSTAGRAM" | "SLACK" | "DISCORD" | "SMS" | "EMAIL";
+                            platform_name: "TELEGRAM" | "WHATSAPP" | "MESSENGER" | "INSTAGRAM" | "SLACK" | "DISCORD" | "SMS" | "EMAIL" | "SANDBOX";
                             config: {
                                 [key: string]: unknown;
                             };
@@ -2034,7 +2054,7 @@ export interface operations {
             content: {
                 "application/json": {
                     /** @enum {string} */
-                    platform_name: "TELEGRAM" | "WHATSAPP" | "MESSENGER" | "INSTAGRAM" | "SLACK" | "DISCORD" | "SMS" | "EMAIL";
+                    platform_name: "TELEGRAM" | "WHATSAPP" | "MESSENGER" | "INSTAGRAM" | "SLACK" | "DISCORD" | "SMS" | "EMAIL" | "SANDBOX";
                     name: string;
                     config: {
                         [key: string]: unknown;
@@ -2053,7 +2073,7 @@ export interface operations {
                         id: string;
                         name: string;
                         /** @enum {string} */
-                        platform_name: "TELEGRAM" | "WHATSAPP" | "MESSENGER" | "INSTAGRAM" | "SLACK" | "DISCORD" | "SMS" | "EMAIL";
+                        platform_name: "TELEGRAM" | "WHATSAPP" | "MESSENGER" | "INSTAGRAM" | "SLACK" | "DISCORD" | "SMS" | "EMAIL" | "SANDBOX";
                         config: {
                             [key: string]: unknown;
                         };
@@ -2228,7 +2248,7 @@ export interface operations {
                         id: string;
                         name: string;
                         /** @enum {string} */
-                        platform_name: "TELEGRAM" | "WHATSAPP" | "MESSENGER" | "INSTAGRAM" | "SLACK" | "DISCORD" | "SMS" | "EMAIL";
+                        platform_name: "TELEGRAM" | "WHATSAPP" | "MESSENGER" | "INSTAGRAM" | "SLACK" | "DISCORD" | "SMS" | "EMAIL" | "SANDBOX";
                         config: {
                             [key: string]: unknown;
                         };
@@ -2536,7 +2556,7 @@ export interface operations {
                         id: string;
                         name: string;
                         /** @enum {string} */
-                        platform_name: "TELEGRAM" | "WHATSAPP" | "MESSENGER" | "INSTAGRAM" | "SLACK" | "DISCORD" | "SMS" | "EMAIL";
+                        platform_name: "TELEGRAM" | "WHATSAPP" | "MESSENGER" | "INSTAGRAM" | "SLACK" | "DISCORD" | "SMS" | "EMAIL" | "SANDBOX";
                         config: {
                             [key: string]: unknown;
                         };
@@ -8367,7 +8387,7 @@ export interface operations {
                     "application/json": {
                         data: {
                             /** @enum {string} */
-                            name: "TELEGRAM" | "WHATSAPP" | "MESSENGER" | "INSTAGRAM" | "SLACK" | "DISCORD" | "SMS" | "EMAIL";
+                            name: "TELEGRAM" | "WHATSAPP" | "MESSENGER" | "INSTAGRAM" | "SLACK" | "DISCORD" | "SMS" | "EMAIL" | "SANDBOX";
                             /** @description JSON Schema of a connection config */
                             config_schema: {
                                 [key: string]: unknown;
@@ -8416,6 +8436,228 @@ export interface operations {
                         error?: {
                             /** @enum {unknown} */
                             code?: "FORBIDDEN";
+                        };
+                    };
+                };
+            };
+            /** @description RATE_LIMITED */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying, when the service knows */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "RATE_LIMITED";
+                        };
+                    };
+                };
+            };
+            /** @description INTERNAL */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "INTERNAL";
+                        };
+                    };
+                };
+            };
+            /** @description UNAVAILABLE */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying, when the service knows */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "UNAVAILABLE";
+                        };
+                    };
+                };
+            };
+        };
+    };
+    simulateSandboxMessage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The end user's id on the sandbox (`ada`); their conversation with the connection is named after it */
+                    from: string;
+                    /** @description The end user's display name */
+                    from_name?: string;
+                    /** @description The platform's id of this message or reaction; sending the same id again is a redelivery, recorded once. Default: a new id */
+                    message_id?: string;
+                    /** @description The message text (the caption, with media) */
+                    text?: string;
+                    /** @description An attachment: its bytes as base64, or a URL the worker fetches; `type` defaults from `mime_type` */
+                    media?: {
+                        /** Format: base64 */
+                        content_base64?: string;
+                        /** Format: uri */
+                        url?: string;
+                        mime_type: string;
+                        filename?: string;
+                        /** @enum {string} */
+                        type?: "image" | "video" | "audio" | "voice" | "document" | "sticker";
+                    };
+                    /** @description The platform's id of an earlier message (the user's or one sent to them) this one answers */
+                    reply_to?: string;
+                    /** @description A reaction instead of a message */
+                    reaction?: {
+                        /** @description The platform's id of the message reacted to */
+                        message_id: string;
+                        emoji: string;
+                        /**
+                         * @default added
+                         * @enum {string}
+                         */
+                        action?: "added" | "removed";
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Queued for the inbound worker */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description The platform's id of the message or reaction (`message_id`, or the one made up) */
+                        external_message_id: string;
+                        /** @description The id of the message.inbound (or message.reaction) event once recorded */
+                        event_id: string;
+                    };
+                };
+            };
+            /** @description VALIDATION_ERROR, INVALID_JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "VALIDATION_ERROR" | "INVALID_JSON";
+                        };
+                    };
+                };
+            };
+            /** @description UNAUTHORIZED */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "UNAUTHORIZED";
+                        };
+                    };
+                };
+            };
+            /** @description FORBIDDEN */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "FORBIDDEN";
+                        };
+                    };
+                };
+            };
+            /** @description PLATFORM_CONNECTION_NOT_FOUND */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "PLATFORM_CONNECTION_NOT_FOUND";
+                        };
+                    };
+                };
+            };
+            /** @description CONFLICT */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "CONFLICT";
+                        };
+                    };
+                };
+            };
+            /** @description PAYLOAD_TOO_LARGE */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "PAYLOAD_TOO_LARGE";
+                        };
+                    };
+                };
+            };
+            /** @description UNSUPPORTED_MEDIA_TYPE */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "UNSUPPORTED_MEDIA_TYPE";
+                        };
+                    };
+                };
+            };
+            /** @description CONNECTION_DISABLED */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "CONNECTION_DISABLED";
                         };
                     };
                 };
