@@ -45,8 +45,11 @@ const listed: string[] = [];
 for await (const e of gateway.paginate('/v1/events', { query: { event_type: 'packed.*' } })) listed.push(e.id);
 const gql = await gateway.graphql.query<{ events: { edges: { node: { eventType: string } }[] } }>('{ events(first: 1) { edges { node { eventType } } } }');
 
-// @ts-expect-error the body is typed from the OpenAPI document: a misspelt field does not compile
-void gateway.createEvent({ event_typ: 'packed.client', payload: {} });
+// Never called: the body is typed from the OpenAPI document, so a misspelt field does not compile.
+const misspelt = () =>
+  // @ts-expect-error event_typ is not a field of the request body
+  gateway.createEvent({ event_typ: 'packed.client', payload: {} });
+void misspelt;
 
 let refused = '';
 try {
