@@ -10,6 +10,7 @@ import { loggableUrl, requestLog } from './request-log.js';
 import { createGuards } from './guards.js';
 import { adminRouter, opsRouter } from './ops.js';
 import { portalStatic } from './portal-static.js';
+import { apiReference, graphqlExplorer } from './explorers.js';
 import { ROUTES } from './routes.js';
 import { documentOptions } from './openapi.js';
 import { inboundRouter } from '../inbound/receiver.js';
@@ -66,6 +67,9 @@ export function createApp(deps: Deps): WebApp {
     res.json(document);
   });
   app.use(api.router);
+  app.use(apiReference());
+  // Before GraphQL over HTTP: a browser's GET of /graphql is answered with the explorer page.
+  app.use(graphqlExplorer());
   app.use(graphqlRouter(deps, web, guards, createSchema()));
   app.use(portalStatic(deps));
 

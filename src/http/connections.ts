@@ -37,6 +37,8 @@ export function registerConnectionRoutes(api: Api): void {
     method: 'post',
     path: '/v1/platform-connections',
     operationId: 'createPlatformConnection',
+    description:
+      "Connects an account on a chat platform (GET /v1/platforms lists each platform's config and secret fields). The answer gives the `webhook_url` to register with the platform for inbound messages. A platform account can belong to one connection only, across all applications (409 otherwise).",
     summary: 'Connect an account on a chat platform (secrets are encrypted and never returned)',
     scope: 'admin',
     body: createConnectionInput,
@@ -48,6 +50,7 @@ export function registerConnectionRoutes(api: Api): void {
     method: 'get',
     path: '/v1/platform-connections',
     operationId: 'listPlatformConnections',
+    description: "The application's platform connections, without their secrets.",
     summary: 'List platform connections',
     scope: 'admin',
     responses: { 200: { description: 'All connections', schema: z.object({ data: z.array(connectionOut) }) } },
@@ -57,6 +60,7 @@ export function registerConnectionRoutes(api: Api): void {
     method: 'get',
     path: '/v1/platform-connections/:id',
     operationId: 'getPlatformConnection',
+    description: 'One platform connection: its platform, config (secrets left out), state and inbound `webhook_url`.',
     summary: 'One platform connection',
     scope: 'admin',
     params: idParams,
@@ -68,6 +72,8 @@ export function registerConnectionRoutes(api: Api): void {
     method: 'patch',
     path: '/v1/platform-connections/:id',
     operationId: 'updatePlatformConnection',
+    description:
+      "Changes a connection's name, config or secrets, or disables and enables it. Secret fields left out of the body keep their stored value.",
     summary: 'Rename, disable/enable, or change config (omitted secrets are kept)',
     scope: 'admin',
     params: idParams,
@@ -83,6 +89,8 @@ export function registerConnectionRoutes(api: Api): void {
     method: 'delete',
     path: '/v1/platform-connections/:id',
     operationId: 'deletePlatformConnection',
+    description:
+      'Deletes a connection: its webhook URL stops answering and its platform account is free to connect again. Messages and events recorded through it stay in the ledger.',
     summary: 'Delete a platform connection',
     scope: 'admin',
     params: idParams,

@@ -39,6 +39,7 @@ export function registerConversationRoutes(api: Api): void {
     method: 'get',
     path: '/v1/conversations',
     operationId: 'listConversations',
+    description: "The application's conversations (one per platform connection and chat), oldest first, filtered by connection or user.",
     summary: 'List conversations (filters: platform_connection_id, user_id), oldest first',
     scope: 'events:read',
     query: listConversationsInput,
@@ -59,6 +60,8 @@ export function registerConversationRoutes(api: Api): void {
     method: 'get',
     path: '/v1/conversations/:id',
     operationId: 'getConversation',
+    description:
+      "One conversation with its participants, its last event and whether the platform's reply window is open (some platforms only allow replies for a time after the user last wrote).",
     summary: 'One conversation with its participants, last event and reply-window state',
     scope: 'events:read',
     params: z.object({ id: z.string().max(100) }),

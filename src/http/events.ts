@@ -64,6 +64,8 @@ export function registerEventRoutes(api: Api, { web }: RouteContext): void {
     method: 'post',
     path: '/v1/events',
     operationId: 'createEvent',
+    description:
+      "Appends an event of your own type to the application's ledger. When a JSON Schema is defined for the type (event schemas), the payload must satisfy it or the request is refused with 400. The answer is 201 with the stored event once the ledger has committed it, or 202 when the commit takes longer than the request may wait; either way the event is durable. Send an Idempotency-Key to make retries safe.",
     summary: 'Record a custom event (answers once the ledger has committed it)',
     scope: 'events:write',
     body: createEventInput,
@@ -88,6 +90,8 @@ export function registerEventRoutes(api: Api, { web }: RouteContext): void {
     method: 'get',
     path: '/v1/events',
     operationId: 'listEvents',
+    description:
+      "Reads the ledger oldest first by cursor: pass the last page's cursor to get what came after it, so no event is skipped or seen twice. Filter by event type pattern (`order.*`), user or conversation. The same cursors resume the SSE stream and the GraphQL subscription.",
     summary: 'Page through the ledger in cursor order',
     scope: 'events:read',
     query: listQuery,
@@ -123,6 +127,7 @@ export function registerEventRoutes(api: Api, { web }: RouteContext): void {
     method: 'get',
     path: '/v1/events/:id',
     operationId: 'getEvent',
+    description: 'One event of the ledger by id, with its payload and edges (the platform users, files and other records it involves).',
     summary: 'One event',
     scope: 'events:read',
     params: z.object({ id: z.string() }),

@@ -25,6 +25,8 @@ export function registerLinkCodeRoutes(api: Api, { web }: RouteContext): void {
     method: 'post',
     path: '/v1/link-codes',
     operationId: 'createLinkCode',
+    description:
+      'Makes a short single-use code for a user: when the person sends it from a chat platform, that platform account joins the user. Expires after its TTL (10 minutes by default). Records `link_code.generated`.',
     summary:
       'A single-use code (default TTL 10 minutes) that links the platform account sending it back to this user; records link_code.generated',
     scope: 'users:write',
@@ -41,6 +43,8 @@ export function registerLinkCodeRoutes(api: Api, { web }: RouteContext): void {
     method: 'post',
     path: '/v1/link-codes/:code/activate',
     operationId: 'activateLinkCode',
+    description:
+      "Uses a link code for a given platform user, as if the person had sent it: the platform user joins the code's user, merging users when it belonged to another. Records `link_code.activation` (and `user.merged` when users merged).",
     summary:
       "Use a code for a platform user: it joins the code's user (merging users when needed); records link_code.activation and user.merged",
     scope: 'users:write',

@@ -55,6 +55,8 @@ export function registerMessageRoutes(api: Api, { web }: RouteContext): void {
     method: 'post',
     path: '/v1/messages',
     operationId: 'sendMessage',
+    description:
+      "Queues a message to one recipient through a platform connection. Messages to the same recipient leave in the order they were accepted; the platform's answer is recorded as `message.sent`, or `message.failed` with the platform's error. The answer carries the message's state at that moment (sent, or queued while the platform has not answered within the request's bound). Send an Idempotency-Key to make retries safe.",
     summary: 'Send a message through a platform connection',
     scope: 'events:write',
     body: sendMessageInput,
@@ -95,6 +97,7 @@ export function registerMessageRoutes(api: Api, { web }: RouteContext): void {
     method: 'get',
     path: '/v1/messages/:id',
     operationId: 'getMessage',
+    description: "The state of a message sent through the API: queued, sent or failed, with the platform's message id or error.",
     summary: 'The state of a sent message',
     scope: 'events:read',
     params: z.object({ id: z.string() }),

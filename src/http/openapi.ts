@@ -143,7 +143,7 @@ function tagOf(path: string): string {
 export function openApiDocument(specs: readonly RouteSpec<unknown, unknown, unknown>[], options: DocumentOptions): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const spec of specs) (paths[spec.path.replace(/:([A-Za-z_]+)/g, '{$1}')] ??= {})[spec.method] = operation(spec);
-  const tags = [...new Set(specs.map((s) => tagOf(s.path)))].map((name) => ({ name, description: TAGS[name] ?? name }));
+  const tags = [...new Set(specs.map((s) => tagOf(s.path)))].map((name) => ({ name, description: TAGS[name] ?? missingTag(name) }));
   return {
     openapi: '3.1.0',
     info: options.info,
@@ -196,7 +196,15 @@ const TAGS: Record<string, string> = {
   users: 'Users and the platform users (accounts) linked to them',
   'link-codes': 'Single-use codes that link a platform account to a user',
   conversations: 'Conversations and their participants',
+  portal: "Sign-in links and sessions of the developer portal, the web page for an application's developers",
+  'api-keys': "The application's API keys: create one with some of the caller's scopes, list them, revoke one",
+  platforms: 'The chat platforms the service can connect to, with the config each one needs',
 };
+
+/** Every tag is described: a route under a new resource must say what the resource is. */
+function missingTag(name: string): never {
+  throw new Error(`OpenAPI tag "${name}" has no description: add it to TAGS in src/http/openapi.ts`);
+}
 
 function toJsonSchema(schema: z.ZodType, io: 'input' | 'output'): unknown {
   try {

@@ -20,6 +20,8 @@ export function registerPlatformRoutes(api: Api): void {
     method: 'get',
     path: '/v1/platforms',
     operationId: 'listPlatforms',
+    description:
+      "The platforms a connection can be made to, with the JSON Schema of each one's config and which of its fields are secrets: what POST /v1/platform-connections expects for each.",
     summary: 'The platforms connections can be made to, each with the JSON Schema of its config and its secret fields',
     scope: 'admin',
     responses: { 200: { description: 'Every platform', schema: z.object({ data: z.array(platformOut) }) } },

@@ -4,31 +4,14 @@ import express, { type Request, type Response, type Router } from 'express';
 import type { Deps } from '../deps.js';
 import { AppError } from '../errors.js';
 import { projectRoot } from '../project-root.js';
+import { pageSecurityHeaders } from './page-security.js';
 
 /**
  * Same origin only, and nothing inline: the portal loads no third-party host (it must work
  * offline) and a script injected into it could act with the session. Images may also come
  * from HTTPS hosts, for the logo an embedding application names in its theme.
  */
-const CSP = [
-  "default-src 'self'",
-  "script-src 'self'",
-  "style-src 'self'",
-  "img-src 'self' data: https:",
-  "font-src 'self'",
-  "connect-src 'self'",
-  "object-src 'none'",
-  "base-uri 'none'",
-  "form-action 'self'",
-  "frame-ancestors 'none'",
-].join('; ');
-
-const SECURITY_HEADERS = {
-  'Content-Security-Policy': CSP,
-  'X-Content-Type-Options': 'nosniff',
-  'Referrer-Policy': 'no-referrer',
-  'X-Frame-Options': 'DENY',
-};
+const SECURITY_HEADERS = pageSecurityHeaders(["style-src 'self'", "img-src 'self' data: https:", "font-src 'self'", "form-action 'self'"]);
 
 /** Vite names the files under assets/ by their content hash: a changed file is a new name. */
 const IMMUTABLE = 'public, max-age=31536000, immutable';

@@ -60,6 +60,8 @@ export function registerUserRoutes(api: Api): void {
     method: 'get',
     path: '/v1/users',
     operationId: 'listUsers',
+    description:
+      "The application's users, oldest first, filtered by platform, external id, connection or name. A user groups the platform users (accounts on chat platforms) that are the same person.",
     summary: 'List users (filters: platform, external_id, platform_connection_id, name_contains), oldest first',
     scope: 'users:read',
     query: listUsersInput,
@@ -80,6 +82,8 @@ export function registerUserRoutes(api: Api): void {
     method: 'get',
     path: '/v1/users/:id',
     operationId: 'getUser',
+    description:
+      "One user with its platform users and the first page of its conversations. A merged-away user's id answers with the user it was merged into.",
     summary: 'One user with its platform users and (the first page of) its conversations',
     scope: 'users:read',
     params: idParams,
@@ -96,6 +100,8 @@ export function registerUserRoutes(api: Api): void {
     method: 'patch',
     path: '/v1/users/:id',
     operationId: 'updateUser',
+    description:
+      'Renames a user and/or patches its metadata: top-level keys in the body replace those stored, and a key set to null is deleted.',
     summary: 'Rename a user and/or patch its metadata (top-level merge patch: null deletes a key)',
     scope: 'users:write',
     params: idParams,
@@ -112,6 +118,8 @@ export function registerUserRoutes(api: Api): void {
     method: 'post',
     path: '/v1/users/:id/merge',
     operationId: 'mergeUsers',
+    description:
+      "Moves every platform user of `source_user_id` to this user and removes the source: for when two users turn out to be one person. Records `user.merged`; the source's id resolves to this user afterwards.",
     summary: 'Merge source_user_id into this user: its platform users move here, it is gone afterwards; records user.merged',
     scope: 'users:write',
     params: idParams,
@@ -155,6 +163,7 @@ export function registerUserRoutes(api: Api): void {
     method: 'get',
     path: '/v1/users/:id/events',
     operationId: 'listUserEvents',
+    description: "The ledger's events involving any of the user's platform users, in cursor order (same paging as GET /v1/events).",
     summary: "Events involving any of the user's platform users, in ledger order (a merged-away id lists its survivor's)",
     scope: 'events:read',
     params: idParams,

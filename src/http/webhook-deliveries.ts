@@ -24,6 +24,7 @@ export function registerWebhookDeliveryRoutes(api: Api): void {
     method: 'get',
     path: '/v1/webhook-deliveries',
     operationId: 'listEventDeliveries',
+    description: "For one event (`event_id`), the webhook deliveries it caused: one per subscription it matched, with each one's state.",
     summary: 'The webhook deliveries an event caused, one per subscription it matched',
     scope: 'admin',
     query: z.strictObject({ event_id: z.string().max(100) }),
@@ -41,6 +42,8 @@ export function registerWebhookDeliveryRoutes(api: Api): void {
     method: 'get',
     path: '/v1/webhook-deliveries/:id',
     operationId: 'getWebhookDelivery',
+    description:
+      "One delivery with every attempt, newest first: the request headers and body as sent, the receiver's answer, and when the next retry is due.",
     summary: 'One delivery with its attempts, newest first: request headers and body as sent, the answer, next retry time',
     scope: 'admin',
     params: z.object({ id: z.string().max(100) }),

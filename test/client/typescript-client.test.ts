@@ -289,16 +289,16 @@ describe('webhooks', () => {
     const [delivery] = await receiver.waitFor(1, (r) => r.path === '/client.hook');
     expect(delivery.headers['webhook-signature']).toMatch(/^v1,/);
 
-    const body = verifyWebhook(sub.secret!, delivery.rawBody, delivery.headers);
+    const body = verifyWebhook(delivery.rawBody, delivery.headers, sub.secret!);
     expect(body).toMatchObject({ subscription_id: sub.id, event_id: e.id, event_type: 'client.hook', payload: { n: 1 } });
 
     const tampered = Buffer.from(delivery.rawBody.toString().replace('"n":1', '"n":2'));
-    expect(() => verifyWebhook(sub.secret!, tampered, delivery.headers)).toThrow(WebhookVerificationError);
-    expect(() => verifyWebhook(`whsec_${Buffer.alloc(32, 7).toString('base64')}`, delivery.rawBody, delivery.headers)).toThrow(
+    expect(() => verifyWebhook(tampered, delivery.headers, sub.secret!)).toThrow(WebhookVerificationError);
+    expect(() => verifyWebhook(delivery.rawBody, delivery.headers, `whsec_${Buffer.alloc(32, 7).toString('base64')}`)).toThrow(
       WebhookVerificationError,
     );
     const late = new Date(Number(delivery.headers['webhook-timestamp']) * 1000 + 301_000);
-    expect(() => verifyWebhook(sub.secret!, delivery.rawBody, delivery.headers, late)).toThrow(WebhookVerificationError);
+    expect(() => verifyWebhook(delivery.rawBody, delivery.headers, sub.secret!, { now: late })).toThrow(WebhookVerificationError);
 
     // During a rotation deliveries carry a signature per secret: the old and the new one each verify.
     const rotate = operation(gateway, 'post', '/v1/webhook-subscriptions/{id}/rotate-secret');
@@ -307,9 +307,9 @@ describe('webhooks', () => {
     const [, rotated] = await receiver.waitFor(2, (r) => r.path === '/client.hook');
     expect(rotated.headers['webhook-signature'].split(' ')).toHaveLength(2);
     for (const secrets of [next, sub.secret!, [sub.secret!, next]]) {
-      expect(verifyWebhook(secrets, rotated.rawBody, rotated.headers)).toMatchObject({ payload: { n: 2 } });
+      expect(verifyWebhook(rotated.rawBody, rotated.headers, secrets)).toMatchObject({ payload: { n: 2 } });
     }
-    expect(() => verifyWebhook([`whsec_${Buffer.alloc(32, 8).toString('base64')}`], rotated.rawBody, rotated.headers)).toThrow(
+    expect(() => verifyWebhook(rotated.rawBody, rotated.headers, [`whsec_${Buffer.alloc(32, 8).toString('base64')}`])).toThrow(
       WebhookVerificationError,
     );
   });
@@ -322,10 +322,22 @@ describe('webhooks', () => {
     expect(delivery.headers['webhook-signature']).toBeUndefined();
     expect(delivery.headers['x-service-signature']).toMatch(/^sha256=[0-9a-f]{64}$/);
 
-    expect(verifyWebhook(secret, delivery.rawBody, delivery.headers)).toMatchObject({ subscription_id: sub.id, event_id: e.id });
-    expect(() => verifyWebhook(`${secret}x`, delivery.rawBody, delivery.headers)).toThrow(WebhookVerificationError);
-    expect(() => verifyWebhook(secret, `${delivery.rawBody} `, delivery.headers)).toThrow(WebhookVerificationError);
+    expect(verifyWebhook(delivery.rawBody, delivery.headers, secret)).toMatchObject({ subscription_id: sub.id, event_id: e.id });
+    expect(() => verifyWebhook(delivery.rawBody, delivery.headers, `${secret}x`)).toThrow(WebhookVerificationError);
+    expect(() => verifyWebhook(`${delivery.rawBody} `, delivery.headers, secret)).toThrow(WebhookVerificationError);
     const late = new Date(Number(delivery.headers['x-service-timestamp']) * 1000 - 301_000);
-    expect(() => verifyWebhook(secret, delivery.rawBody, delivery.headers, late)).toThrow(WebhookVerificationError);
+    expect(() => verifyWebhook(delivery.rawBody, delivery.headers, secret, { now: late })).toThrow(WebhookVerificationError);
+    expect(verifyWebhook(delivery.rawBody, delivery.headers, secret, { now: late, toleranceSeconds: 400 })).toMatchObject({
+      event_id: e.id,
+    });
+
+    // The order the client had before (secrets first) is refused by type, naming the argument, and
+    // never mistaken for a forged delivery.
+    const swapped = verifyWebhook as unknown as (...args: unknown[]) => unknown;
+    expect(() => swapped(secret, delivery.rawBody, delivery.headers)).toThrow(
+      new TypeError("verifyWebhook(rawBody, headers, secrets): headers must be the request's headers (an object or Headers), got a Buffer"),
+    );
+    expect(() => swapped([secret], delivery.headers, delivery.rawBody)).toThrow(/rawBody must be the body as received .* got an array/);
+    expect(() => swapped(delivery.rawBody, delivery.headers, delivery.headers)).toThrow(/secrets must be .* got an object/);
   });
 });

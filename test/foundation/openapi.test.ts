@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Api } from '../../src/http/api.js';
 import { documentOptions } from '../../src/http/openapi.js';
+import { offlineOpenApiDocument } from '../../src/http/offline-document.js';
 import { projectRoot } from '../../src/project-root.js';
 import { connect } from '../helpers/connections.js';
 import { OpenApiContract, type OpenApiDocument } from '../helpers/openapi-contract.js';
@@ -185,6 +186,38 @@ describe('route declarations', () => {
     const api = new Api(undefined as never, undefined as never);
     route(api, 'listThings', '/v1/things');
     expect(() => route(api, 'listThings', '/v1/other-things')).toThrow(/listThings is already GET \/v1\/things's/);
+  });
+});
+
+describe('the reference /docs renders', () => {
+  it('describes every tag and every operation in words of its own', () => {
+    const doc = offlineOpenApiDocument() as unknown as {
+      tags: { name: string; description: string }[];
+      paths: Record<string, Record<string, { operationId: string; summary: string; description?: string }>>;
+    };
+    for (const tag of doc.tags) expect(tag.description, tag.name).not.toBe(tag.name);
+    const operations = Object.values(doc.paths).flatMap((methods) => Object.values(methods));
+    expect(operations.length).toBeGreaterThan(40);
+    for (const op of operations) {
+      expect(op.description, op.operationId).toBeDefined();
+      expect(op.description, op.operationId).not.toBe(op.summary);
+      expect(op.description!.length, op.operationId).toBeGreaterThan(40);
+    }
+  });
+
+  it('refuses a route under a resource whose tag has no description', () => {
+    const api = new Api(undefined as never, undefined as never);
+    api.route({
+      method: 'get',
+      path: '/v1/undescribed',
+      operationId: 'listUndescribed',
+      summary: 'x',
+      responses: {},
+      handler: async () => ({ status: 204 }),
+    });
+    expect(() => api.openapi(documentOptions({ PUBLIC_BASE_URL: 'http://x', publicBaseUrlConfigured: false }))).toThrow(
+      /tag "undescribed" has no description/,
+    );
   });
 });
 

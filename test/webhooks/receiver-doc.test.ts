@@ -14,7 +14,7 @@ const helperBlock = (file: string) =>
   )?.[1];
 
 async function documentedHelper(): Promise<
-  (body: string | Buffer, headers: Record<string, string>, secrets: string | string[], o?: { now?: number }) => boolean
+  (body: unknown, headers: unknown, secrets: unknown, o?: { now?: number; toleranceSeconds?: number }) => unknown
 > {
   const block = helperBlock('docs/webhook-receiver.md');
   expect(block).toBeDefined();
@@ -37,14 +37,37 @@ describe('the documented receiver helper', () => {
       body,
       secrets: ['whsec_new_secret_aaaaaaaaaaaaaaaaaaaaaaaa', 'old-secret-0123456789'],
     });
-    expect(verify(body, headers, ['whsec_new_secret_aaaaaaaaaaaaaaaaaaaaaaaa'])).toBe(true);
-    expect(verify(Buffer.from(body), headers, 'old-secret-0123456789')).toBe(true);
-    expect(verify(body, headers, ['someone-else-secret'])).toBe(false);
-    expect(verify(body.replace('"b":1', '"b":2'), headers, 'old-secret-0123456789')).toBe(false);
-    expect(verify(body, headers, 'old-secret-0123456789', { now: now + 301_000 })).toBe(false);
-    expect(verify(body, { ...headers, 'x-service-signature': 'sha256=zz' }, 'old-secret-0123456789')).toBe(false);
+    const delivery = JSON.parse(body);
+    expect(verify(body, headers, ['whsec_new_secret_aaaaaaaaaaaaaaaaaaaaaaaa'])).toEqual(delivery);
+    expect(verify(Buffer.from(body), headers, 'old-secret-0123456789')).toEqual(delivery);
+    expect(() => verify(body, headers, ['someone-else-secret'])).toThrow('No matching webhook signature');
+    expect(() => verify(body.replace('"b":1', '"b":2'), headers, 'old-secret-0123456789')).toThrow('No matching webhook signature');
+    expect(() => verify(body, headers, 'old-secret-0123456789', { now: now + 301_000 })).toThrow('too far from now');
+    expect(verify(body, headers, 'old-secret-0123456789', { now: now + 301_000, toleranceSeconds: 400 })).toEqual(delivery);
+    expect(() => verify(body, { ...headers, 'x-service-signature': 'sha256=zz' }, 'old-secret-0123456789')).toThrow(
+      'No matching webhook signature',
+    );
     // The signed string is `<timestamp>.<body>`, not the body alone.
     const bodyOnly = `sha256=${createHmac('sha256', 'old-secret-0123456789').update(body).digest('hex')}`;
-    expect(verify(body, { ...headers, 'x-service-signature': bodyOnly }, 'old-secret-0123456789')).toBe(false);
+    expect(() => verify(body, { ...headers, 'x-service-signature': bodyOnly }, 'old-secret-0123456789')).toThrow(
+      'No matching webhook signature',
+    );
+  });
+
+  it("takes the client's argument order, and says which argument is wrong when they are swapped", async () => {
+    const verify = await documentedHelper();
+    const body = '{"id":"d1"}';
+    const headers = signatureHeaders({ deliveryId: 'd1', timestamp: Math.floor(Date.now() / 1000), body, secrets: ['s3cret'] });
+    // The order the client used to take: (secrets, rawBody, headers).
+    expect(() => verify(['s3cret'], body, headers)).toThrow(
+      new TypeError('verifyWebhook(rawBody, headers, secrets): rawBody must be a string or Buffer'),
+    );
+    expect(() => verify('s3cret', body, headers)).toThrow(
+      new TypeError('verifyWebhook(rawBody, headers, secrets): headers must be an object'),
+    );
+    expect(() => verify(body, headers, headers)).toThrow(
+      new TypeError('verifyWebhook(rawBody, headers, secrets): secrets must be a string or strings'),
+    );
+    expect(verify(body, headers, 's3cret')).toEqual({ id: 'd1' });
   });
 });

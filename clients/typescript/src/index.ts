@@ -16,4 +16,11 @@ export { OPERATIONS } from './generated/operations.js';
 // The whole of openapi-typescript's output, for types this package does not name (operations['…'], components['schemas']…).
 export type { $defs, components, operations, paths, webhooks } from './generated/schema.js';
 export type { StreamEvent, StreamOptions } from './stream.js';
-export { verifyWebhook, WebhookVerificationError, type WebhookDelivery, type WebhookEdge, type WebhookHeaders } from './webhooks.js';
+export {
+  verifyWebhook,
+  WebhookVerificationError,
+  type VerifyWebhookOptions,
+  type WebhookDelivery,
+  type WebhookEdge,
+  type WebhookHeaders,
+} from './webhooks.js';

@@ -7,10 +7,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Page through the ledger in cursor order */
+        /**
+         * Page through the ledger in cursor order
+         * @description Reads the ledger oldest first by cursor: pass the last page's cursor to get what came after it, so no event is skipped or seen twice. Filter by event type pattern (`order.*`), user or conversation. The same cursors resume the SSE stream and the GraphQL subscription.
+         */
         get: operations["listEvents"];
         put?: never;
-        /** Record a custom event (answers once the ledger has committed it) */
+        /**
+         * Record a custom event (answers once the ledger has committed it)
+         * @description Appends an event of your own type to the application's ledger. When a JSON Schema is defined for the type (event schemas), the payload must satisfy it or the request is refused with 400. The answer is 201 with the stored event once the ledger has committed it, or 202 when the commit takes longer than the request may wait; either way the event is durable. Send an Idempotency-Key to make retries safe.
+         */
         post: operations["createEvent"];
         delete?: never;
         options?: never;
@@ -25,7 +31,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One event */
+        /**
+         * One event
+         * @description One event of the ledger by id, with its payload and edges (the platform users, files and other records it involves).
+         */
         get: operations["getEvent"];
         put?: never;
         post?: never;
@@ -42,10 +51,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List event schemas */
+        /**
+         * List event schemas
+         * @description The application's event schemas, one per custom event type.
+         */
         get: operations["listEventSchemas"];
         put?: never;
-        /** Define the JSON Schema of a custom event type */
+        /**
+         * Define the JSON Schema of a custom event type
+         * @description Gives a custom event type a JSON Schema: from then on, POST /v1/events with that type is checked against it. Events recorded before are not re-checked.
+         */
         post: operations["createEventSchema"];
         delete?: never;
         options?: never;
@@ -60,15 +75,24 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One event schema */
+        /**
+         * One event schema
+         * @description One event schema by id, with the JSON Schema it enforces.
+         */
         get: operations["getEventSchema"];
         put?: never;
         post?: never;
-        /** Delete an event schema */
+        /**
+         * Delete an event schema
+         * @description Removes an event schema: events of its type are accepted unchecked afterwards. Recorded events stay.
+         */
         delete: operations["deleteEventSchema"];
         options?: never;
         head?: never;
-        /** Update an event schema */
+        /**
+         * Update an event schema
+         * @description Replaces the JSON Schema of an event type (or its description); events recorded afterwards are checked against the new one.
+         */
         patch: operations["updateEventSchema"];
         trace?: never;
     };
@@ -79,10 +103,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List platform connections */
+        /**
+         * List platform connections
+         * @description The application's platform connections, without their secrets.
+         */
         get: operations["listPlatformConnections"];
         put?: never;
-        /** Connect an account on a chat platform (secrets are encrypted and never returned) */
+        /**
+         * Connect an account on a chat platform (secrets are encrypted and never returned)
+         * @description Connects an account on a chat platform (GET /v1/platforms lists each platform's config and secret fields). The answer gives the `webhook_url` to register with the platform for inbound messages. A platform account can belong to one connection only, across all applications (409 otherwise).
+         */
         post: operations["createPlatformConnection"];
         delete?: never;
         options?: never;
@@ -97,15 +127,24 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One platform connection */
+        /**
+         * One platform connection
+         * @description One platform connection: its platform, config (secrets left out), state and inbound `webhook_url`.
+         */
         get: operations["getPlatformConnection"];
         put?: never;
         post?: never;
-        /** Delete a platform connection */
+        /**
+         * Delete a platform connection
+         * @description Deletes a connection: its webhook URL stops answering and its platform account is free to connect again. Messages and events recorded through it stay in the ledger.
+         */
         delete: operations["deletePlatformConnection"];
         options?: never;
         head?: never;
-        /** Rename, disable/enable, or change config (omitted secrets are kept) */
+        /**
+         * Rename, disable/enable, or change config (omitted secrets are kept)
+         * @description Changes a connection's name, config or secrets, or disables and enables it. Secret fields left out of the body keep their stored value.
+         */
         patch: operations["updatePlatformConnection"];
         trace?: never;
     };
@@ -118,7 +157,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Send a message through a platform connection */
+        /**
+         * Send a message through a platform connection
+         * @description Queues a message to one recipient through a platform connection. Messages to the same recipient leave in the order they were accepted; the platform's answer is recorded as `message.sent`, or `message.failed` with the platform's error. The answer carries the message's state at that moment (sent, or queued while the platform has not answered within the request's bound). Send an Idempotency-Key to make retries safe.
+         */
         post: operations["sendMessage"];
         delete?: never;
         options?: never;
@@ -133,7 +175,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The state of a sent message */
+        /**
+         * The state of a sent message
+         * @description The state of a message sent through the API: queued, sent or failed, with the platform's message id or error.
+         */
         get: operations["getMessage"];
         put?: never;
         post?: never;
@@ -152,7 +197,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Upload a file (multipart/form-data, field "file", at most 50 MB); its type is sniffed from the content */
+        /**
+         * Upload a file (multipart/form-data, field "file", at most 50 MB); its type is sniffed from the content
+         * @description Stores a file to attach to messages by its id. Its media type is detected from its bytes, not taken from the upload's headers.
+         */
         post: operations["uploadFile"];
         delete?: never;
         options?: never;
@@ -167,7 +215,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** File metadata */
+        /**
+         * File metadata
+         * @description A file's metadata: name, media type, size and where it came from (uploaded, or received from a platform).
+         */
         get: operations["getFile"];
         put?: never;
         post?: never;
@@ -184,7 +235,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** File bytes */
+        /**
+         * File bytes
+         * @description A file's bytes, with its media type, as uploaded or as the platform sent it.
+         */
         get: operations["downloadFile"];
         put?: never;
         post?: never;
@@ -201,10 +255,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List webhook subscriptions */
+        /**
+         * List webhook subscriptions
+         * @description The application's webhook subscriptions, without their secrets.
+         */
         get: operations["listWebhooks"];
         put?: never;
-        /** Subscribe a URL to events matching patterns; a generated secret is returned once */
+        /**
+         * Subscribe a URL to events matching patterns; a generated secret is returned once
+         * @description Subscribes a URL to the events matching the patterns (an exact type, `prefix.*` or `*`). Each matching event is POSTed, signed with the subscription's secret, which this answer shows once. Deliveries are at least once and unordered: deduplicate by `event_id`.
+         */
         post: operations["createWebhook"];
         delete?: never;
         options?: never;
@@ -219,15 +279,24 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One webhook subscription */
+        /**
+         * One webhook subscription
+         * @description One webhook subscription: URL, patterns, state and throttle (its secret is never shown again).
+         */
         get: operations["getWebhook"];
         put?: never;
         post?: never;
-        /** Delete a subscription with its deliveries and logs */
+        /**
+         * Delete a subscription with its deliveries and logs
+         * @description Deletes a subscription with its pending deliveries and its attempt log; nothing more is sent to its URL.
+         */
         delete: operations["deleteWebhook"];
         options?: never;
         head?: never;
-        /** Change name, URL, patterns or throttle; pause (PAUSED) or resume (ACTIVE) */
+        /**
+         * Change name, URL, patterns or throttle; pause (PAUSED) or resume (ACTIVE)
+         * @description Changes a subscription's name, URL, patterns or throttle, or pauses (PAUSED) and resumes (ACTIVE) it.
+         */
         patch: operations["updateWebhook"];
         trace?: never;
     };
@@ -240,7 +309,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Replace the secret; the old one keeps signing beside it for 24 h */
+        /**
+         * Replace the secret; the old one keeps signing beside it for 24 h
+         * @description Issues a new secret (shown once). For 24 hours every delivery is signed with both the new and the old secret, so a receiver can switch without losing a delivery.
+         */
         post: operations["rotateWebhookSecret"];
         delete?: never;
         options?: never;
@@ -257,7 +329,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Send a signed webhook.test delivery now and report the answer */
+        /**
+         * Send a signed webhook.test delivery now and report the answer
+         * @description Sends a signed `webhook.test` delivery to the subscription's URL now and answers with what the receiver answered (status, time taken), to check a receiver before real events reach it.
+         */
         post: operations["testWebhook"];
         delete?: never;
         options?: never;
@@ -272,7 +347,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Delivery attempt log, newest first */
+        /**
+         * Delivery attempt log, newest first
+         * @description The attempts made for the subscription, newest first: the request as sent, the receiver's answer, and the next retry if any.
+         */
         get: operations["listWebhookDeliveries"];
         put?: never;
         post?: never;
@@ -291,7 +369,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Re-queue deliveries of every matching event after a time or cursor (bounded, deduplicated) */
+        /**
+         * Re-queue deliveries of every matching event after a time or cursor (bounded, deduplicated)
+         * @description Queues again the delivery of every event matching the subscription after a time or a cursor, for a receiver that lost data. Events already queued for it are not doubled, and one call is bounded in how many it queues.
+         */
         post: operations["replayWebhook"];
         delete?: never;
         options?: never;
@@ -308,7 +389,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Re-send a failed delivery now, with a fresh retry schedule */
+        /**
+         * Re-send a failed delivery now, with a fresh retry schedule
+         * @description Sends a delivery that failed again now, and starts its retry schedule anew.
+         */
         post: operations["retryWebhookDelivery"];
         delete?: never;
         options?: never;
@@ -323,7 +407,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List users (filters: platform, external_id, platform_connection_id, name_contains), oldest first */
+        /**
+         * List users (filters: platform, external_id, platform_connection_id, name_contains), oldest first
+         * @description The application's users, oldest first, filtered by platform, external id, connection or name. A user groups the platform users (accounts on chat platforms) that are the same person.
+         */
         get: operations["listUsers"];
         put?: never;
         post?: never;
@@ -340,14 +427,20 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One user with its platform users and (the first page of) its conversations */
+        /**
+         * One user with its platform users and (the first page of) its conversations
+         * @description One user with its platform users and the first page of its conversations. A merged-away user's id answers with the user it was merged into.
+         */
         get: operations["getUser"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
         head?: never;
-        /** Rename a user and/or patch its metadata (top-level merge patch: null deletes a key) */
+        /**
+         * Rename a user and/or patch its metadata (top-level merge patch: null deletes a key)
+         * @description Renames a user and/or patches its metadata: top-level keys in the body replace those stored, and a key set to null is deleted.
+         */
         patch: operations["updateUser"];
         trace?: never;
     };
@@ -360,7 +453,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Merge source_user_id into this user: its platform users move here, it is gone afterwards; records user.merged */
+        /**
+         * Merge source_user_id into this user: its platform users move here, it is gone afterwards; records user.merged
+         * @description Moves every platform user of `source_user_id` to this user and removes the source: for when two users turn out to be one person. Records `user.merged`; the source's id resolves to this user afterwards.
+         */
         post: operations["mergeUsers"];
         delete?: never;
         options?: never;
@@ -375,7 +471,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Events involving any of the user's platform users, in ledger order (a merged-away id lists its survivor's) */
+        /**
+         * Events involving any of the user's platform users, in ledger order (a merged-away id lists its survivor's)
+         * @description The ledger's events involving any of the user's platform users, in cursor order (same paging as GET /v1/events).
+         */
         get: operations["listUserEvents"];
         put?: never;
         post?: never;
@@ -394,7 +493,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** A single-use code (default TTL 10 minutes) that links the platform account sending it back to this user; records link_code.generated */
+        /**
+         * A single-use code (default TTL 10 minutes) that links the platform account sending it back to this user; records link_code.generated
+         * @description Makes a short single-use code for a user: when the person sends it from a chat platform, that platform account joins the user. Expires after its TTL (10 minutes by default). Records `link_code.generated`.
+         */
         post: operations["createLinkCode"];
         delete?: never;
         options?: never;
@@ -411,7 +513,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Use a code for a platform user: it joins the code's user (merging users when needed); records link_code.activation and user.merged */
+        /**
+         * Use a code for a platform user: it joins the code's user (merging users when needed); records link_code.activation and user.merged
+         * @description Uses a link code for a given platform user, as if the person had sent it: the platform user joins the code's user, merging users when it belonged to another. Records `link_code.activation` (and `user.merged` when users merged).
+         */
         post: operations["activateLinkCode"];
         delete?: never;
         options?: never;
@@ -426,7 +531,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List conversations (filters: platform_connection_id, user_id), oldest first */
+        /**
+         * List conversations (filters: platform_connection_id, user_id), oldest first
+         * @description The application's conversations (one per platform connection and chat), oldest first, filtered by connection or user.
+         */
         get: operations["listConversations"];
         put?: never;
         post?: never;
@@ -443,7 +551,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One conversation with its participants, last event and reply-window state */
+        /**
+         * One conversation with its participants, last event and reply-window state
+         * @description One conversation with its participants, its last event and whether the platform's reply window is open (some platforms only allow replies for a time after the user last wrote).
+         */
         get: operations["getConversation"];
         put?: never;
         post?: never;
@@ -460,7 +571,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Server-Sent Events stream of the ledger, resumable with Last-Event-ID (or ?lastEventId=) */
+        /**
+         * Server-Sent Events stream of the ledger, resumable with Last-Event-ID (or ?lastEventId=)
+         * @description Server-Sent Events: each ledger event as a `data:` frame whose `id:` is its cursor, live as it commits. Reconnect with Last-Event-ID (or `?lastEventId=`) to receive every matching event after it exactly once, in order, then live ones. Filters as for GET /v1/events. Frames use the SPEC's camelCase field names.
+         */
         get: operations["streamEvents"];
         put?: never;
         post?: never;
@@ -477,12 +591,21 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** This application's live portal sessions and unused sign-in links */
+        /**
+         * This application's live portal sessions and unused sign-in links
+         * @description The application's live portal sessions and unused sign-in links: when each was made, its areas and when it expires.
+         */
         get: operations["listPortalSessions"];
         put?: never;
-        /** A one-time developer-portal sign-in URL for this application, limited to the chosen areas and to the caller's scopes */
+        /**
+         * A one-time developer-portal sign-in URL for this application, limited to the chosen areas and to the caller's scopes
+         * @description A one-time sign-in URL for the developer portal, limited to the chosen areas and to the scopes of the calling key. The URL works once and expires unused after a short time.
+         */
         post: operations["createPortalSession"];
-        /** End every portal session and unused sign-in link of this application */
+        /**
+         * End every portal session and unused sign-in link of this application
+         * @description Ends every portal session and unused sign-in link of the application at once.
+         */
         delete: operations["revokePortalSessions"];
         options?: never;
         head?: never;
@@ -499,7 +622,10 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** End one portal session (or unused sign-in link) at once */
+        /**
+         * End one portal session (or unused sign-in link) at once
+         * @description Ends one portal session, or cancels one unused sign-in link, at once.
+         */
         delete: operations["revokePortalSession"];
         options?: never;
         head?: never;
@@ -513,12 +639,21 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The current portal session (from its cookie) */
+        /**
+         * The current portal session (from its cookie)
+         * @description Called by the portal page: the session its cookie belongs to (application, areas, scopes, expiry).
+         */
         get: operations["getPortalSession"];
         put?: never;
-        /** Exchange a sign-in link's token for the portal session cookie (once) */
+        /**
+         * Exchange a sign-in link's token for the portal session cookie (once)
+         * @description Called by the portal page: trades a sign-in link's token for the session cookie and a CSRF token. A token works once.
+         */
         post: operations["exchangePortalToken"];
-        /** Sign out of the portal (needs X-CSRF-Token) */
+        /**
+         * Sign out of the portal (needs X-CSRF-Token)
+         * @description Called by the portal page: signs out, ending the session of its cookie.
+         */
         delete: operations["endPortalSession"];
         options?: never;
         head?: never;
@@ -532,10 +667,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The application's API keys, live first: prefix, scopes, last use */
+        /**
+         * The application's API keys, live first: prefix, scopes, last use
+         * @description The application's API keys, live ones first: their prefix (never the whole key), scopes, and when each was last used.
+         */
         get: operations["listApiKeys"];
         put?: never;
-        /** Create an API key with some of the caller’s scopes; its value is returned this once */
+        /**
+         * Create an API key with some of the caller’s scopes; its value is returned this once
+         * @description Creates an API key with scopes the calling key has itself. Its value is in this answer only; store it then.
+         */
         post: operations["createApiKey"];
         delete?: never;
         options?: never;
@@ -553,7 +694,10 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Revoke an API key at once, in every process; portal sessions it opened end with it */
+        /**
+         * Revoke an API key at once, in every process; portal sessions it opened end with it
+         * @description Revokes a key at once in every web process: requests with it answer 401, its open streams end, and portal sessions opened with it end.
+         */
         delete: operations["revokeApiKey"];
         options?: never;
         head?: never;
@@ -567,7 +711,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The webhook deliveries an event caused, one per subscription it matched */
+        /**
+         * The webhook deliveries an event caused, one per subscription it matched
+         * @description For one event (`event_id`), the webhook deliveries it caused: one per subscription it matched, with each one's state.
+         */
         get: operations["listEventDeliveries"];
         put?: never;
         post?: never;
@@ -584,7 +731,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One delivery with its attempts, newest first: request headers and body as sent, the answer, next retry time */
+        /**
+         * One delivery with its attempts, newest first: request headers and body as sent, the answer, next retry time
+         * @description One delivery with every attempt, newest first: the request headers and body as sent, the receiver's answer, and when the next retry is due.
+         */
         get: operations["getWebhookDelivery"];
         put?: never;
         post?: never;
@@ -601,7 +751,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The platforms connections can be made to, each with the JSON Schema of its config and its secret fields */
+        /**
+         * The platforms connections can be made to, each with the JSON Schema of its config and its secret fields
+         * @description The platforms a connection can be made to, with the JSON Schema of each one's config and which of its fields are secrets: what POST /v1/platform-connections expects for each.
+         */
         get: operations["listPlatforms"];
         put?: never;
         post?: never;
