@@ -17,7 +17,7 @@ const config = loadConfig();
 await migrate(config.DATABASE_URL);
 const deps = createDeps(config);
 survivingUnhandledRejections(deps.logger, deps.metrics);
-await checkRedis(deps.redis, deps.logger);
+await checkRedis(deps.redis, deps.logger, { shardedPubsub: deps.config.REDIS_SHARDED_PUBSUB });
 if (config.usingDevSecrets) {
   deps.logger.warn('ADMIN_TOKEN or SECRETS_KEY not set: using development defaults (never in production)');
 }
