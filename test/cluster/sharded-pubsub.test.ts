@@ -223,7 +223,7 @@ describe('REDIS_SHARDED_PUBSUB on a single Redis server', () => {
       hub.on(appId, (_a, seq) => seq !== undefined && got.push(seq));
       await hub.subscribed(appId);
       await publishWakes(redis, single, [...woken(appId, 3), ...woken(randomUUID(), 4)]);
-      await until(() => got.length === 1, 5_000, 'the wake');
+      await until(() => got.length === 1, 15_000, 'the wake');
       expect(got).toEqual([3]);
       expect(shardedPubsubFault(await redis.info('server'))).toBeUndefined();
       expect(shardedPubsubFault('# Server\r\nredis_version:6.2.14\r\n')).toBe(
