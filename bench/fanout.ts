@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { createApplication } from '../src/apps/applications.js';
 import { createSql } from '../src/db.js';
-import { publishWakes } from '../src/ledger/wake.js';
+import { publishWakes, wakeChannels } from '../src/ledger/wake.js';
 import { writeEvents } from '../src/ledger/write.js';
 import { projectRoot } from '../src/project-root.js';
 import { createRedis } from '../src/redis.js';
@@ -169,7 +169,7 @@ async function runOnce(clients: number, durationS: number, log: (m: string) => v
           attachments: [],
         },
       ]);
-      await publishWakes(redis, stack.env.REDIS_PREFIX, committed);
+      await publishWakes(redis, wakeChannels({ REDIS_PREFIX: stack.env.REDIS_PREFIX, REDIS_SHARDED_PUBSUB: false }), committed);
       if (i % RATE === 0) peakRss = Math.max(peakRss, processUsage(pid).rssMb);
     }
     const elapsedS = (performance.now() - t0) / 1000;

@@ -8,10 +8,7 @@
 import { createHmac } from 'node:crypto';
 import { cpus, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { Queue } from 'bullmq';
 import { Pool } from 'undici';
-import { queuePrefix } from '../src/queues.js';
-import { createRedis } from '../src/redis.js';
 import {
   machineBusySeconds,
   percentile,
@@ -19,6 +16,7 @@ import {
   ratio,
   round,
   runLoad,
+  stackQueues,
   startEchoServer,
   startStack,
   target,
@@ -188,10 +186,12 @@ const bench: Bench = {
       workerQueues: 'inbound,ledger',
       env: { INBOUND_FLOOD_PER_SECOND: '1000000', INBOUND_PER_SOURCE_PER_MINUTE: '100000000' },
     });
-    const inboundQueue = new Queue('inbound', {
-      connection: createRedis(stack.env.REDIS_URL, 'blocking'),
-      prefix: queuePrefix(stack.env.REDIS_PREFIX),
-    });
+    // Every shard of the inbound queue (QUEUE_SHARDS), paused and resumed together.
+    const { queues, close: closeQueues } = stackQueues(stack);
+    const inboundQueue = {
+      pause: () => Promise.all(queues.shards.inbound.map((q) => q.pause())),
+      resume: () => Promise.all(queues.shards.inbound.map((q) => q.resume())),
+    };
     try {
       const { app, tgPath, waPath } = await setup(stack);
       // performance.now() is relative; the ledger stamps wall-clock time.
@@ -296,7 +296,7 @@ const bench: Bench = {
         ],
       };
     } finally {
-      await inboundQueue.close();
+      await closeQueues();
       await stack.stop();
     }
   },

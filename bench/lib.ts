@@ -19,6 +19,9 @@ import { SCOPES, type Scope } from '../src/auth/scopes.js';
 import { createSql, type Sql } from '../src/db.js';
 import { migrate } from '../src/migrate.js';
 import { projectRoot } from '../src/project-root.js';
+import { parseConfig } from '../src/config.js';
+import { createLogger } from '../src/logger.js';
+import { closeQueues, createQueues, type Queues } from '../src/queues.js';
 import { createRedis } from '../src/redis.js';
 import { freePort, spawnService, type ChildService } from '../test/helpers/stack.js';
 import { pgDatabaseUrl, SHARED_REDIS_URL } from '../test/helpers/servers.js';
@@ -342,6 +345,24 @@ export async function startStack(
       return { appId: a.appId, apiKey: a.apiKey, headers: { Authorization: `Bearer ${a.apiKey}`, 'X-Service-App-ID': a.appId } };
     },
     stop,
+  };
+}
+
+/**
+ * The stack's queues as its own processes build them (src/queues.ts): QUEUE_SHARDS shards of
+ * each sharded queue, on a Redis Cluster when the stack's environment names one. A bench that
+ * puts jobs straight on a queue goes through these and `queueFor`, never a `new Queue` of its own.
+ */
+export function stackQueues(stack: BenchStack): { queues: Queues; close(): Promise<void> } {
+  const config = parseConfig(stack.env);
+  const connection = createRedis(config.redis, 'blocking');
+  const queues = createQueues(connection, config, createLogger('silent'));
+  return {
+    queues,
+    close: async () => {
+      await closeQueues(queues);
+      connection.disconnect();
+    },
   };
 }
 

@@ -17,13 +17,11 @@
 import { randomUUID } from 'node:crypto';
 import { cpus } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { Queue } from 'bullmq';
 import { writeEvents } from '../src/ledger/write.js';
-import { JOBS, queuePrefix, type LedgerEvent } from '../src/queues.js';
-import { createRedis } from '../src/redis.js';
+import { JOBS, queueFor, type LedgerEvent, type Queues } from '../src/queues.js';
 import { createApplication } from '../src/apps/applications.js';
 import { createSql, type Sql } from '../src/db.js';
-import { createBenchDatabase, ratio, round, runLoad, startStack, until, type Bench, type BenchStack } from './lib.js';
+import { createBenchDatabase, ratio, round, runLoad, stackQueues, startStack, until, type Bench, type BenchStack } from './lib.js';
 
 /** Applications of the many-application phases: one per client up to this many. */
 const MANY_APPS = 32;
@@ -94,19 +92,24 @@ async function httpIngest(stack: BenchStack, apps: App[], clients: number, durat
  * A backlog of `total` events on the paused ledger queue, spread over `appIds`, then drained by
  * the worker processes: commits per second over the middle 80% of the events' created_at.
  */
-async function ledgerDrain(stack: BenchStack, queue: Queue, appIds: string[], total: number) {
-  await queue.pause();
+async function ledgerDrain(stack: BenchStack, queues: Queues, appIds: string[], total: number) {
+  const shards = queues.shards.ledger;
+  await Promise.all(shards.map((q) => q.pause()));
   const ids: string[] = [];
   for (let i = 0; i < total; i += 1000) {
     const jobs = Array.from({ length: Math.min(1000, total - i) }, (_, k) => {
       const event = ledgerEvent(appIds[(i + k) % appIds.length], i + k);
       ids.push(event.id);
-      return { name: 'ledger', data: { event }, opts: { jobId: JOBS.ledger.jobId({ event }) } };
+      return {
+        queue: queueFor(queues, 'ledger', event.app_id),
+        job: { name: 'ledger', data: { event }, opts: { jobId: JOBS.ledger.jobId({ event }) } },
+      };
     });
-    await queue.addBulk(jobs);
+    // Each job on the shard of its application, as the web process would put it.
+    await Promise.all(shards.map((q) => q.addBulk(jobs.filter((j) => j.queue === q).map((j) => j.job))));
   }
   const before = await countEvents(stack, appIds);
-  await queue.resume();
+  await Promise.all(shards.map((q) => q.resume()));
   const drained = await until(async () => (await countEvents(stack, appIds)) - before >= total, 300_000, 100);
   const created = (
     await stack.sql<
@@ -143,7 +146,7 @@ interface Topology {
   n: number;
   tag: string;
   stack: BenchStack;
-  queue: Queue;
+  queues: ReturnType<typeof stackQueues>;
   one: App[];
   many: App[];
 }
@@ -181,11 +184,7 @@ const bench: Bench = {
       );
       for (const n of [1, 2]) {
         const stack = await startStack({ webProcesses: n, workerProcesses: n, workerQueues: 'ledger' });
-        const queue = new Queue('ledger', {
-          connection: createRedis(stack.env.REDIS_URL, 'blocking'),
-          prefix: queuePrefix(stack.env.REDIS_PREFIX),
-        });
-        topologies.push({ n, tag: `${n}x${n}`, stack, queue, one: [], many: [] });
+        topologies.push({ n, tag: `${n}x${n}`, stack, queues: stackQueues(stack), one: [], many: [] });
         topologies.at(-1)!.one = [await stack.createApp(['events:write'])];
         topologies.at(-1)!.many = await Promise.all(Array.from({ length: m }, () => stack.createApp(['events:write'])));
       }
@@ -198,13 +197,13 @@ const bench: Bench = {
           const hm = await httpIngest(t.stack, t.many, clients, durationS);
           const d1 = await ledgerDrain(
             t.stack,
-            t.queue,
+            t.queues.queues,
             t.one.map((a) => a.appId),
             backlog,
           );
           const dm = await ledgerDrain(
             t.stack,
-            t.queue,
+            t.queues.queues,
             t.many.map((a) => a.appId),
             backlog,
           );
@@ -239,7 +238,7 @@ const bench: Bench = {
       }
     } finally {
       for (const t of topologies) {
-        await t.queue.close();
+        await t.queues.close();
         await t.stack.stop();
       }
       await writeSql.end({ timeout: 5 });

@@ -110,6 +110,12 @@ const schema = z
      */
     REDIS_WAIT_REPLICAS: z.coerce.number().int().min(0).max(5).optional(),
     /**
+     * Ledger wakes and commit reports over sharded pub/sub (SPUBLISH/SSUBSCRIBE, Redis 7): on a
+     * cluster each message then stays on its channel's shard instead of being copied to every
+     * node (docs/SCALING.md, "Pub/sub"). Off: classic PUBLISH/SUBSCRIBE.
+     */
+    REDIS_SHARDED_PUBSUB: bool(false),
+    /**
      * How many queues each of `ledger`, `webhook`, `send` and `inbound` is split into, chosen
      * per application (docs/SCALING.md, "Queue shards"). 1 keeps the single queues and their keys.
      */

@@ -19,7 +19,7 @@ await migrate(config.DATABASE_URL);
 const tracing = await startTracing(config, { role: 'all' });
 const deps = createDeps(config, { tracing });
 survivingUnhandledRejections(deps.logger, deps.metrics);
-await checkRedis(deps.redis, deps.logger);
+await checkRedis(deps.redis, deps.logger, { shardedPubsub: deps.config.REDIS_SHARDED_PUBSUB });
 if (config.usingDevSecrets) {
   deps.logger.warn('ADMIN_TOKEN or SECRETS_KEY not set: using development defaults (never in production)');
 }

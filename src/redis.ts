@@ -1,8 +1,15 @@
-import { Cluster, Redis as Single, type RedisOptions } from 'ioredis';
+import { Cluster, type ClusterOptions, Redis as Single, type RedisOptions } from 'ioredis';
 import type { RedisTarget } from './config.js';
 import { watchOutage, type ConnectionObserver } from './connection-watch.js';
 
 type ClusterNode = { host: string; port: number };
+/**
+ * Options only a cluster client has, for sharded subscribers (src/pubsub.ts). `shardedSubscribers`:
+ * SSUBSCRIBE goes to a connection of its own to the node serving the channel's slot, not to the
+ * one subscriber connection classic SUBSCRIBE shares. `slotsRefreshInterval`: how often the
+ * client asks the cluster for its slot map; a single server needs neither.
+ */
+type ClusterExtra = Pick<ClusterOptions, 'shardedSubscribers' | 'slotsRefreshInterval'>;
 
 /** A connection to one Redis server or to a Redis Cluster (REDIS_CLUSTER_NODES). */
 export type Redis = Single | Cluster;
@@ -29,8 +36,13 @@ const reconnectDelay = (times: number) => Math.min(50 * times, 1000);
  * connection: it follows MOVED/ASK redirections and a failover's new masters itself.
  */
 export function createRedis(url: string, kind?: 'blocking' | 'request', extra?: RedisOptions): Single;
-export function createRedis(target: RedisTarget, kind?: 'blocking' | 'request', extra?: RedisOptions): Redis;
-export function createRedis(target: RedisTarget | string, kind: 'blocking' | 'request' = 'request', extra: RedisOptions = {}): Redis {
+export function createRedis(target: RedisTarget, kind?: 'blocking' | 'request', extra?: RedisOptions, cluster?: ClusterExtra): Redis;
+export function createRedis(
+  target: RedisTarget | string,
+  kind: 'blocking' | 'request' = 'request',
+  extra: RedisOptions = {},
+  clusterExtra: ClusterExtra = {},
+): Redis {
   const failFast: RedisOptions =
     kind === 'request'
       ? {
@@ -73,6 +85,7 @@ export function createRedis(target: RedisTarget | string, kind: 'blocking' | 're
     // Replicas are for failover here: every read goes to the master, which has every write.
     scaleReads: 'master',
     redisOptions: { ...secured, ...failFast, ...extra },
+    ...clusterExtra,
   });
   targets.set(cluster, at);
   return cluster;

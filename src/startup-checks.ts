@@ -50,6 +50,21 @@ export interface CheckRedisOptions {
    * @default logs the line and exits the process with status 1
    */
   onTopologyFault?: (line: string) => void;
+  /** REDIS_SHARDED_PUBSUB is on: the server must know SPUBLISH/SSUBSCRIBE (Redis 7 or later). */
+  shardedPubsub?: boolean;
+  /**
+   * Called with one line when the server cannot do what the configuration asks (sharded pub/sub
+   * on a Redis older than 7): every wake would fail, so the process stops at start instead.
+   * @default logs the line and exits the process with status 1
+   */
+  onVersionFault?: (line: string) => void;
+}
+
+/** Why a server of INFO `server` section `info` cannot serve sharded pub/sub, or undefined when it can. */
+export function shardedPubsubFault(info: string): string | undefined {
+  const version = /^redis_version:([\d.]+)/m.exec(info)?.[1];
+  if (version !== undefined && Number(version.split('.')[0]) >= 7) return undefined;
+  return `REDIS_SHARDED_PUBSUB needs Redis 7 or later (SPUBLISH/SSUBSCRIBE); the server reports redis_version ${version ?? 'unknown'}: upgrade it or unset REDIS_SHARDED_PUBSUB`;
 }
 
 /** Slots a Redis Cluster must serve, all of them, for every key to have a home. */
@@ -125,18 +140,28 @@ async function sentinelFault(redis: Redis, waitMs: number): Promise<string | und
  * reconnect, since a restarted Redis may come back with another configuration; then it only logs.
  */
 export async function checkRedis(redis: Redis, logger: Logger, options: CheckRedisOptions = {}): Promise<RedisDurability | undefined> {
+  /** A configuration this Redis cannot serve: one line, and the process stops. */
+  const stop = (line: string) => {
+    logger.error(line);
+    logger.flush?.();
+    process.exit(1);
+  };
   const waitMs = options.waitMs ?? 5_000;
   const fault = redis instanceof Cluster ? await clusterFault(redis, waitMs) : await sentinelFault(redis, waitMs);
   if (fault) {
-    (
-      options.onTopologyFault ??
-      ((line: string) => {
-        logger.error(line);
-        logger.flush?.();
-        process.exit(1);
-      })
-    )(fault);
+    (options.onTopologyFault ?? stop)(fault);
     return undefined;
+  }
+  if (options.shardedPubsub) {
+    // Asked of one node: a cluster's nodes run one version (a rolling upgrade to 7 ends before this is turned on).
+    const info = await redisReady(redis, waitMs)
+      .then(() => redis.info('server'))
+      .catch(() => undefined);
+    const versionFault = info === undefined ? undefined : shardedPubsubFault(info);
+    if (versionFault) {
+      (options.onVersionFault ?? stop)(versionFault);
+      return undefined;
+    }
   }
   const report = (d: RedisDurability) => {
     if (!d.evictionSafe) {

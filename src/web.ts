@@ -76,7 +76,7 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const tracing = await startTracing(config, { role: 'web' });
   const deps = createDeps(config, { role: 'web', tracing });
   survivingUnhandledRejections(deps.logger, deps.metrics);
-  await checkRedis(deps.redis, deps.logger);
+  await checkRedis(deps.redis, deps.logger, { shardedPubsub: deps.config.REDIS_SHARDED_PUBSUB });
   const web = await startWeb(deps);
   onShutdownSignal(deps.logger, config.SHUTDOWN_TIMEOUT_MS, async () => {
     await web.close();

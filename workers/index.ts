@@ -34,7 +34,7 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const tracing = await startTracing(config, { role: 'worker' });
   const deps = createDeps(config, { tracing });
   survivingUnhandledRejections(deps.logger, deps.metrics);
-  await checkRedis(deps.redis, deps.logger);
+  await checkRedis(deps.redis, deps.logger, { shardedPubsub: deps.config.REDIS_SHARDED_PUBSUB });
   const host = startWorkers(deps);
   const metrics = config.WORKER_METRICS_PORT ? startMetricsServer(deps, config.WORKER_METRICS_PORT) : undefined;
   onShutdownSignal(deps.logger, config.SHUTDOWN_TIMEOUT_MS, async () => {

@@ -2,9 +2,10 @@ import { UnrecoverableError } from 'bullmq';
 import { withDeadline } from '../src/availability.js';
 import type { Deps } from '../src/deps.js';
 import { describeItemFault, isPermanentItemFault } from '../src/errors.js';
-import { addCommitReports, addRefusalReport } from '../src/ledger/commit-reports.js';
+import { addCommitReports, addRefusalReport, reportChannels } from '../src/ledger/commit-reports.js';
 import { createGroupCommit } from '../src/ledger/group-commit.js';
-import { addWakes } from '../src/ledger/wake.js';
+import { addWakes, wakeChannels } from '../src/ledger/wake.js';
+import { type Outgoing, publishAll } from '../src/pubsub.js';
 import { writeEvents, type CommittedEvent } from '../src/ledger/write.js';
 import type { LedgerEvent } from '../src/queues.js';
 import type { ProcessorDef } from './host.js';
@@ -22,9 +23,9 @@ const AFTER_COMMIT: AfterCommit[] = [fanOutCommitted, (deps, _services, committe
  */
 async function refuse(deps: Deps, replyTo: string | undefined, refused: { app_id: string; id: string; reason: string }[]): Promise<never> {
   if (replyTo) {
-    const pipeline = deps.redis.pipeline();
-    addRefusalReport(pipeline, deps.config.REDIS_PREFIX, replyTo, refused);
-    await pipeline.exec();
+    const out: Outgoing[] = [];
+    addRefusalReport(out, reportChannels(deps.config), replyTo, refused);
+    await publishAll(deps.redis, reportChannels(deps.config), out);
   }
   throw new UnrecoverableError(`ledger refused ${refused.map((r) => `event ${r.id} (application ${r.app_id}): ${r.reason}`).join('; ')}`);
 }
@@ -90,11 +91,14 @@ export const ledgerProcessor: ProcessorDef<'ledger'> = {
       deps.metrics.ledgerProgress.committed();
       const replyTo = new Map<string, string>();
       for (const p of items) if (p.replyTo) replyTo.set(p.event.id, p.replyTo);
-      const pipeline = deps.redis.pipeline();
-      addWakes(pipeline, deps.config.REDIS_PREFIX, committed);
-      addCommitReports(pipeline, deps.config.REDIS_PREFIX, committed, replyTo);
+      const out: Outgoing[] = [];
+      addWakes(out, wakeChannels(deps.config), committed);
+      addCommitReports(out, reportChannels(deps.config), committed, replyTo);
       // Independent round trips: wakes, reports and the after-commit hooks go out together.
-      await Promise.all([committed.length ? pipeline.exec() : undefined, ...AFTER_COMMIT.map((hook) => hook(deps, services, committed))]);
+      await Promise.all([
+        publishAll(deps.redis, wakeChannels(deps.config), out),
+        ...AFTER_COMMIT.map((hook) => hook(deps, services, committed)),
+      ]);
       return committed;
     };
     const commit = createGroupCommit<Pending, CommittedEvent[]>(tracedCommit(deps, flush), deps.config.LEDGER_BATCH_MAX);

@@ -6,7 +6,8 @@ import type { ConnectionCache } from '../src/connections/connection-cache.js';
 import { dedicatedWebhookUrl, recordHealth, type Connection } from '../src/connections/connections.js';
 import type { Deps } from '../src/deps.js';
 import type { BlobStore } from '../src/files/storage.js';
-import { addSendReports, type SendOutcome } from '../src/ledger/commit-reports.js';
+import { addSendReports, reportChannels, type SendOutcome } from '../src/ledger/commit-reports.js';
+import { type Outgoing, publishAll } from '../src/pubsub.js';
 import {
   batchable,
   claimBatch,
@@ -91,9 +92,9 @@ export const sendProcessor: ProcessorDef<'send'> = {
 /** Tells the waiting web process (if any) how a send ended. */
 async function report(deps: Deps, replyTo: string | undefined, msg: MessageRow, outcome: SendOutcome): Promise<void> {
   if (!replyTo) return;
-  const pipeline = deps.redis.pipeline();
-  addSendReports(pipeline, deps.config.REDIS_PREFIX, [{ replyTo, appId: msg.app_id, id: msg.id, outcome }]);
-  await pipeline.exec();
+  const out: Outgoing[] = [];
+  addSendReports(out, reportChannels(deps.config), [{ replyTo, appId: msg.app_id, id: msg.id, outcome }]);
+  await publishAll(deps.redis, reportChannels(deps.config), out);
 }
 
 /** A final failure: stored, recorded as message.status failed, reported, and the recipient's next message woken. */

@@ -4,10 +4,11 @@ import { createConnectionCache, type ConnectionCache } from '../connections/conn
 import type { Deps } from '../deps.js';
 import { createFileStore, type BlobStore } from '../files/storage.js';
 import { createGuessThrottle, type GuessThrottle } from '../identity/link-code-throttle.js';
-import { subscribeCommitReports, type CommitReportSubscription, type SendOutcome } from '../ledger/commit-reports.js';
+import { reportChannels, subscribeCommitReports, type CommitReportSubscription, type SendOutcome } from '../ledger/commit-reports.js';
 import { createCommitWaiter, eventCommitted, type CommitOutcome, type CommitWaiter } from '../ledger/commit-waiter.js';
 import { createLedgerSubmitter, type LedgerSubmitter } from '../ledger/submit.js';
 import { createWakeHub, type WakeHub } from '../ledger/wake-hub.js';
+import { wakeChannels } from '../ledger/wake.js';
 import { messageOutcome } from '../messages/messages.js';
 import { createMessageRecorder, type MessageRecorder } from '../messages/record.js';
 import { createStreamService, type StreamService } from '../stream/service.js';
@@ -36,14 +37,14 @@ export interface WebServices {
 }
 
 export function createWebServices(deps: Deps): WebServices {
-  const wakes = createWakeHub(deps.config.redis, deps.config.REDIS_PREFIX, deps);
+  const wakes = createWakeHub(deps.config.redis, wakeChannels(deps.config), deps);
   const stamps = createChangeStamps(deps.sql);
   // The workers answer this process directly; the waiters' periodic checks of the database
   // only cover a report that got lost.
   const replyTo = randomUUID();
   const commits = createCommitWaiter<CommitOutcome>(deps.sql, undefined, eventCommitted);
   const sends = createCommitWaiter<SendOutcome>(deps.sql, undefined, messageOutcome);
-  const reports = subscribeCommitReports(deps.config.redis, deps.config.REDIS_PREFIX, replyTo, deps, {
+  const reports = subscribeCommitReports(deps.config.redis, reportChannels(deps.config), replyTo, deps, {
     commit: commits.settle,
     send: sends.settle,
   });

@@ -1,7 +1,6 @@
-import type { RedisTarget } from '../config.js';
-import type { ChainableCommander } from 'ioredis';
+import type { Config, RedisTarget } from '../config.js';
 import type { ConnectionObserver } from '../connection-watch.js';
-import { createRedis, watchConnection } from '../redis.js';
+import { createSubscriber, type Outgoing, type PubSubMode, shardedChannel } from '../pubsub.js';
 import type { StoredError } from '../messages/delivery.js';
 import type { CommitOutcome } from './commit-waiter.js';
 import type { CommittedEvent } from './write.js';
@@ -13,7 +12,16 @@ import type { CommittedEvent } from './write.js';
  * the commit; a lost one only delays an answer, since the waiter also checks the ledger
  * periodically.
  */
-const commitReportChannel = (redisPrefix: string, replyTo: string) => `${redisPrefix}:committed:${replyTo}`;
+export interface ReportChannels extends PubSubMode {
+  /** A web process's channel: `<prefix>:committed:<reply id>` classic, `{<reply id>}:<prefix>:committed` sharded (src/pubsub.ts). */
+  of(replyTo: string): string;
+}
+
+export const reportChannels = (config: Pick<Config, 'REDIS_PREFIX' | 'REDIS_SHARDED_PUBSUB'>): ReportChannels => {
+  const prefix = config.REDIS_PREFIX;
+  const sharded = config.REDIS_SHARDED_PUBSUB;
+  return { sharded, of: (replyTo) => (sharded ? shardedChannel(replyTo, prefix, 'committed') : `${prefix}:committed:${replyTo}`) };
+};
 
 /** What a send's worker reports to the web process waiting on it: the message's final state. */
 export type SendOutcome = { status: 'sent'; external_message_id: string } | { status: 'failed'; error: StoredError };
@@ -26,10 +34,10 @@ export type SendOutcome = { status: 'sent'; external_message_id: string } | { st
  */
 type ReportEntry = [string, string, number, string] | [string, string, string] | [string, string, SendOutcome];
 
-/** Adds one publish per web process waiting on events of `committed` to `pipeline`. */
+/** Adds one report per web process waiting on events of `committed` to `out`. */
 export function addCommitReports(
-  pipeline: ChainableCommander,
-  redisPrefix: string,
+  out: Outgoing[],
+  channels: ReportChannels,
   committed: CommittedEvent[],
   replyTo: Map<string, string>,
 ): void {
@@ -41,24 +49,24 @@ export function addCommitReports(
     if (!list) byProcess.set(to, (list = []));
     list.push([e.app_id, e.id, e.seq, e.created_at]);
   }
-  for (const [to, entries] of byProcess) pipeline.publish(commitReportChannel(redisPrefix, to), JSON.stringify(entries));
+  for (const [to, entries] of byProcess) out.push([channels.of(to), JSON.stringify(entries)]);
 }
 
-/** Adds the report of events refused for good to `pipeline` (each `reason` is shown to the event's caller). */
+/** Adds the report of events refused for good to `out` (each `reason` is shown to the event's caller). */
 export function addRefusalReport(
-  pipeline: ChainableCommander,
-  redisPrefix: string,
+  out: Outgoing[],
+  channels: ReportChannels,
   replyTo: string,
   refused: { app_id: string; id: string; reason: string }[],
 ): void {
   const entries: ReportEntry[] = refused.map((e) => [e.app_id, e.id, e.reason]);
-  if (entries.length) pipeline.publish(commitReportChannel(redisPrefix, replyTo), JSON.stringify(entries));
+  if (entries.length) out.push([channels.of(replyTo), JSON.stringify(entries)]);
 }
 
-/** Adds one publish per web process waiting on sends of `settled` to `pipeline`. */
+/** Adds one report per web process waiting on sends of `settled` to `out`. */
 export function addSendReports(
-  pipeline: ChainableCommander,
-  redisPrefix: string,
+  out: Outgoing[],
+  channels: ReportChannels,
   settled: { replyTo?: string; appId: string; id: string; outcome: SendOutcome }[],
 ): void {
   const byProcess = new Map<string, ReportEntry[]>();
@@ -68,7 +76,7 @@ export function addSendReports(
     if (!list) byProcess.set(s.replyTo, (list = []));
     list.push([s.appId, s.id, s.outcome]);
   }
-  for (const [to, entries] of byProcess) pipeline.publish(commitReportChannel(redisPrefix, to), JSON.stringify(entries));
+  for (const [to, entries] of byProcess) out.push([channels.of(to), JSON.stringify(entries)]);
 }
 
 export interface CommitReportSubscription {
@@ -87,15 +95,15 @@ export interface ReportHandlers {
 /** Subscribes to this web process's reports: event commits and settled sends, on one channel. */
 export function subscribeCommitReports(
   redis: RedisTarget,
-  redisPrefix: string,
+  channels: ReportChannels,
   replyTo: string,
   observer: ConnectionObserver,
   on: ReportHandlers,
 ): CommitReportSubscription {
   const { logger } = observer;
-  const sub = watchConnection(createRedis(redis, 'blocking'), 'commit reports', observer);
-  const channel = commitReportChannel(redisPrefix, replyTo);
-  sub.on('message', (ch: string, message: string) => {
+  const sub = createSubscriber(redis, channels, 'commit reports', observer);
+  const channel = channels.of(replyTo);
+  sub.onMessage((ch, message) => {
     if (ch !== channel) return;
     let entries: ReportEntry[];
     try {
@@ -115,9 +123,7 @@ export function subscribeCommitReports(
   ready.catch((err) => logger.warn({ err }, 'commit report subscribe failed'));
   return {
     ready,
-    async close() {
-      await sub.quit().catch(() => sub.disconnect());
-    },
+    close: () => sub.close(),
   };
 }
 

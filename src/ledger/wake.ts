@@ -1,4 +1,5 @@
-import type { ChainableCommander } from 'ioredis';
+import type { Config } from '../config.js';
+import { type Outgoing, type PubSubMode, publishAll, shardedChannel } from '../pubsub.js';
 import type { Redis } from '../redis.js';
 import type { CommittedEvent } from './write.js';
 
@@ -6,20 +7,35 @@ import type { CommittedEvent } from './write.js';
  * Wakes are hints, never the truth: a reader that gets one re-reads the ledger by cursor.
  * One channel per application; the message is the highest committed seq.
  */
-const wakeChannel = (redisPrefix: string, appId: string) => `${redisPrefix}:wake:${appId}`;
-export const wakePattern = (redisPrefix: string) => `${redisPrefix}:wake:*`;
-
-/** Adds one publish per application touched by a commit to `pipeline`. */
-export function addWakes(pipeline: ChainableCommander, redisPrefix: string, committed: CommittedEvent[]): void {
-  const top = new Map<string, number>();
-  for (const e of committed) top.set(e.app_id, Math.max(top.get(e.app_id) ?? 0, e.seq));
-  for (const [appId, seq] of top) pipeline.publish(wakeChannel(redisPrefix, appId), String(seq));
+export interface WakeChannels extends PubSubMode {
+  redisPrefix: string;
+  /** The application's channel: `<prefix>:wake:<app>` classic, `{<app>}:<prefix>:wake` sharded (src/pubsub.ts). */
+  of(appId: string): string;
 }
 
-/** One publish per application touched by a commit. */
-export async function publishWakes(redis: Redis, redisPrefix: string, committed: CommittedEvent[]): Promise<void> {
-  if (committed.length === 0) return;
-  const pipeline = redis.pipeline();
-  addWakes(pipeline, redisPrefix, committed);
-  await pipeline.exec();
+export const wakeChannels = (config: Pick<Config, 'REDIS_PREFIX' | 'REDIS_SHARDED_PUBSUB'>): WakeChannels => {
+  const redisPrefix = config.REDIS_PREFIX;
+  const sharded = config.REDIS_SHARDED_PUBSUB;
+  return {
+    redisPrefix,
+    sharded,
+    of: (appId) => (sharded ? shardedChannel(appId, redisPrefix, 'wake') : `${redisPrefix}:wake:${appId}`),
+  };
+};
+
+/** Classic mode's one pattern for every application's wakes. */
+export const wakePattern = (redisPrefix: string) => `${redisPrefix}:wake:*`;
+
+/** Adds one wake per application touched by a commit to `out`. */
+export function addWakes(out: Outgoing[], channels: WakeChannels, committed: CommittedEvent[]): void {
+  const top = new Map<string, number>();
+  for (const e of committed) top.set(e.app_id, Math.max(top.get(e.app_id) ?? 0, e.seq));
+  for (const [appId, seq] of top) out.push([channels.of(appId), String(seq)]);
+}
+
+/** One wake per application touched by a commit. */
+export async function publishWakes(redis: Redis, channels: WakeChannels, committed: CommittedEvent[]): Promise<void> {
+  const out: Outgoing[] = [];
+  addWakes(out, channels, committed);
+  await publishAll(redis, channels, out);
 }

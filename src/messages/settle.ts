@@ -2,10 +2,11 @@ import { successesOf, type Connection } from '../connections/connections.js';
 import { participantsOfInserted } from '../conversations/participants.js';
 import { typed } from '../db.js';
 import type { Deps } from '../deps.js';
-import { addSendReports, type SendOutcome } from '../ledger/commit-reports.js';
+import { addSendReports, reportChannels, type SendOutcome } from '../ledger/commit-reports.js';
 import { scheduleDeliveries } from '../inbound/scheduled-deliveries.js';
 import { createGroupCommit } from '../ledger/group-commit.js';
-import { addWakes } from '../ledger/wake.js';
+import { addWakes, wakeChannels } from '../ledger/wake.js';
+import { type Outgoing, publishAll } from '../pubsub.js';
 import { writeGuardedEvents, type CommittedEvent } from '../ledger/write.js';
 import type { Redis } from '../redis.js';
 import { fanOutCommitted, type FanOutServices } from '../webhooks/fan-out.js';
@@ -106,11 +107,11 @@ export function createSentSettler(deps: Deps, services: FanOutServices, parties:
     const settled = new Set(committed.map((c) => c.id));
 
     const recorded = sends.filter((s) => settled.has(s.msg.id));
-    const pipeline = redis.pipeline();
-    addWakes(pipeline, deps.config.REDIS_PREFIX, committed);
+    const out: Outgoing[] = [];
+    addWakes(out, wakeChannels(deps.config), committed);
     addSendReports(
-      pipeline,
-      deps.config.REDIS_PREFIX,
+      out,
+      reportChannels(deps.config),
       recorded.map((s) => ({
         replyTo: s.replyTo,
         appId: s.msg.app_id,
@@ -134,7 +135,7 @@ export function createSentSettler(deps: Deps, services: FanOutServices, parties:
       ),
     ]).then(() => undefined);
     bookkeeping.catch(() => undefined); // awaited by every caller below
-    await Promise.all([pipeline.exec(), fanOutCommitted(deps, services, committed)]);
+    await Promise.all([publishAll(redis, wakeChannels(deps.config), out), fanOutCommitted(deps, services, committed)]);
     return { settled, failed, bookkeeping };
   }, SETTLE_BATCH_MAX);
   return async (send) => {

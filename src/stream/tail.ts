@@ -175,6 +175,9 @@ export function createTailRegistry(pools: ReadPools, wakes: WakeHub, logger: Log
       }
     };
 
+    // Listening before `ready` asks whether the application's wakes arrive (sharded pub/sub
+    // subscribes per application); only wakes after that can poke the tail.
+    const unsubscribe = wakes.on(appId, (_appId, seq) => tail.poke(seq));
     const tail: AppTail = {
       appId,
       get pos() {
@@ -182,7 +185,7 @@ export function createTailRegistry(pools: ReadPools, wakes: WakeHub, logger: Log
       },
       // Subscribe first, then read the head: a commit after the head read wakes us, and one
       // before it is below the starting position — no window in between.
-      ready: wakes.ready.then(async () => {
+      ready: wakes.subscribed(appId).then(async () => {
         pos = await readAt(appId, 0, (sql) => headSeq(sql, appId));
       }),
       poke(seq) {
@@ -196,7 +199,6 @@ export function createTailRegistry(pools: ReadPools, wakes: WakeHub, logger: Log
         void tail.ready.then(read, () => undefined);
       },
     };
-    const unsubscribe = wakes.on(appId, (_appId, seq) => tail.poke(seq));
     const timer = setInterval(() => tail.poke(), options.recheckMs);
     timer.unref();
     const entry = {

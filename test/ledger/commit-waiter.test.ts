@@ -8,6 +8,7 @@ function hub(): WakeHub & { wake(appId: string): void } {
   const listeners = new Map<string, Set<WakeListener>>();
   return {
     ready: Promise.resolve(),
+    subscribed: () => Promise.resolve(),
     on(appId, l) {
       if (!listeners.has(appId)) listeners.set(appId, new Set());
       listeners.get(appId)!.add(l);

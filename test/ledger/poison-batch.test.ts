@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { QueueEvents, type Job } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { subscribeCommitReports, type CommitReportSubscription } from '../../src/ledger/commit-reports.js';
+import { reportChannels, subscribeCommitReports, type CommitReportSubscription } from '../../src/ledger/commit-reports.js';
 import { createCommitWaiter, eventCommitted, type CommitOutcome } from '../../src/ledger/commit-waiter.js';
 import { createLedgerSubmitter, type LedgerSubmitter } from '../../src/ledger/submit.js';
 import { enqueue, JOBS, queuePrefix, type LedgerEvent, queueFor } from '../../src/queues.js';
@@ -21,7 +21,7 @@ beforeAll(async () => {
   b = await s.createApp();
   const replyTo = randomUUID();
   const commits = createCommitWaiter<CommitOutcome>(s.deps.sql, undefined, eventCommitted);
-  reports = subscribeCommitReports(s.config.redis, s.config.REDIS_PREFIX, replyTo, s.deps, {
+  reports = subscribeCommitReports(s.config.redis, reportChannels(s.config), replyTo, s.deps, {
     commit: commits.settle,
     send: () => undefined,
   });

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Deps } from '../../src/deps.js';
-import { publishWakes } from '../../src/ledger/wake.js';
+import { publishWakes, wakeChannels } from '../../src/ledger/wake.js';
 import { writeEvents } from '../../src/ledger/write.js';
 import type { LedgerEvent } from '../../src/queues.js';
 import { openSse, type SseClient, type SseFrame } from '../helpers/sse.js';
@@ -20,7 +20,7 @@ export async function commit(deps: Deps, appId: string, specs: EventSpec[], opti
     app_id: appId,
   }));
   const committed = await writeEvents(deps.sql, events);
-  if (options.wake !== false) await publishWakes(deps.redis, deps.config.REDIS_PREFIX, committed);
+  if (options.wake !== false) await publishWakes(deps.redis, wakeChannels(deps.config), committed);
   return events.map((e) => e.id);
 }
 

@@ -3,6 +3,7 @@ import { createApplication } from '../../src/apps/applications.js';
 import { closeDeps, createDeps, type Deps } from '../../src/deps.js';
 import { mergedEvent, mergeUsers } from '../../src/identity/merge.js';
 import { createWakeHub, type WakeHub } from '../../src/ledger/wake-hub.js';
+import { wakeChannels } from '../../src/ledger/wake.js';
 import { startReader } from '../../src/stream/reader.js';
 import { createTailRegistry, type TailEvent, type TailRegistry } from '../../src/stream/tail.js';
 import { createTestEnv, type TestEnv } from '../helpers/stack.js';
@@ -16,7 +17,7 @@ let tails: TailRegistry;
 beforeAll(async () => {
   t = await createTestEnv();
   deps = createDeps(t.config);
-  wakes = createWakeHub(t.config.redis, t.config.REDIS_PREFIX, deps);
+  wakes = createWakeHub(t.config.redis, wakeChannels(t.config), deps);
   await wakes.ready;
   // No periodic re-check in this file: every query below is caused by a wake.
   tails = createTailRegistry(deps, wakes, deps.logger, { recheckMs: 3_600_000 });
