@@ -41,7 +41,7 @@ function expectErrorBody(r: { status: number; headers: Headers; text: string }, 
   expect(Object.keys(body), `${where}: ${r.text}`).toEqual(['error']);
   expect(body.error?.code, where).toBe(code);
   expect(typeof body.error?.message, where).toBe('string');
-  expect((body.error?.message as string).length, where).toBeGreaterThan(0);
+  expect(String(body.error?.message ?? '').length, where).toBeGreaterThan(0);
   if (body.error?.details !== undefined) expect(Array.isArray(body.error.details), where).toBe(true);
 }
 
@@ -57,7 +57,11 @@ describe('every error is {"error":{…}} with its status', () => {
     ['no API key', () => ({ method: 'GET', path: '/v1/events' }), 'UNAUTHORIZED'],
     ['malformed JSON', () => ({ method: 'POST', path: '/v1/events', headers: json(), body: '{"event_type":' }), 'INVALID_JSON'],
     ['JSON that is not an object', () => ({ method: 'POST', path: '/v1/events', headers: json(), body: '[]' }), 'VALIDATION_ERROR'],
-    ['body too large', () => ({ method: 'POST', path: '/v1/events', headers: json(), body: `"${'x'.repeat(1_100_000)}"` }), 'PAYLOAD_TOO_LARGE'],
+    [
+      'body too large',
+      () => ({ method: 'POST', path: '/v1/events', headers: json(), body: `"${'x'.repeat(1_100_000)}"` }),
+      'PAYLOAD_TOO_LARGE',
+    ],
     [
       'unsupported charset',
       () => ({ method: 'POST', path: '/v1/events', headers: json({ 'Content-Type': 'application/json; charset=latin1' }), body: '{}' }),
@@ -87,16 +91,28 @@ describe('every error is {"error":{…}} with its status', () => {
       'VALIDATION_ERROR',
     ],
     // GraphQL over HTTP: the transport's own refusals
-    ['GraphQL without a key', () => ({ method: 'POST', path: '/graphql', headers: { 'Content-Type': 'application/json' }, body: gql('{__typename}') }), 'UNAUTHORIZED'],
+    [
+      'GraphQL without a key',
+      () => ({ method: 'POST', path: '/graphql', headers: { 'Content-Type': 'application/json' }, body: gql('{__typename}') }),
+      'UNAUTHORIZED',
+    ],
     [
       'GraphQL as text/plain',
       () => ({ method: 'POST', path: '/graphql', headers: { ...auth(), 'Content-Type': 'text/plain' }, body: gql('{__typename}') }),
       'UNSUPPORTED_MEDIA_TYPE',
     ],
-    ['GraphQL without a content type', () => ({ method: 'POST', path: '/graphql', headers: auth(), body: gql('{__typename}') }), 'UNSUPPORTED_MEDIA_TYPE'],
+    [
+      'GraphQL without a content type',
+      () => ({ method: 'POST', path: '/graphql', headers: auth(), body: gql('{__typename}') }),
+      'UNSUPPORTED_MEDIA_TYPE',
+    ],
     ['GraphQL with malformed JSON', () => ({ method: 'POST', path: '/graphql', headers: json(), body: '{"query":' }), 'INVALID_JSON'],
     ['GraphQL without a query', () => ({ method: 'POST', path: '/graphql', headers: json(), body: '{}' }), 'VALIDATION_ERROR'],
-    ['GraphQL with a query that is not a string', () => ({ method: 'POST', path: '/graphql', headers: json(), body: '{"query":5}' }), 'VALIDATION_ERROR'],
+    [
+      'GraphQL with a query that is not a string',
+      () => ({ method: 'POST', path: '/graphql', headers: json(), body: '{"query":5}' }),
+      'VALIDATION_ERROR',
+    ],
     [
       'GraphQL with variables that are not an object',
       () => ({ method: 'POST', path: '/graphql', headers: json(), body: JSON.stringify({ query: '{__typename}', variables: [1] }) }),
