@@ -19,6 +19,10 @@ export const ERROR_STATUS = {
   IDEMPOTENCY_CONFLICT: 409,
   /** The platform account (routing id) is already connected, by any application. */
   PLATFORM_CONNECTION_CONFLICT: 409,
+  /** A known path asked with a method it does not take (the answer's `Allow` lists those it does), or a GraphQL mutation over GET. */
+  METHOD_NOT_ALLOWED: 405,
+  /** GraphQL over HTTP asked for a response type it cannot give (`Accept`). */
+  NOT_ACCEPTABLE: 406,
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
   UNPROCESSABLE: 422,

@@ -32,8 +32,3 @@ export async function applicationExists(sql: Sql, appId: string): Promise<boolea
   const [row] = await sql`SELECT 1 FROM applications WHERE id = ${appId}`;
   return Boolean(row);
 }
-
-export async function countApplications(sql: Sql): Promise<number> {
-  const [row] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM applications`;
-  return row.n;
-}

@@ -14,6 +14,7 @@ import { createContext, formatGraphqlError, type GqlContext } from './context.js
 import { executeOperation } from './execution.js';
 import { graphqlLimits } from './limits.js';
 import { streamSlotGuard } from '../stream/service.js';
+import { graphqlTransport, mutationOverGet } from './transport.js';
 
 const principalOf = (res: Response) => res.locals.principal as Principal;
 const resOf = (req: { context?: unknown }) => (req.context as { res: Response }).res;
@@ -42,6 +43,9 @@ export function graphqlRouter(deps: Deps, web: WebServices, guards: RequestGuard
   const admit = async <C extends GqlContext>(res: Response, params: OperationRequest, spent: number, contextValue: C) => {
     const admission = admitOperation(schema, limits, params);
     if (!admission.ok) return refusal(400, { errors: admission.errors.map((e) => formatGraphqlError(e)) });
+    const { operationName, variables } = params;
+    const overGet = mutationOverGet(res.req.method, admission.document, operationName);
+    if (overGet) return refusal(overGet.status, overGet.toBody(), overGet.headers);
     const more = admission.points - spent;
     if (more > 0) {
       try {
@@ -51,7 +55,6 @@ export function graphqlRouter(deps: Deps, web: WebServices, guards: RequestGuard
         throw err;
       }
     }
-    const { operationName, variables } = params;
     return {
       schema,
       document: admission.document,
@@ -97,9 +100,10 @@ export function graphqlRouter(deps: Deps, web: WebServices, guards: RequestGuard
   const serve = (req: Request, res: Response, next: NextFunction) =>
     isSse(req) ? slot(req, res, () => sse(req, res).catch(next)).catch(next) : http(req, res, next);
 
-  router.post('/graphql', auth, serve);
-  router.get('/graphql', auth, serve);
-  router.post('/', auth, serve);
+  const transport = graphqlTransport(isSse);
+  router.post('/graphql', auth, transport, serve);
+  router.get('/graphql', auth, transport, serve);
+  router.post('/', auth, transport, serve);
   return router;
 }
 

@@ -6,6 +6,7 @@ import { Api } from './api.js';
 import { jsonBody } from './json-body.js';
 import { rejectUnstorableInput } from '../storable-text.js';
 import { errorHandler, notFound } from './errors.js';
+import { answerOptions, methodNotAllowed } from './allowed-methods.js';
 import { loggableUrl, requestLog } from './request-log.js';
 import { createGuards } from './guards.js';
 import { adminRouter, opsRouter } from './ops.js';
@@ -40,6 +41,7 @@ export function createApp(deps: Deps): WebApp {
   const onShutdown: WebApp['onShutdown'] = [];
 
   app.use(requestLog(deps));
+  app.use(answerOptions(app));
 
   // Platform webhooks come first: they read their raw bytes (signatures) and skip API auth and
   // the API rate limit.
@@ -73,6 +75,7 @@ export function createApp(deps: Deps): WebApp {
   app.use(graphqlRouter(deps, web, guards, createSchema()));
   app.use(portalStatic(deps));
 
+  app.use(methodNotAllowed(app));
   app.use(notFound);
   app.use(errorHandler(deps.logger));
   return { app, api, web, onShutdown };

@@ -38,12 +38,16 @@ export function errorHandler(logger: Logger) {
       res.destroy();
       return;
     }
-    const error = known ?? new AppError('INTERNAL', 'Internal error; the request id identifies it in the logs');
-    for (const [k, v] of Object.entries(error.headers ?? {})) res.setHeader(k, v);
-    res.status(error.status).json(error.toBody());
+    sendError(res, known ?? new AppError('INTERNAL', 'Internal error; the request id identifies it in the logs'));
   };
 }
 
+/** Writes `error` as the one error body, `{"error":{"code","message","details"?}}`, with its status and headers. */
+export function sendError(res: Response, error: AppError): void {
+  for (const [k, v] of Object.entries(error.headers ?? {})) res.setHeader(k, v);
+  res.status(error.status).json(error.toBody());
+}
+
 export function notFound(req: Request, res: Response): void {
-  res.status(404).json(new AppError('NOT_FOUND', `No route for ${req.method} ${req.path}`).toBody());
+  sendError(res, new AppError('NOT_FOUND', `No route for ${req.method} ${req.path}`));
 }

@@ -82,4 +82,60 @@ describe('operator CLI', () => {
       expect(r.stdout.trim()).toBe('');
     }
   });
+
+  // Each case is an `npm run` of its own, run side by side: on a loaded machine one takes seconds.
+  it('--help prints the commands (top level, per noun, per command) on stdout and exits 0, without a database', {
+    timeout: 120_000,
+  }, async () => {
+    const noDb = { ...s.env, DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nowhere' };
+    const cases = [
+      [['--help'], [/app create --name NAME/, /key create --app APP_ID/, /dead requeue/, /portal open/, /--verbose/]],
+      [['help'], [/app create --name NAME/]],
+      [
+        ['key', '--help'],
+        [/key create --app APP_ID/, /key revoke KEY_ID/],
+      ],
+      [
+        ['key', 'create', '--help'],
+        [/key create --app APP_ID \[--scopes a,b\]/, /prints/i],
+      ],
+      [['dead', 'requeue', '-h'], [/dead requeue --queue Q JOB_ID/]],
+    ] as [string[], RegExp[]][];
+    const results = await Promise.all(cases.map(([args]) => runCli(noDb, args)));
+    for (const [[args, shows], r] of cases.map((c, i) => [c, results[i]] as const)) {
+      expect(r.code, args.join(' ')).toBe(0);
+      for (const re of shows) expect(r.stdout, args.join(' ')).toMatch(re);
+      expect(r.stderr, args.join(' ')).toBe('');
+    }
+  });
+
+  it('answers user errors and database errors with one line on stderr, no stack, and a non-zero exit', { timeout: 240_000 }, async () => {
+    const noDb = { ...s.env, DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nowhere' };
+    const missingDb = { ...s.env, DATABASE_URL: s.env.DATABASE_URL.replace(/\/[^/]+$/, '/gw_no_such_database_here') };
+    const cases = [
+      [s.env, ['--bogus'], /unknown option '--bogus'/i, 2],
+      [s.env, ['bogus', 'thing'], /unknown command "bogus thing".*--help/, 2],
+      [s.env, ['app'], /unknown command "app".*--help/, 2],
+      [s.env, ['dead', 'requeue', '--queue', 'ledger'], /usage: .*dead requeue/, 2],
+      [s.env, ['dead', 'list', '--queue', 'nope'], /--queue must be one of/, 2],
+      [noDb, ['app', 'list'], /cannot reach PostgreSQL.*ECONNREFUSED/, 1],
+      [missingDb, ['app', 'list'], /database error: database "gw_no_such_database_here" does not exist/, 1],
+    ] as [Record<string, string>, string[], RegExp, number][];
+    for (const [env, args, message, code] of cases) {
+      const r = await runCli(env, args);
+      const where = `${args.join(' ')}: ${r.stderr}`;
+      expect(r.code, where).toBe(code);
+      expect(r.stdout, where).toBe('');
+      expect(r.stderr.trim().split('\n'), where).toHaveLength(1);
+      expect(r.stderr, where).toMatch(message);
+      expect(r.stderr, where).not.toMatch(/\n\s+at /);
+    }
+  });
+
+  it('--verbose adds the stack trace to a failure', { timeout: 60_000 }, async () => {
+    const r = await runCli({ ...s.env, DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nowhere' }, ['app', 'list', '--verbose']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/cannot reach PostgreSQL/);
+    expect(r.stderr).toMatch(/\n\s+at /);
+  });
 });

@@ -78,7 +78,7 @@ describe('error model', () => {
     for (const [method, path] of [
       ['GET', '/nope'],
       ['POST', '/v1/nothing-here'],
-      ['DELETE', '/healthz'],
+      ['DELETE', '/v1/no/such/path'],
     ]) {
       const r = await call(method, path);
       expect(r.status).toBe(404);
