@@ -3,6 +3,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { join, relative } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { projectRoot } from '../../src/project-root.js';
+import { apiFetch } from '../helpers/openapi-contract.js';
 import { createTestEnv, freePort, spawnService, type ChildService } from '../helpers/stack.js';
 
 interface Export {
@@ -51,7 +52,7 @@ describe('OTLP export', () => {
     });
     await web.waitFor(/web listening/);
     // Unauthenticated: a 401, still a traced request of a known route.
-    const res = await fetch(`http://127.0.0.1:${port}/v1/events`);
+    const res = await apiFetch(`http://127.0.0.1:${port}/v1/events`);
     expect(res.status).toBe(401);
     await fetch(`http://127.0.0.1:${port}/healthz`);
     // A graceful stop flushes what the batch processor holds.
