@@ -28,9 +28,10 @@ beforeAll(async () => {
   });
   deps = createDeps(t.config, { logger: pino({ level: 'info' }, sink) });
   const web = createApp(deps);
+  // Under an existing resource: every tag of the document must be described (src/http/openapi.ts).
   web.api.route({
     method: 'get',
-    path: '/v1/test-crash',
+    path: '/v1/platforms/test-crash',
     operationId: 'testCrash',
     summary: 'throws like a bug',
     scope: 'events:read',
@@ -41,7 +42,7 @@ beforeAll(async () => {
   });
   web.api.route({
     method: 'get',
-    path: '/v1/test-bad-sql',
+    path: '/v1/platforms/test-bad-sql',
     operationId: 'testBadSql',
     summary: 'runs broken SQL',
     scope: 'events:read',
@@ -124,8 +125,8 @@ describe('error model', () => {
   });
 
   it('masks an unexpected error as 500 INTERNAL with no stack or SQL, and logs it with the request id', async () => {
-    for (const path of ['/v1/test-crash', '/v1/test-bad-sql']) {
-      const requestId = `req-${path.slice(4)}`;
+    for (const path of ['/v1/platforms/test-crash', '/v1/platforms/test-bad-sql']) {
+      const requestId = `req-${path.split('/').pop()}`;
       const r = await call('GET', path, { headers: { ...auth, 'X-Request-Id': requestId } });
       expect(r.status).toBe(500);
       expect(r.json).toEqual({ error: { code: 'INTERNAL', message: expect.any(String) } });
