@@ -18,12 +18,14 @@ import {
 } from '../webhooks/subscriptions.js';
 import { sendTestDelivery } from '../webhooks/test-send.js';
 import type { Api } from './api.js';
+import { destinationOutput } from '../destinations/inputs.js';
 
 const status = z.enum(['ACTIVE', 'PAUSED', 'DISABLED']);
 const subscriptionOut = z.object({
   id: z.string(),
   name: z.string(),
-  target_url: z.string(),
+  target_url: z.string().describe("a webhook's receiver; a broker destination's URL without credentials"),
+  destination: destinationOutput,
   event_patterns: z.array(z.string()),
   channels: z.array(z.string()).nullable().describe('only events on one of these channels; null: any'),
   scope: z
@@ -84,7 +86,7 @@ export function registerWebhookRoutes(api: Api): void {
     method: 'post',
     path: base,
     operationId: 'createWebhook',
-    summary: 'Subscribe a URL to events matching patterns; a generated secret is returned once',
+    summary: 'Subscribe a URL or a broker destination to events matching patterns; a generated secret is returned once',
     scope: 'admin',
     body: createSubscriptionInput,
     responses: {

@@ -204,7 +204,7 @@ export interface paths {
         /** List webhook subscriptions */
         get: operations["listWebhooks"];
         put?: never;
-        /** Subscribe a URL to events matching patterns; a generated secret is returned once */
+        /** Subscribe a URL or a broker destination to events matching patterns; a generated secret is returned once */
         post: operations["createWebhook"];
         delete?: never;
         options?: never;
@@ -3495,7 +3495,19 @@ export interface operations {
                         data: {
                             id: string;
                             name: string;
+                            /** @description a webhook's receiver; a broker destination's URL without credentials */
                             target_url: string;
+                            destination: {
+                                /** @constant */
+                                kind: "webhook";
+                            } | {
+                                exchange: string;
+                                routing_key: string;
+                                /** @constant */
+                                kind: "rabbitmq";
+                                /** @description the broker URL without credentials */
+                                url: string;
+                            };
                             event_patterns: string[];
                             /** @description only events on one of these channels; null: any */
                             channels: string[] | null;
@@ -3617,7 +3629,25 @@ export interface operations {
             content: {
                 "application/json": {
                     name: string;
-                    target_url: string;
+                    /** @description the HTTP receiver of a webhook destination; absent for a broker */
+                    target_url?: string;
+                    /** @description where deliveries go; absent: {"kind":"webhook"} to target_url (docs/destinations.md) */
+                    destination?: {
+                        /** @constant */
+                        kind: "webhook";
+                    } | {
+                        /** @constant */
+                        kind: "rabbitmq";
+                        /** @description amqp:// or amqps:// URL, credentials and vhost included; write-only */
+                        url: string;
+                        /** @description the exchange messages are published to; it must exist ("" is the default exchange) */
+                        exchange: string;
+                        /**
+                         * @description template; {event_type} and {app_id} are replaced
+                         * @default {event_type}
+                         */
+                        routing_key?: string;
+                    };
                     event_patterns: string[];
                     /** @description only events carrying one of these channels; null or absent: any */
                     channels?: string[] | null;
@@ -3636,7 +3666,19 @@ export interface operations {
                     "application/json": {
                         id: string;
                         name: string;
+                        /** @description a webhook's receiver; a broker destination's URL without credentials */
                         target_url: string;
+                        destination: {
+                            /** @constant */
+                            kind: "webhook";
+                        } | {
+                            exchange: string;
+                            routing_key: string;
+                            /** @constant */
+                            kind: "rabbitmq";
+                            /** @description the broker URL without credentials */
+                            url: string;
+                        };
                         event_patterns: string[];
                         /** @description only events on one of these channels; null: any */
                         channels: string[] | null;
@@ -3795,7 +3837,19 @@ export interface operations {
                     "application/json": {
                         id: string;
                         name: string;
+                        /** @description a webhook's receiver; a broker destination's URL without credentials */
                         target_url: string;
+                        destination: {
+                            /** @constant */
+                            kind: "webhook";
+                        } | {
+                            exchange: string;
+                            routing_key: string;
+                            /** @constant */
+                            kind: "rabbitmq";
+                            /** @description the broker URL without credentials */
+                            url: string;
+                        };
                         event_patterns: string[];
                         /** @description only events on one of these channels; null: any */
                         channels: string[] | null;
@@ -4082,7 +4136,25 @@ export interface operations {
             content: {
                 "application/json": {
                     name?: string;
+                    /** @description the HTTP receiver of a webhook destination; absent for a broker */
                     target_url?: string;
+                    /** @description where deliveries go; absent: {"kind":"webhook"} to target_url (docs/destinations.md) */
+                    destination?: {
+                        /** @constant */
+                        kind: "webhook";
+                    } | {
+                        /** @constant */
+                        kind: "rabbitmq";
+                        /** @description amqp:// or amqps:// URL, credentials and vhost included; write-only */
+                        url: string;
+                        /** @description the exchange messages are published to; it must exist ("" is the default exchange) */
+                        exchange: string;
+                        /**
+                         * @description template; {event_type} and {app_id} are replaced
+                         * @default {event_type}
+                         */
+                        routing_key?: string;
+                    };
                     event_patterns?: string[];
                     /** @description only events carrying one of these channels; null or absent: any */
                     channels?: string[] | null;
@@ -4102,7 +4174,19 @@ export interface operations {
                     "application/json": {
                         id: string;
                         name: string;
+                        /** @description a webhook's receiver; a broker destination's URL without credentials */
                         target_url: string;
+                        destination: {
+                            /** @constant */
+                            kind: "webhook";
+                        } | {
+                            exchange: string;
+                            routing_key: string;
+                            /** @constant */
+                            kind: "rabbitmq";
+                            /** @description the broker URL without credentials */
+                            url: string;
+                        };
                         event_patterns: string[];
                         /** @description only events on one of these channels; null: any */
                         channels: string[] | null;
