@@ -121,6 +121,44 @@ describe('rabbitmq destination', () => {
     expect(JSON.stringify(stored.destination_config)).not.toMatch(/s3cr3t/);
   });
 
+  it('sends a test message, switches destination by PATCH, and shows it in GraphQL without credentials', async () => {
+    const first = await exchange(true);
+    const second = await exchange(true);
+    const sub = await subscribe({ url: BROKER, exchange: first.exchange });
+    const test = await s.request('POST', `/v1/webhook-subscriptions/${sub.id}/test`, { auth: a });
+    expect(test.json).toMatchObject({ success: true, error_message: null });
+    await eventually(async () => first.got.length === 1);
+    expect(first.got[0].properties.type).toBe('webhook.test');
+
+    const moved = await s.request('PATCH', `/v1/webhook-subscriptions/${sub.id}`, {
+      auth: a,
+      body: { destination: { kind: 'rabbitmq', url: BROKER, exchange: second.exchange, routing_key: 'moved.{event_type}' } },
+    });
+    expect(moved.status).toBe(200);
+    expect(moved.json.destination).toMatchObject({ exchange: second.exchange, routing_key: 'moved.{event_type}' });
+    const onlyUrl = await s.request('PATCH', `/v1/webhook-subscriptions/${sub.id}`, {
+      auth: a,
+      body: { target_url: 'http://127.0.0.1:1/' },
+    });
+    expect([onlyUrl.status, onlyUrl.json.error?.code]).toEqual([400, 'VALIDATION_ERROR']);
+    await emit('order.moved');
+    await eventually(async () => second.got.length === 1);
+    expect(second.got[0].fields.routingKey).toBe('moved.order.moved');
+    expect(first.got).toHaveLength(1);
+
+    const gql = await s.request('POST', '/graphql', {
+      auth: a,
+      body: JSON.stringify({
+        query: `{ webhookSubscription(id: "${sub.id}") { targetUrl destination { kind url exchange routingKey } } }`,
+      }),
+    });
+    expect(gql.json.data.webhookSubscription).toEqual({
+      targetUrl: 'amqp://127.0.0.1:5672',
+      destination: { kind: 'rabbitmq', url: 'amqp://127.0.0.1:5672', exchange: second.exchange, routingKey: 'moved.{event_type}' },
+    });
+    expect(JSON.stringify(gql.json)).not.toMatch(/guest/);
+  });
+
   it('fails an unroutable message at once (mandatory), with the reason in the log', async () => {
     const { exchange: x, got } = await exchange(false);
     const sub = await subscribe({ url: BROKER, exchange: x });
