@@ -35,10 +35,10 @@ export async function redisReady(client: ReadyTracking, waitMs = REDIS_READY_WAI
   });
 }
 
-/** `promise`, or the UNAVAILABLE AppError for `service` once `ms` have passed. */
-export function withDeadline<T>(promise: PromiseLike<T>, ms: number, service: string): Promise<T> {
+/** `promise`, or once `ms` have passed the UNAVAILABLE AppError for `service` (or the error `service` makes). */
+export function withDeadline<T>(promise: PromiseLike<T>, ms: number, service: string | (() => Error)): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(unavailable(service)), ms);
+    const timer = setTimeout(() => reject(typeof service === 'string' ? unavailable(service) : service()), ms);
     Promise.resolve(promise).then(
       (v) => {
         clearTimeout(timer);

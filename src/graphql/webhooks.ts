@@ -23,6 +23,7 @@ const toNode = (s: PublicSubscription & { secret?: string }) => ({
   id: s.id,
   name: s.name,
   targetUrl: s.target_url,
+  destination: { kind: s.destination.kind, url: null, exchange: null, routingKey: null, ...brokerFields(s.destination) },
   eventPatterns: s.event_patterns,
   channels: s.channels,
   status: s.status,
@@ -51,16 +52,32 @@ const toLogNode = (l: DeliveryLog) => ({
   createdAt: l.created_at,
 });
 
+/** A broker destination's settings in GraphQL names (never its credentials: the stored output has none). */
+function brokerFields(d: PublicSubscription['destination']) {
+  return d.kind === 'webhook' ? {} : { url: d.url, exchange: d.exchange, routingKey: d.routing_key };
+}
+
 const defined = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
 
 export const webhooksModule: GraphqlModule = {
   typeDefs: /* GraphQL */ `
     enum WebhookSubscriptionStatus { ACTIVE PAUSED DISABLED }
 
+    "Where a subscription's deliveries go (docs/destinations.md); a broker's URL is shown without credentials."
+    type SubscriptionDestination {
+      "webhook or a broker kind (rabbitmq)."
+      kind: String!
+      url: String
+      exchange: String
+      routingKey: String
+    }
+
     type WebhookSubscription {
       id: ID!
       name: String!
+      "A webhook's receiver; a broker destination's URL without credentials."
       targetUrl: String!
+      destination: SubscriptionDestination!
       eventPatterns: [String!]!
       "Only events carrying one of these channels; null = any."
       channels: [String!]
@@ -143,7 +160,8 @@ export const webhooksModule: GraphqlModule = {
     }
 
     extend type Mutation {
-      createWebhookSubscription(name: String!, targetUrl: String!, eventPatterns: [String!]!, channels: [String!], secret: String, maxPerSecond: Int): WebhookSubscription!
+      "destination: as in REST ({kind: rabbitmq, url, exchange, routing_key}); absent: a webhook to targetUrl."
+      createWebhookSubscription(name: String!, targetUrl: String, destination: JSON, eventPatterns: [String!]!, channels: [String!], secret: String, maxPerSecond: Int): WebhookSubscription!
       updateWebhookSubscription(id: ID!, name: String, targetUrl: String, eventPatterns: [String!], channels: [String!], status: WebhookSubscriptionStatus, maxPerSecond: Int): WebhookSubscription!
       deleteWebhookSubscription(id: ID!): Boolean!
       testWebhookSubscription(id: ID!): WebhookTestResult!
@@ -176,7 +194,8 @@ export const webhooksModule: GraphqlModule = {
         _r,
         args: {
           name: string;
-          targetUrl: string;
+          targetUrl?: string | null;
+          destination?: unknown;
           eventPatterns: string[];
           channels?: string[] | null;
           secret?: string | null;
@@ -189,7 +208,8 @@ export const webhooksModule: GraphqlModule = {
           createSubscriptionInput,
           defined({
             name: args.name,
-            target_url: args.targetUrl,
+            target_url: args.targetUrl ?? undefined,
+            destination: args.destination ?? undefined,
             event_patterns: args.eventPatterns,
             channels: args.channels ?? undefined,
             secret: args.secret ?? undefined,

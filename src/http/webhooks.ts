@@ -18,12 +18,14 @@ import {
 } from '../webhooks/subscriptions.js';
 import { sendTestDelivery } from '../webhooks/test-send.js';
 import type { Api } from './api.js';
+import { destinationOutput } from '../destinations/inputs.js';
 
 const status = z.enum(['ACTIVE', 'PAUSED', 'DISABLED']);
 const subscriptionOut = z.object({
   id: z.string(),
   name: z.string(),
-  target_url: z.string(),
+  target_url: z.string().describe("a webhook's receiver; a broker destination's URL without credentials"),
+  destination: destinationOutput,
   event_patterns: z.array(z.string()),
   channels: z.array(z.string()).nullable().describe('only events on one of these channels; null: any'),
   scope: z
@@ -85,8 +87,8 @@ export function registerWebhookRoutes(api: Api): void {
     path: base,
     operationId: 'createWebhook',
     description:
-      "Subscribes a URL to the events matching the patterns (an exact type, `prefix.*` or `*`). Each matching event is POSTed, signed with the subscription's secret, which this answer shows once. Deliveries are at least once and unordered: deduplicate by `event_id`.",
-    summary: 'Subscribe a URL to events matching patterns; a generated secret is returned once',
+      "Subscribes a URL — or a broker destination (`destination`, e.g. a RabbitMQ exchange) — to the events matching the patterns (an exact type, `prefix.*` or `*`). Each matching event is delivered signed with the subscription's secret, which this answer shows once. Deliveries are at least once and unordered: deduplicate by `event_id`.",
+    summary: 'Subscribe a URL or a broker destination to events matching patterns; a generated secret is returned once',
     scope: 'admin',
     body: createSubscriptionInput,
     responses: {

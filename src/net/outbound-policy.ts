@@ -72,7 +72,7 @@ export function isPublicAddress(address: string): boolean {
 }
 
 /** The protocol a URL field is spoken in; it decides the schemes the field may have. */
-export type OutboundProtocol = 'http' | 'smtp';
+export type OutboundProtocol = 'http' | 'smtp' | 'amqp';
 
 /** The schemes each protocol allows under each policy, and what a refusal says. */
 const SCHEMES: Record<OutboundProtocol, Record<OutboundPolicy, { schemes: readonly string[]; refusal: string }>> = {
@@ -83,6 +83,11 @@ const SCHEMES: Record<OutboundProtocol, Record<OutboundPolicy, { schemes: readon
   smtp: {
     any: { schemes: ['smtp:', 'smtps:'], refusal: 'must be an smtp:// or smtps:// URL' },
     'public-https': { schemes: ['smtp:', 'smtps:'], refusal: 'must be an smtp:// or smtps:// URL' },
+  },
+  // A broker destination (src/destinations/rabbitmq): TLS is required outside development.
+  amqp: {
+    any: { schemes: ['amqp:', 'amqps:'], refusal: 'must be an amqp:// or amqps:// URL' },
+    'public-https': { schemes: ['amqps:'], refusal: 'must use amqps' },
   },
 };
 
@@ -123,8 +128,8 @@ export function judgeUrl(raw: string | URL, protocol: OutboundProtocol, policy: 
   }
   const { schemes, refusal } = SCHEMES[protocol][policy];
   if (!schemes.includes(url.protocol)) return { ok: false, reason: refusal };
-  // The mail client reads connection options from the query (`proxy=`, `tls.…`): a tenant must not set them.
-  if (protocol === 'smtp' && (url.search || url.hash)) return { ok: false, reason: 'must not carry query options' };
+  // The mail and AMQP clients read connection options from the query (`proxy=`, `tls.…`, `frameMax=`): a tenant must not set them.
+  if (protocol !== 'http' && (url.search || url.hash)) return { ok: false, reason: 'must not carry query options' };
   const host = canonicalHost(url);
   if (host === undefined) return { ok: false, reason: 'has no valid host' };
   if (policy === 'public-https' && isIP(host) && !isPublicAddress(host)) {

@@ -5,7 +5,8 @@ import { batchLoader } from '../tick-batch.js';
 import { deliveryBodies, loadBodyEvents } from './body.js';
 import { deliveryIdOf } from './fan-out.js';
 import { enqueueDeliveryRuns, type DeliveryRun } from './delivery-queue.js';
-import { createWebhookHttpClient, sentHeaders, type WebhookHttpClient } from './http-client.js';
+import { createWebhookHttpClient, type WebhookHttpClient } from './http-client.js';
+import { createSenders } from '../destinations/senders.js';
 import { parseRetryAfter, retryDelay } from './retry-policy.js';
 import { signerFor, type SubscriptionCache } from './subscription-cache.js';
 import { takeDeliverySlot } from './throttle.js';
@@ -31,7 +32,7 @@ interface DeliveryRow {
 export type AttemptOutcome =
   | { kind: 'skipped'; reason: string }
   | { kind: 'wait'; ms: number }
-  | { kind: 'delivered'; attempt: number; statusCode: number }
+  | { kind: 'delivered'; attempt: number; statusCode: number | null }
   | { kind: 'retry'; attempt: number; error: string; retryAfterMs?: number; delayMs: number }
   | { kind: 'failed'; attempt: number; error: string };
 
@@ -80,6 +81,8 @@ const COLUMNS = 'd.id, d.app_id, d.subscription_id, d.event_id, d.event_type, d.
 export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer {
   const schedule = deps.config.WEBHOOK_RETRY_DELAYS_MS;
   const http = createWebhookHttpClient({ policy: deps.config.OUTBOUND_ADDRESS_POLICY, timeoutMs: deps.config.WEBHOOK_TIMEOUT_MS });
+  // HTTP or a broker, by the subscription's destination: one outcome shape, so retries, logs and dead-lettering are shared.
+  const senders = createSenders(http, { policy: deps.config.OUTBOUND_ADDRESS_POLICY, timeoutMs: deps.config.WEBHOOK_TIMEOUT_MS });
   const log = createAttemptLog(deps);
   const queueRuns = createGroupCommit<DeliveryRun, void>((runs) => enqueueDeliveryRuns(deps, runs), 500);
   /** `fn` in a span when tracing is on; as it is otherwise. */
@@ -147,7 +150,7 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
       const outcome = await attemptRowUntraced(d, lastAttempt, schedulePosition, beforeRecord);
       span?.setAttributes({
         'gateway.webhook.outcome': outcome.kind,
-        'http.response.status_code': 'statusCode' in outcome ? outcome.statusCode : undefined,
+        'http.response.status_code': 'statusCode' in outcome ? (outcome.statusCode ?? undefined) : undefined,
       });
       if (outcome.kind === 'retry' || outcome.kind === 'failed') span?.fail(outcome.error);
       return outcome;
@@ -188,16 +191,23 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
     const originalTs = d.first_attempt_ts !== null ? Number(d.first_attempt_ts) : ts;
     const headers = signerFor(sub)({ deliveryId: d.id, timestamp: ts, body: d.body });
     if (attempt > 1) Object.assign(headers, retryHeaders(attempt, originalTs));
-    const requestHeaders = sentHeaders(headers);
-    const res = await http.post(sub.targetUrl, d.body, headers);
-    const delivered = res.error === undefined && res.statusCode !== undefined && res.statusCode >= 200 && res.statusCode < 300;
-    const status: DeliveryStatus = delivered ? 'delivered' : lastAttempt ? 'failed' : 'retrying';
+    const res = await senders.send(sub.destination, {
+      deliveryId: d.id,
+      appId: d.app_id,
+      eventType: d.event_type,
+      body: d.body,
+      headers,
+    });
+    const { delivered, requestHeaders } = res;
+    // A permanent failure (a broker's unroutable or refused message) is final at once: retrying cannot help.
+    const final = lastAttempt || res.permanent === true;
+    const status: DeliveryStatus = delivered ? 'delivered' : final ? 'failed' : 'retrying';
     deps.metrics.webhookAttempts.inc({ outcome: status });
     const error = res.error ?? 'failed';
     const retryAfterMs = res.statusCode === 429 || res.statusCode === 503 ? parseRetryAfter(res.headers['retry-after']) : undefined;
     const outcome: AttemptOutcome = delivered
-      ? { kind: 'delivered', attempt, statusCode: res.statusCode! }
-      : lastAttempt
+      ? { kind: 'delivered', attempt, statusCode: res.statusCode ?? null }
+      : final
         ? { kind: 'failed', attempt, error }
         : {
             kind: 'retry',
@@ -317,6 +327,7 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
       return attemptRow(d, lastAttempt, schedulePosition);
     },
     async close() {
+      await senders.close();
       await http.close();
     },
   };

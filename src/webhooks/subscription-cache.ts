@@ -2,6 +2,8 @@ import type { Deps } from '../deps.js';
 import { compileEventScope, type ScopedEvent, scopeFromStored } from '../ledger/event-scope.js';
 import { announceChange, watchChanges } from '../change-feed.js';
 import { createSigner, type Signer } from './signing.js';
+import { DESTINATION_COLUMNS, openDestination, type StoredDestinationColumns } from './destination-columns.js';
+import type { Destination } from '../destinations/senders.js';
 
 export type SubscriptionStatus = 'ACTIVE' | 'PAUSED' | 'DISABLED';
 
@@ -22,6 +24,8 @@ export interface CachedSubscription {
   appId: string;
   name: string;
   targetUrl: string;
+  /** Where its deliveries go (its target URL, or a broker with its URL opened). */
+  destination: Destination;
   status: SubscriptionStatus;
   /** Its patterns, channels and the scope it was made in (subscriptionMatcher). */
   matches: (event: ScopedEvent) => boolean;
@@ -56,7 +60,7 @@ export interface SubscriptionCache {
   close(): Promise<void>;
 }
 
-interface Row {
+interface Row extends StoredDestinationColumns {
   id: string;
   app_id: string;
   name: string;
@@ -102,6 +106,7 @@ export function createSubscriptionCache(deps: Deps): SubscriptionCache {
       appId: r.app_id,
       name: r.name,
       targetUrl: r.target_url,
+      destination: openDestination(deps.secrets, r),
       status: r.status,
       matches: subscriptionMatcher(r),
       signer: createSigner([secret]),
@@ -128,7 +133,7 @@ export function createSubscriptionCache(deps: Deps): SubscriptionCache {
     const before = new Map(missing.map((a) => [a, genOf(a)]));
     const rows = await deps.sql<Row[]>`
       SELECT id, app_id, name, target_url, event_patterns, channels, scope, status, secret_sealed, previous_secret_sealed,
-             previous_expires_at, max_per_second
+             previous_expires_at, max_per_second, ${deps.sql.unsafe(DESTINATION_COLUMNS)}
         FROM webhook_subscriptions WHERE app_id = ANY(${missing}::uuid[]) ORDER BY created_at, id`;
     for (const appId of missing) out.set(appId, []);
     for (const r of rows) out.get(r.app_id)!.push(toCached(r));

@@ -5,7 +5,15 @@ import { channelsSchema, type EventScope, storedScope } from '../ledger/event-sc
 import { eventPatternSchema } from '../ledger/event-type-match.js';
 import { generateSecret } from './signing.js';
 import { publishSubscriptionsChanged, type StoredScope, subscriptionMatcher, type SubscriptionStatus } from './subscription-cache.js';
-import { checkTargetUrl } from '../net/outbound-policy.js';
+import { destinationInput, type DestinationOutput } from '../destinations/inputs.js';
+import {
+  DESTINATION_COLUMNS,
+  type DestinationWrite,
+  openDestination,
+  prepareDestination,
+  publicDestination,
+  type StoredDestinationColumns,
+} from './destination-columns.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export const isUuid = (s: string) => UUID.test(s);
@@ -17,9 +25,12 @@ const channels = channelsSchema
   .nullish()
   .describe('only events carrying one of these channels; null or absent: any');
 
+const targetUrl = z.string().min(1).max(2048).describe('the HTTP receiver of a webhook destination; absent for a broker');
+
 export const createSubscriptionInput = z.strictObject({
   name: z.string().trim().min(1).max(200),
-  target_url: z.string().min(1).max(2048),
+  target_url: targetUrl.optional(),
+  destination: destinationInput.optional(),
   event_patterns: patterns,
   channels,
   /** Omitted: the service generates one and returns it once. */
@@ -31,7 +42,9 @@ export type CreateSubscriptionInput = z.infer<typeof createSubscriptionInput>;
 
 export const updateSubscriptionInput = z.strictObject({
   name: z.string().trim().min(1).max(200).optional(),
-  target_url: z.string().min(1).max(2048).optional(),
+  target_url: targetUrl.optional(),
+  /** Replaces the destination whole (a broker's URL with its credentials included). */
+  destination: destinationInput.optional(),
   event_patterns: patterns.optional(),
   channels,
   // DISABLED is the service's verdict on a failing endpoint, not something a client sets.
@@ -40,7 +53,7 @@ export const updateSubscriptionInput = z.strictObject({
 });
 export type UpdateSubscriptionInput = z.infer<typeof updateSubscriptionInput>;
 
-interface Row {
+interface Row extends StoredDestinationColumns {
   id: string;
   name: string;
   target_url: string;
@@ -60,7 +73,9 @@ interface Row {
 export interface PublicSubscription {
   id: string;
   name: string;
+  /** A webhook's receiver; a broker destination's URL without credentials. */
   target_url: string;
+  destination: DestinationOutput;
   event_patterns: string[];
   channels: string[] | null;
   /** The scoped portal session's scope it was made in, which it never matches outside; null: made unscoped. */
@@ -75,8 +90,8 @@ export interface PublicSubscription {
   updated_at: string;
 }
 
-const COLUMNS =
-  'id, name, target_url, event_patterns, channels, scope, status, max_per_second, consecutive_failures, previous_expires_at, disabled_at, created_at, updated_at';
+const COLUMNS = `id, name, target_url, event_patterns, channels, scope, status, max_per_second, consecutive_failures, previous_expires_at,
+   disabled_at, created_at, updated_at, ${DESTINATION_COLUMNS}`;
 
 function toPublic(r: Row): PublicSubscription {
   const live = r.previous_expires_at && r.previous_expires_at.getTime() > Date.now() ? r.previous_expires_at.toISOString() : null;
@@ -84,6 +99,7 @@ function toPublic(r: Row): PublicSubscription {
     id: r.id,
     name: r.name,
     target_url: r.target_url,
+    destination: publicDestination(r),
     event_patterns: r.event_patterns,
     channels: r.channels,
     scope: r.scope,
@@ -133,14 +149,17 @@ export async function createSubscription(
   input: CreateSubscriptionInput,
   scope?: EventScope,
 ): Promise<Result<PublicSubscription & { secret?: string }>> {
-  const url = checkTargetUrl(input.target_url, deps.config.OUTBOUND_ADDRESS_POLICY);
-  if (!url.ok) return url;
+  const dest = prepareDestination(deps, input.destination, input.target_url);
+  if (!dest.ok) return dest;
+  const { destination, targetUrl, config, secretSealed } = dest.value;
   const generated = input.secret === undefined ? generateSecret() : undefined;
   const secret = input.secret ?? generated!;
   const [row] = await deps.sql<Row[]>`
-    INSERT INTO webhook_subscriptions (app_id, name, target_url, event_patterns, channels, scope, secret_sealed, max_per_second)
-    VALUES (${appId}, ${input.name}, ${url.value.toString()}, ${input.event_patterns}, ${input.channels ?? null},
-            ${scope ? deps.sql.json(storedScope(scope)!) : null}, ${deps.secrets.seal(secret)}, ${input.max_per_second ?? null})
+    INSERT INTO webhook_subscriptions (app_id, name, target_url, event_patterns, channels, scope, secret_sealed, max_per_second,
+                                       destination, destination_config, destination_secret_sealed)
+    VALUES (${appId}, ${input.name}, ${targetUrl}, ${input.event_patterns}, ${input.channels ?? null},
+            ${scope ? deps.sql.json(storedScope(scope)!) : null}, ${deps.secrets.seal(secret)}, ${input.max_per_second ?? null},
+            ${destination}, ${config ? deps.sql.json(config as never) : null}, ${secretSealed})
     RETURNING ${deps.sql.unsafe(COLUMNS)}`;
   await publishSubscriptionsChanged(deps, appId);
   return ok({ ...toPublic(row), ...(generated ? { secret: generated } : {}) });
@@ -166,17 +185,33 @@ export async function updateSubscription(
   patch: UpdateSubscriptionInput,
 ): Promise<Result<PublicSubscription>> {
   if (!isUuid(id)) return notFound(id);
-  let targetUrl: string | undefined;
-  if (patch.target_url !== undefined) {
-    const url = checkTargetUrl(patch.target_url, deps.config.OUTBOUND_ADDRESS_POLICY);
-    if (!url.ok) return url;
-    targetUrl = url.value.toString();
-  }
   const { sql } = deps;
+  let dest: DestinationWrite | undefined;
+  if (patch.destination !== undefined) {
+    const prepared = prepareDestination(deps, patch.destination, patch.target_url);
+    if (!prepared.ok) return prepared;
+    dest = prepared.value;
+  } else if (patch.target_url !== undefined) {
+    // A new target alone changes a webhook's receiver; a broker's URL changes with its whole destination.
+    const [cur] = await sql<
+      { destination: string }[]
+    >`SELECT destination FROM webhook_subscriptions WHERE app_id = ${appId} AND id = ${id}`;
+    if (!cur) return notFound(id);
+    if (cur.destination !== 'webhook')
+      return fail('VALIDATION_ERROR', `target_url is not used by a ${cur.destination} destination; send a whole destination`, [
+        { path: ['target_url'], message: 'not used by a broker destination' },
+      ]);
+    const prepared = prepareDestination(deps, undefined, patch.target_url);
+    if (!prepared.ok) return prepared;
+    dest = prepared.value;
+  }
   const [row] = await sql<Row[]>`
     UPDATE webhook_subscriptions SET
       name = COALESCE(${patch.name ?? null}, name),
-      target_url = COALESCE(${targetUrl ?? null}, target_url),
+      target_url = COALESCE(${dest?.targetUrl ?? null}, target_url),
+      destination = COALESCE(${dest?.destination ?? null}, destination),
+      destination_config = ${dest ? (dest.config ? sql.json(dest.config as never) : null) : sql`destination_config`},
+      destination_secret_sealed = ${dest ? dest.secretSealed : sql`destination_secret_sealed`},
       event_patterns = COALESCE(${patch.event_patterns ?? null}::text[], event_patterns),
       channels = ${patch.channels === undefined ? sql`channels` : patch.channels},
       max_per_second = ${patch.max_per_second === undefined ? sql`max_per_second` : patch.max_per_second},
@@ -239,13 +274,21 @@ export async function loadSubscriptionForSend(deps: Deps, appId: string, id: str
       secret_sealed: string;
       previous_secret_sealed: string | null;
       previous_expires_at: Date | null;
-    }[]
+    }[] &
+      StoredDestinationColumns[]
   >`
-    SELECT id, target_url, status, event_patterns, channels, scope, secret_sealed, previous_secret_sealed, previous_expires_at
+    SELECT id, target_url, status, event_patterns, channels, scope, secret_sealed, previous_secret_sealed, previous_expires_at,
+           ${deps.sql.unsafe(DESTINATION_COLUMNS)}
       FROM webhook_subscriptions WHERE app_id = ${appId} AND id = ${id}`;
   if (!row) return undefined;
   const secrets = [deps.secrets.open(row.secret_sealed)];
   if (row.previous_secret_sealed && row.previous_expires_at && row.previous_expires_at.getTime() > Date.now())
     secrets.push(deps.secrets.open(row.previous_secret_sealed));
-  return { id: row.id, targetUrl: row.target_url, status: row.status, matches: subscriptionMatcher(row), secrets };
+  return {
+    id: row.id,
+    destination: openDestination(deps.secrets, row),
+    status: row.status,
+    matches: subscriptionMatcher(row),
+    secrets,
+  };
 }

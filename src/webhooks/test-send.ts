@@ -4,7 +4,8 @@ import { fail, ok, type Result } from '../errors.js';
 import { systemEvent } from '../ledger/event-types.js';
 import { createAttemptLog } from './attempt-log.js';
 import { buildDeliveryBody } from './body.js';
-import { createWebhookHttpClient, sentHeaders } from './http-client.js';
+import { createWebhookHttpClient } from './http-client.js';
+import { createSenders } from '../destinations/senders.js';
 import { signatureHeaders } from './signing.js';
 import { loadSubscriptionForSend } from './subscriptions.js';
 
@@ -45,15 +46,13 @@ export async function sendTestDelivery(deps: Deps, appId: string, subscriptionId
     timestamp: now,
   });
   const ts = Math.floor(now.getTime() / 1000);
-  const http = createWebhookHttpClient({
-    policy: deps.config.OUTBOUND_ADDRESS_POLICY,
-    timeoutMs: deps.config.WEBHOOK_TIMEOUT_MS,
-    connectionsPerOrigin: 1,
-  });
+  const options = { policy: deps.config.OUTBOUND_ADDRESS_POLICY, timeoutMs: deps.config.WEBHOOK_TIMEOUT_MS };
+  const http = createWebhookHttpClient({ ...options, connectionsPerOrigin: 1 });
+  const senders = createSenders(http, options);
   try {
     const headers = signatureHeaders({ deliveryId, timestamp: ts, body, secrets: sub.secrets });
-    const res = await http.post(sub.targetUrl, body, headers);
-    const success = res.error === undefined && res.statusCode !== undefined && res.statusCode >= 200 && res.statusCode < 300;
+    const res = await senders.send(sub.destination, { deliveryId, appId, eventType: test.event_type, body, headers });
+    const success = res.delivered;
     await createAttemptLog(deps).record({
       deliveryId: null,
       appId,
@@ -67,7 +66,7 @@ export async function sendTestDelivery(deps: Deps, appId: string, subscriptionId
       error: res.error ?? null,
       requestBody: body,
       responseBody: res.statusCode !== undefined ? res.responseBody : null,
-      requestHeaders: sentHeaders(headers),
+      requestHeaders: res.requestHeaders,
       responseHeaders: res.statusCode !== undefined ? res.headers : null,
       firstAttemptTs: ts,
       affectsHealth: false,
@@ -80,6 +79,7 @@ export async function sendTestDelivery(deps: Deps, appId: string, subscriptionId
       error_message: res.error ?? null,
     });
   } finally {
+    await senders.close();
     await http.close();
   }
 }

@@ -40,7 +40,7 @@ export const OPERATIONS = {
   downloadFile: { method: 'get', path: '/v1/files/{id}/content' },
   /** List webhook subscriptions */
   listWebhooks: { method: 'get', path: '/v1/webhook-subscriptions' },
-  /** Subscribe a URL to events matching patterns; a generated secret is returned once */
+  /** Subscribe a URL or a broker destination to events matching patterns; a generated secret is returned once */
   createWebhook: { method: 'post', path: '/v1/webhook-subscriptions' },
   /** One webhook subscription */
   getWebhook: { method: 'get', path: '/v1/webhook-subscriptions/{id}' },

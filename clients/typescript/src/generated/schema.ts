@@ -262,8 +262,8 @@ export interface paths {
         get: operations["listWebhooks"];
         put?: never;
         /**
-         * Subscribe a URL to events matching patterns; a generated secret is returned once
-         * @description Subscribes a URL to the events matching the patterns (an exact type, `prefix.*` or `*`). Each matching event is POSTed, signed with the subscription's secret, which this answer shows once. Deliveries are at least once and unordered: deduplicate by `event_id`.
+         * Subscribe a URL or a broker destination to events matching patterns; a generated secret is returned once
+         * @description Subscribes a URL — or a broker destination (`destination`, e.g. a RabbitMQ exchange) — to the events matching the patterns (an exact type, `prefix.*` or `*`). Each matching event is delivered signed with the subscription's secret, which this answer shows once. Deliveries are at least once and unordered: deduplicate by `event_id`.
          */
         post: operations["createWebhook"];
         delete?: never;
@@ -3668,7 +3668,19 @@ export interface operations {
                         data: {
                             id: string;
                             name: string;
+                            /** @description a webhook's receiver; a broker destination's URL without credentials */
                             target_url: string;
+                            destination: {
+                                /** @constant */
+                                kind: "webhook";
+                            } | {
+                                exchange: string;
+                                routing_key: string;
+                                /** @constant */
+                                kind: "rabbitmq";
+                                /** @description the broker URL without credentials */
+                                url: string;
+                            };
                             event_patterns: string[];
                             /** @description only events on one of these channels; null: any */
                             channels: string[] | null;
@@ -3790,7 +3802,25 @@ export interface operations {
             content: {
                 "application/json": {
                     name: string;
-                    target_url: string;
+                    /** @description the HTTP receiver of a webhook destination; absent for a broker */
+                    target_url?: string;
+                    /** @description where deliveries go; absent: {"kind":"webhook"} to target_url (docs/destinations.md) */
+                    destination?: {
+                        /** @constant */
+                        kind: "webhook";
+                    } | {
+                        /** @constant */
+                        kind: "rabbitmq";
+                        /** @description amqp:// or amqps:// URL, credentials and vhost included; write-only */
+                        url: string;
+                        /** @description the exchange messages are published to; it must exist ("" is the default exchange) */
+                        exchange: string;
+                        /**
+                         * @description template; {event_type} and {app_id} are replaced
+                         * @default {event_type}
+                         */
+                        routing_key?: string;
+                    };
                     event_patterns: string[];
                     /** @description only events carrying one of these channels; null or absent: any */
                     channels?: string[] | null;
@@ -3809,7 +3839,19 @@ export interface operations {
                     "application/json": {
                         id: string;
                         name: string;
+                        /** @description a webhook's receiver; a broker destination's URL without credentials */
                         target_url: string;
+                        destination: {
+                            /** @constant */
+                            kind: "webhook";
+                        } | {
+                            exchange: string;
+                            routing_key: string;
+                            /** @constant */
+                            kind: "rabbitmq";
+                            /** @description the broker URL without credentials */
+                            url: string;
+                        };
                         event_patterns: string[];
                         /** @description only events on one of these channels; null: any */
                         channels: string[] | null;
@@ -3968,7 +4010,19 @@ export interface operations {
                     "application/json": {
                         id: string;
                         name: string;
+                        /** @description a webhook's receiver; a broker destination's URL without credentials */
                         target_url: string;
+                        destination: {
+                            /** @constant */
+                            kind: "webhook";
+                        } | {
+                            exchange: string;
+                            routing_key: string;
+                            /** @constant */
+                            kind: "rabbitmq";
+                            /** @description the broker URL without credentials */
+                            url: string;
+                        };
                         event_patterns: string[];
                         /** @description only events on one of these channels; null: any */
                         channels: string[] | null;
@@ -4255,7 +4309,25 @@ export interface operations {
             content: {
                 "application/json": {
                     name?: string;
+                    /** @description the HTTP receiver of a webhook destination; absent for a broker */
                     target_url?: string;
+                    /** @description where deliveries go; absent: {"kind":"webhook"} to target_url (docs/destinations.md) */
+                    destination?: {
+                        /** @constant */
+                        kind: "webhook";
+                    } | {
+                        /** @constant */
+                        kind: "rabbitmq";
+                        /** @description amqp:// or amqps:// URL, credentials and vhost included; write-only */
+                        url: string;
+                        /** @description the exchange messages are published to; it must exist ("" is the default exchange) */
+                        exchange: string;
+                        /**
+                         * @description template; {event_type} and {app_id} are replaced
+                         * @default {event_type}
+                         */
+                        routing_key?: string;
+                    };
                     event_patterns?: string[];
                     /** @description only events carrying one of these channels; null or absent: any */
                     channels?: string[] | null;
@@ -4275,7 +4347,19 @@ export interface operations {
                     "application/json": {
                         id: string;
                         name: string;
+                        /** @description a webhook's receiver; a broker destination's URL without credentials */
                         target_url: string;
+                        destination: {
+                            /** @constant */
+                            kind: "webhook";
+                        } | {
+                            exchange: string;
+                            routing_key: string;
+                            /** @constant */
+                            kind: "rabbitmq";
+                            /** @description the broker URL without credentials */
+                            url: string;
+                        };
                         event_patterns: string[];
                         /** @description only events on one of these channels; null: any */
                         channels: string[] | null;

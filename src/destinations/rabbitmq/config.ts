@@ -1,0 +1,58 @@
+import { z } from 'zod';
+import { fail, ok, type Result } from '../../errors.js';
+import { judgeUrl, type OutboundPolicy } from '../../net/outbound-policy.js';
+import type { StoredDestination } from '../types.js';
+
+/** The placeholders a routing-key template may use. */
+const PLACEHOLDER = /\{([^{}]*)\}/g;
+const KNOWN = new Set(['event_type', 'app_id']);
+
+export const rabbitmqInput = z.strictObject({
+  kind: z.literal('rabbitmq'),
+  url: z.string().min(1).max(2048).describe('amqp:// or amqps:// URL, credentials and vhost included; write-only'),
+  exchange: z
+    .string()
+    .max(255)
+    .regex(/^[A-Za-z0-9_.:-]*$/, 'letters, digits, - _ . : only')
+    .describe('the exchange messages are published to; it must exist ("" is the default exchange)'),
+  routing_key: z
+    .string()
+    .max(255)
+    .default('{event_type}')
+    .refine((t) => [...t.matchAll(PLACEHOLDER)].every((m) => KNOWN.has(m[1])) && !/[{}]/.test(t.replace(PLACEHOLDER, '')), {
+      message: 'only {event_type} and {app_id} may be used',
+    })
+    .describe('template; {event_type} and {app_id} are replaced'),
+});
+export type RabbitmqInput = z.infer<typeof rabbitmqInput>;
+
+/** What is stored beside the sealed URL and shown to the owner. */
+export const rabbitmqConfig = z.object({ exchange: z.string(), routing_key: z.string() });
+
+/** The destination as REST shows it: the URL without credentials. */
+export const rabbitmqOutput = rabbitmqConfig.extend({
+  kind: z.literal('rabbitmq'),
+  url: z.string().describe('the broker URL without credentials'),
+});
+export type RabbitmqConfig = z.infer<typeof rabbitmqConfig>;
+
+/** The routing key of one message. */
+export const routingKey = (template: string, v: { eventType: string; appId: string }) =>
+  template.replace(PLACEHOLDER, (_, name: string) => (name === 'event_type' ? v.eventType : v.appId));
+
+/** The broker URL without credentials (what `target_url` and the logs show). */
+function displayUrl(url: URL): string {
+  const port = url.port || (url.protocol === 'amqps:' ? '5671' : '5672');
+  return `${url.protocol}//${url.hostname}:${port}${url.pathname === '/' ? '' : url.pathname}`;
+}
+
+export function prepareRabbitmq(input: RabbitmqInput, policy: OutboundPolicy): Result<StoredDestination> {
+  const judged = judgeUrl(input.url, 'amqp', policy);
+  const path = ['destination', 'url'];
+  if (!judged.ok)
+    return judged.reason === 'not a URL'
+      ? fail('VALIDATION_ERROR', 'destination.url is not a URL', [{ path, message: 'not a URL' }])
+      : fail('INVALID_WEBHOOK_TARGET', `destination.url refused: ${judged.reason}`, [{ path, message: judged.reason }]);
+  const config: RabbitmqConfig = { exchange: input.exchange, routing_key: input.routing_key };
+  return ok({ config, secret: judged.url.toString(), display: displayUrl(judged.url) });
+}

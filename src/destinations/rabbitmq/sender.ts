@@ -1,0 +1,196 @@
+import { connect, type ChannelModel, type ConfirmChannel, type ConsumeMessage } from 'amqplib';
+import { withDeadline } from '../../availability.js';
+import { judgeUrl, resolvePublic } from '../../net/outbound-policy.js';
+import type { DestinationSender, OpenDestination, SendResult, SenderOptions } from '../types.js';
+import { rabbitmqConfig, routingKey } from './config.js';
+
+/** A connection unused this long is closed; the next delivery opens a new one. */
+const IDLE_MS = 60_000;
+
+/** A failure retrying cannot mend (refused by policy, bad credentials, no such exchange or vhost). */
+class PermanentError extends Error {}
+
+/**
+ * AMQP reply codes that describe the destination, not the moment: 403 access refused, 404 no
+ * such exchange, 406 precondition failed, 530 not allowed (an unknown vhost). Anything else (a
+ * refused socket, a timeout, a broker shutting down: 320) is worth another attempt.
+ */
+const PERMANENT_CODES = new Set([403, 404, 406, 530]);
+
+const isPermanent = (err: unknown) =>
+  err instanceof PermanentError ||
+  PERMANENT_CODES.has(Number((err as { code?: unknown })?.code)) ||
+  /\b(403|404|406|530)\b|ACCESS[-_]REFUSED|NOT_ALLOWED/.test(String((err as Error)?.message));
+
+const describe = (err: unknown) => {
+  const e = err as Error & { code?: string | number };
+  return `${typeof e?.code === 'string' ? `${e.code}: ` : ''}${e?.message ?? String(err)}`;
+};
+
+/** One destination's connection and confirm channel, shared by all its deliveries. */
+interface Link {
+  ready: Promise<ConfirmChannel>;
+  conn?: ChannelModel;
+  lastUsed: number;
+  /** Publishes awaiting their confirm, settled with the error should the channel close first. */
+  pending: Set<(err: Error) => void>;
+  /** Message ids the broker returned as unroutable; their confirm follows the return. */
+  returned: Map<string, string>;
+  /** The broker's error that closed the channel or connection (it names the exchange or vhost). */
+  failure?: Error;
+}
+
+/**
+ * Publishes deliveries to RabbitMQ: one connection and confirm channel per destination, every
+ * message persistent and `mandatory`, and a send counts as delivered only on the broker's
+ * confirm. A message returned as unroutable is a permanent failure (no queue would ever get it).
+ */
+export function createRabbitmqSender(options: SenderOptions): DestinationSender {
+  const { policy, timeoutMs } = options;
+  const links = new Map<string, Link>();
+
+  const drop = (key: string, link: Link, err: Error) => {
+    if (links.get(key) === link) links.delete(key);
+    for (const settle of [...link.pending]) settle(err);
+    link.conn?.close().catch(() => {});
+  };
+
+  async function open(key: string, link: Link, rawUrl: string): Promise<ConfirmChannel> {
+    // Judged again before every connect: the policy may have tightened since the URL was stored.
+    const judged = judgeUrl(rawUrl, 'amqp', policy);
+    if (!judged.ok) throw new PermanentError(`refused by the outbound address policy: ${judged.reason}`);
+    const { url, host } = judged;
+    let address = host;
+    if (policy === 'public-https') {
+      // The socket goes to the address judged, never to the name (DNS rebinding).
+      const r = await resolvePublic(host, timeoutMs);
+      if (r.kind === 'refused') throw new PermanentError(`refused by the outbound address policy: ${r.reason}`);
+      if (r.kind === 'failed') throw r.error;
+      address = r.addresses[0].address;
+    }
+    const tls = url.protocol === 'amqps:';
+    const vhost = url.pathname === '' || url.pathname === '/' ? '/' : decodeURIComponent(url.pathname.slice(1));
+    const connecting = connect(
+      {
+        protocol: tls ? 'amqps' : 'amqp',
+        hostname: address,
+        port: Number(url.port) || (tls ? 5671 : 5672),
+        username: url.username ? decodeURIComponent(url.username) : 'guest',
+        password: url.password ? decodeURIComponent(url.password) : 'guest',
+        vhost,
+        heartbeat: 30,
+      },
+      { timeout: timeoutMs, ...(tls ? { servername: host } : {}) },
+    );
+    // A connect that answers after its deadline is closed, not leaked.
+    connecting.then(
+      (c) => (links.get(key) === link ? undefined : c.close().catch(() => {})),
+      () => {},
+    );
+    const conn = await withDeadline(connecting, timeoutMs, () => new Error(`no connection within ${timeoutMs} ms`));
+    link.conn = conn;
+    conn.on('error', (err: Error) => (link.failure ??= err));
+    conn.on('close', (err?: Error) => drop(key, link, link.failure ?? err ?? new Error('connection closed by the broker')));
+    const ch = await withDeadline(conn.createConfirmChannel(), timeoutMs, () => new Error(`no channel within ${timeoutMs} ms`));
+    ch.on('error', (err: Error) => (link.failure ??= err));
+    ch.on('close', () => drop(key, link, link.failure ?? new Error('channel closed')));
+    ch.on('return', (m: ConsumeMessage) => {
+      if (m.properties.messageId) link.returned.set(String(m.properties.messageId), m.fields.exchange);
+    });
+    return ch;
+  }
+
+  const linkFor = (dest: OpenDestination): { key: string; link: Link } => {
+    const key = `${dest.subscriptionId}\n${dest.secret}`;
+    let link = links.get(key);
+    if (!link) {
+      const fresh: Link = { ready: undefined as never, lastUsed: Date.now(), pending: new Set(), returned: new Map() };
+      fresh.ready = open(key, fresh, dest.secret);
+      // A failed connect is forgotten at once, so the next attempt connects afresh.
+      fresh.ready.catch((err: Error) => drop(key, fresh, err));
+      links.set(key, fresh);
+      link = fresh;
+    }
+    link.lastUsed = Date.now();
+    return { key, link };
+  };
+
+  const sweeper = setInterval(() => {
+    const now = Date.now();
+    for (const [key, link] of links) if (link.pending.size === 0 && now - link.lastUsed > IDLE_MS) drop(key, link, new Error('idle'));
+  }, IDLE_MS / 4);
+  sweeper.unref();
+
+  return {
+    async send(dest, msg) {
+      const started = performance.now();
+      const config = rabbitmqConfig.parse(dest.config);
+      const key = routingKey(config.routing_key, msg);
+      const requestHeaders = { 'content-type': 'application/json', ...msg.headers };
+      const done = (r: { delivered: boolean; error?: string; permanent?: boolean }): SendResult => ({
+        headers: {},
+        responseBody: '',
+        requestHeaders,
+        durationMs: Math.round(performance.now() - started),
+        ...r,
+      });
+      const { link } = linkFor(dest);
+      let ch: ConfirmChannel;
+      try {
+        ch = await link.ready;
+      } catch (err) {
+        return done({ delivered: false, error: describe(err), permanent: isPermanent(err) });
+      }
+      return new Promise<SendResult>((resolve) => {
+        let settled = false;
+        const settle = (r: Parameters<typeof done>[0]) => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(timer);
+          link.pending.delete(onClose);
+          link.lastUsed = Date.now();
+          resolve(done(r));
+        };
+        const onClose = (err: Error) => settle({ delivered: false, error: describe(err), permanent: isPermanent(err) });
+        const timer = setTimeout(() => settle({ delivered: false, error: `no confirm within ${timeoutMs} ms` }), timeoutMs);
+        link.pending.add(onClose);
+        try {
+          ch.publish(
+            config.exchange,
+            key,
+            Buffer.from(msg.body),
+            {
+              persistent: true,
+              mandatory: true,
+              contentType: 'application/json',
+              messageId: msg.deliveryId,
+              type: msg.eventType,
+              timestamp: Math.floor(Date.now() / 1000),
+              headers: msg.headers,
+            },
+            (err: unknown) => {
+              if (err)
+                return link.failure ? onClose(link.failure) : settle({ delivered: false, error: 'broker refused the message (nack)' });
+              if (link.returned.delete(msg.deliveryId))
+                return settle({
+                  delivered: false,
+                  permanent: true,
+                  error: `unroutable: no queue is bound to exchange "${config.exchange}" for routing key "${key}" (published mandatory)`,
+                });
+              settle({ delivered: true });
+            },
+          );
+        } catch (err) {
+          // The channel closed between the connect and this publish.
+          onClose(err as Error);
+        }
+      });
+    },
+    async close() {
+      clearInterval(sweeper);
+      const all = [...links.entries()];
+      links.clear();
+      await Promise.allSettled(all.map(([, link]) => link.conn?.close()));
+    },
+  };
+}

@@ -1,0 +1,42 @@
+import { sentHeaders, type WebhookHttpClient } from '../webhooks/http-client.js';
+import { BROKER_KINDS, DESTINATIONS, type BrokerKind } from './registry.js';
+import type { DestinationMessage, DestinationSender, OpenDestination, SendResult, SenderOptions } from './types.js';
+
+/** Where a subscription's deliveries go: its HTTP target, or a broker of a registered kind. */
+export type Destination = { kind: 'webhook'; targetUrl: string } | ({ kind: BrokerKind } & OpenDestination);
+
+export interface Senders {
+  /** Sends one delivery to the subscription's destination; the outcome in the HTTP client's shape. */
+  send(destination: Destination, msg: DestinationMessage): Promise<SendResult>;
+  close(): Promise<void>;
+}
+
+/**
+ * The per-kind senders behind one `send`: the deliverer, replay and test sends never ask which
+ * kind a subscription is. Broker senders are made on first use (a process with only webhooks
+ * opens no broker client).
+ */
+export function createSenders(http: WebhookHttpClient, options: SenderOptions): Senders {
+  const brokers = new Map<BrokerKind, DestinationSender>();
+  const senderOf = (kind: BrokerKind) => {
+    let s = brokers.get(kind);
+    if (!s) brokers.set(kind, (s = DESTINATIONS[kind].createSender(options)));
+    return s;
+  };
+  return {
+    async send(destination, msg) {
+      if (destination.kind === 'webhook') {
+        const res = await http.post(destination.targetUrl, msg.body, msg.headers);
+        const delivered = res.error === undefined && res.statusCode !== undefined && res.statusCode >= 200 && res.statusCode < 300;
+        return { ...res, delivered, requestHeaders: sentHeaders(msg.headers) };
+      }
+      return senderOf(destination.kind).send(destination, msg);
+    },
+    async close() {
+      await Promise.allSettled([...brokers.values()].map((s) => s.close()));
+      brokers.clear();
+    },
+  };
+}
+
+export const isBrokerKind = (kind: string): kind is BrokerKind => (BROKER_KINDS as string[]).includes(kind);
