@@ -38,7 +38,12 @@ const requested = new Set<string>();
 beforeAll(async () => {
   // Three quick attempts, so a failing receiver's whole schedule plays out while the test
   // watches; streams that end every few seconds, so the page's resume is exercised throughout.
-  s = await startTestStack({ env: { WEBHOOK_RETRY_DELAYS_MS: '0,300,300', WEBHOOK_TIMEOUT_MS: '2000', STREAM_MAX_MS: '3000' } });
+  // The areas share one application, and a fast machine moves through them (the sandbox chat
+  // reloads its conversation on every event) in well under the minute the API's per-application
+  // limit counts: a limit this file does not test must not decide it (test/foundation/rate-limit.test.ts does).
+  s = await startTestStack({
+    env: { WEBHOOK_RETRY_DELAYS_MS: '0,300,300', WEBHOOK_TIMEOUT_MS: '2000', STREAM_MAX_MS: '3000', RATE_LIMIT_PER_MINUTE: '1000' },
+  });
   // A readable name for the screenshots.
   const acme = await createApplication(s.deps.sql, 'Acme Shop', [...SCOPES]);
   app = {
