@@ -130,6 +130,10 @@ describe('docs/guide.md', () => {
     expect(ids).toHaveLength(2);
     expect(ids[0]).toBe(ids[1]);
     expect(out(indexOf('"text\\": \\"$CODE\\"'))).toContain('["4242","5151"]');
+    // The sandbox send is sent at once, and the end user's reply is queued through inbound.
+    const sandbox = out(indexOf('sandbox/messages'));
+    expect(sandbox).toMatch(/"external_message_id": "[^"]+"/);
+    expect(sandbox).toMatch(/"status": "(sent|delivered|read)"/);
   }, 120_000);
 
   it('names every error code with its status', () => {
