@@ -33,6 +33,8 @@ export const ERROR_STATUS = {
   PLATFORM_AUTH_FAILED: 422,
   PLATFORM_REJECTED: 422,
   CONNECTION_DISABLED: 422,
+  // A disabled connection's inbound URL: the platform should stop posting there.
+  INBOUND_DISABLED: 410,
   PLATFORM_RATE_LIMITED: 429,
   RATE_LIMITED: 429,
   TOO_MANY_STREAMS: 429,

@@ -10,6 +10,8 @@ import {
 } from '../connections/connections.js';
 import { watchChanges } from '../change-feed.js';
 import type { Deps } from '../deps.js';
+import { AppError, type ErrorCode } from '../errors.js';
+import { sendError } from '../http/errors.js';
 import { hubQueryProblem, hubRefusal } from '../platforms/meta-inbound.js';
 import { getAdapter } from '../platforms/registry.js';
 import { PLATFORM_NAMES, type InboundRequest, type PlatformName } from '../platforms/types.js';
@@ -41,7 +43,10 @@ function toInbound(req: Request, deps: Deps): InboundRequest {
   };
 }
 
-const unauthorized = (res: Response, error: string) => res.status(401).json({ error });
+/** Every refusal of the inbound paths is the service's one error body (src/http/errors.ts). */
+const refuse = (res: Response, code: ErrorCode, message: string, headers?: Record<string, string>) =>
+  sendError(res, new AppError(code, message, undefined, headers ? { headers } : {}));
+const unauthorized = (res: Response, message: string) => refuse(res, 'UNAUTHORIZED', message);
 
 /** The usual acknowledgement, written directly: express's send (ETag, freshness) is not needed here. */
 const OK_BODY = Buffer.from('{"ok":true}');
@@ -90,7 +95,7 @@ export function inboundRouter(deps: Deps): Router {
     return true;
   };
 
-  const notADelivery = (platform: PlatformName, res: Response) => res.status(400).json({ error: `body is not a ${platform} delivery` });
+  const notADelivery = (platform: PlatformName, res: Response) => refuse(res, 'VALIDATION_ERROR', `body is not a ${platform} delivery`);
 
   const ack = (platform: PlatformName, inbound: InboundRequest, res: Response) => {
     const answer = getAdapter(platform).acknowledge?.(inbound);
@@ -99,7 +104,8 @@ export function inboundRouter(deps: Deps): Router {
   };
 
   router.all(INBOUND_ROUTE, raw, async (req, res) => {
-    if (req.method !== 'GET' && req.method !== 'POST') return void res.status(405).json({ error: 'method not allowed' });
+    if (req.method !== 'GET' && req.method !== 'POST')
+      return void refuse(res, 'METHOD_NOT_ALLOWED', `${req.method} is not allowed on an inbound URL`, { Allow: 'GET, POST' });
     const { webhookId, webhookSecret } = req.params as { webhookId: string; webhookSecret: string };
     const inbound = toInbound(req, deps);
 
@@ -111,11 +117,11 @@ export function inboundRouter(deps: Deps): Router {
 
     const conn = await connections.get(webhookId, () => loadConnectionById(deps, webhookId));
     if (!conn || !sameSecret(conn.webhookSecret, webhookSecret)) return void unauthorized(res, 'unknown webhook');
-    if (conn.status !== 'ACTIVE') return void res.status(410).json({ error: 'connection disabled' });
+    if (conn.status !== 'ACTIVE') return void refuse(res, 'INBOUND_DISABLED', 'connection disabled');
     const adapter = getAdapter(conn.platform);
     if (inbound.method === 'GET') {
       const answer = adapter.handshake?.(conn.config, inbound);
-      if (!answer) return void res.status(404).json({ error: 'no handshake for this platform' });
+      if (!answer) return void refuse(res, 'NOT_FOUND', 'no handshake for this platform');
       return void res.status(answer.status).type(answer.contentType).send(answer.body);
     }
     const verified = adapter.verify(conn.config, inbound);
@@ -135,7 +141,7 @@ export function inboundRouter(deps: Deps): Router {
     try {
       body = JSON.parse(inbound.rawBody.toString('utf8'));
     } catch {
-      return void res.status(400).json({ error: 'body is not JSON' });
+      return void refuse(res, 'INVALID_JSON', 'body is not JSON');
     }
     const ids = adapter.routingIds?.(body) ?? [];
     const candidates = await routed.get(`${platform}|${[...ids].sort().join(',')}`, () => connectionsByRoutingIds(deps, platform, ids));
@@ -158,7 +164,7 @@ export function inboundRouter(deps: Deps): Router {
   /** GET /webhooks/:platform?hub.mode=subscribe&hub.verify_token=…&hub.challenge=… */
   async function answerHubChallenge(platform: PlatformName, req: Request, inbound: InboundRequest, res: Response) {
     const problem = hubQueryProblem(inbound.query);
-    if (problem) return void res.status(403).json({ error: problem });
+    if (problem) return void refuse(res, 'FORBIDDEN', problem);
     // Each attempt is a guess at some tenant's verify token: few are legitimate, so few are allowed.
     if (!(await sources.handshake(req, res))) return;
     const conn = await connectionByVerifyToken(deps, platform, inbound.query['hub.verify_token']);
@@ -169,7 +175,7 @@ export function inboundRouter(deps: Deps): Router {
 
   router.get(HANDSHAKE_ROUTE, async (req, res) => {
     const platform = String(req.params.platform).toUpperCase() as PlatformName;
-    if (!SHARED_WEBHOOK_PLATFORMS.includes(platform)) return void res.status(404).json({ error: 'unknown platform' });
+    if (!SHARED_WEBHOOK_PLATFORMS.includes(platform)) return void refuse(res, 'NOT_FOUND', 'unknown platform');
     await answerHubChallenge(platform, req, toInbound(req, deps), res);
   });
 

@@ -1,11 +1,15 @@
 import type { Request, Response } from 'express';
 import type { Deps } from '../deps.js';
+import { AppError } from '../errors.js';
+import { sendError } from '../http/errors.js';
 import { createWindowLimiter, type LimitVerdict, type WindowLimiter } from '../rate-limit.js';
 
 /** Writes the receiver's 429: Retry-After in whole seconds, until the window allows again. */
 export function tooMany(res: Response, verdict: LimitVerdict, error: string): void {
-  res.setHeader('Retry-After', String(Math.max(1, Math.ceil(verdict.resetMs / 1000))));
-  res.status(429).json({ error });
+  sendError(
+    res,
+    new AppError('RATE_LIMITED', error, undefined, { headers: { 'Retry-After': String(Math.max(1, Math.ceil(verdict.resetMs / 1000))) } }),
+  );
 }
 
 /** The address a request is counted under: the socket's peer, or X-Forwarded-For's as TRUST_PROXY allows. */

@@ -1,4 +1,5 @@
 import { configString, header, hmacHex, isObject, ok, refuse, safeEqual } from './inbound-common.js';
+import { AppError } from '../errors.js';
 import type { DirectAnswer, InboundRequest, VerifyOutcome } from './types.js';
 
 /**
@@ -13,11 +14,11 @@ export function verifyHubSignature(config: Record<string, unknown>, req: Inbound
   return safeEqual(given, `sha256=${hmacHex('sha256', secret, req.rawBody)}`) ? ok : refuse('invalid signature');
 }
 
-/** A refused handshake, answered `{error}` as JSON like every other refusal of the inbound paths. */
-export const hubRefusal = (error: string): DirectAnswer => ({
+/** A refused handshake, answered with the one error body like every other refusal of the inbound paths. */
+export const hubRefusal = (message: string): DirectAnswer => ({
   status: 403,
   contentType: 'application/json',
-  body: JSON.stringify({ error }),
+  body: JSON.stringify(new AppError('FORBIDDEN', message).toBody()),
 });
 
 /** Why a handshake's query cannot succeed whatever the token, or undefined when it is well formed. */

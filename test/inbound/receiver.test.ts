@@ -66,7 +66,7 @@ describe.each(CASES)('$platform inbound end to end', (c) => {
     const d = c.forged(2, 'forged', conn().webhookUrl);
     const r = await postWebhook(s, conn().path, d.body, d.headers);
     expect(r.status).toBe(401);
-    expect(JSON.parse(r.text)).toEqual({ error: expect.any(String) });
+    expect(JSON.parse(r.text)).toEqual({ error: { code: 'UNAUTHORIZED', message: expect.any(String) } });
     expect(await inboundJobCount(s)).toBe(before);
     expect(await eventsAbout(s, app.appId, 'message.inbound', c.externalId(2))).toEqual([]);
   });
@@ -97,7 +97,7 @@ describe('receiver refusals', () => {
       'X-Telegram-Bot-Api-Secret-Token': 'tg_secret-token_1',
     });
     expect(r.status).toBe(400);
-    expect(JSON.parse(r.text).error).toMatch(/not a TELEGRAM delivery/);
+    expect(JSON.parse(r.text).error).toMatchObject({ code: 'VALIDATION_ERROR', message: expect.stringMatching(/not a TELEGRAM delivery/) });
   });
 
   it('answers 410 for a disabled connection', async () => {
@@ -112,6 +112,14 @@ describe('receiver refusals', () => {
       { 'Content-Type': 'application/json' },
     );
     expect(r.status).toBe(410);
+    expect(JSON.parse(r.text)).toEqual({ error: { code: 'INBOUND_DISABLED', message: 'connection disabled' } });
+  });
+
+  it('answers another method with the one error body, 405 and Allow', async () => {
+    const r = await fetch(s.base + conns.get('TELEGRAM')!.path, { method: 'PUT', body: '{}' });
+    expect(r.status).toBe(405);
+    expect(r.headers.get('allow')).toBe('GET, POST');
+    expect(await r.json()).toEqual({ error: { code: 'METHOD_NOT_ALLOWED', message: 'PUT is not allowed on an inbound URL' } });
   });
 
   it('honours disabling a connection it has just served within INBOUND_LOOKUP_CACHE_MS', async () => {

@@ -89,7 +89,7 @@ describe('shared Meta-family webhook URLs', () => {
     const body = JSON.stringify(waText('2000000002', '2200000002', '4915112345', 'wamid.injected', 'injected'));
     const r = await post(waA, body, metaHeaders('secret-A', body));
     expect(r.status).toBe(401);
-    expect(JSON.parse(r.text)).toEqual({ error: 'invalid signature' });
+    expect(JSON.parse(r.text)).toEqual({ error: { code: 'UNAUTHORIZED', message: 'invalid signature' } });
     expect(await inboundJobCount(s)).toBe(before);
   });
 
@@ -97,7 +97,7 @@ describe('shared Meta-family webhook URLs', () => {
     const body = JSON.stringify(waText('WABA-X', 'PN-X', '1', 'wamid.nobody', 'x'));
     const r = await post(waA, body, metaHeaders('secret-A', body));
     expect(r.status).toBe(401);
-    expect(JSON.parse(r.text).error).toBe('no connection for this payload');
+    expect(JSON.parse(r.text).error).toEqual({ code: 'UNAUTHORIZED', message: 'no connection for this payload' });
   });
 
   it('refuses the shared URL with a wrong secret', async () => {
@@ -132,7 +132,7 @@ describe('verification handshakes', () => {
     expect([fb.status, fb.text]).toEqual([200, '777']);
   });
 
-  it('answers 403 with a JSON {error} saying what is wrong when the handshake cannot succeed', async () => {
+  it('answers 403 FORBIDDEN in the one error body, saying what is wrong, when the handshake cannot succeed', async () => {
     for (const [path, error] of [
       [`/webhooks/whatsapp${hub('fb-verify')}`, 'hub.verify_token does not match'],
       [waA.path + hub('wrong'), 'hub.verify_token does not match'],
@@ -144,7 +144,7 @@ describe('verification handshakes', () => {
       const r = await postWebhook(s, path, '', {}, 'GET');
       expect(r.status, path).toBe(403);
       expect(r.contentType, path).toMatch(/^application\/json/);
-      expect(JSON.parse(r.text), path).toEqual({ error });
+      expect(JSON.parse(r.text), path).toEqual({ error: { code: 'FORBIDDEN', message: error } });
     }
     expect((await postWebhook(s, `/webhooks/slack${hub('verify-A')}`, '', {}, 'GET')).status).toBe(404);
   });

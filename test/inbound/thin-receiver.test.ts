@@ -97,7 +97,7 @@ describe('per-connection flood guard', () => {
     expect(accepted + limited.length).toBe(burst);
     expect(limited.length).toBeGreaterThanOrEqual(FLOOD);
     expect(Number(limited[0].headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
-    expect(await limited[0].json()).toEqual({ error: 'too many deliveries' });
+    expect(await limited[0].json()).toEqual({ error: { code: 'RATE_LIMITED', message: 'too many deliveries' } });
     expect((await send(tg2, 999)).status).toBe(200);
   });
 });

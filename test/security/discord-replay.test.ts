@@ -35,7 +35,7 @@ describe('Discord interactions are refused outside the replay window, as Slack e
 
     expect(slackReplayed.status).toBe(401);
     expect(replayed.status, replayed.text).toBe(slackReplayed.status);
-    expect(JSON.parse(replayed.text).error).toMatch(/timestamp/);
+    expect(JSON.parse(replayed.text).error).toMatchObject({ code: 'UNAUTHORIZED', message: expect.stringMatching(/timestamp/) });
     expect(await inboundJobCount(s)).toBe(before);
   });
 

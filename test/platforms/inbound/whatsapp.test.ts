@@ -35,7 +35,7 @@ describe('whatsapp (Meta) verification', () => {
     expect(get({ 'hub.mode': 'subscribe', 'hub.verify_token': 'nope', 'hub.challenge': '1' })).toEqual({
       status: 403,
       contentType: 'application/json',
-      body: JSON.stringify({ error: 'hub.verify_token does not match' }),
+      body: JSON.stringify({ error: { code: 'FORBIDDEN', message: 'hub.verify_token does not match' } }),
     });
     expect(get({ 'hub.mode': 'unsubscribe', 'hub.verify_token': 'vt-1', 'hub.challenge': '1' })?.status).toBe(403);
     expect(wa.handshake!(config, inboundReq('{}'))).toBeUndefined();
