@@ -21,7 +21,7 @@ CREATE TABLE platform_connections (
 CREATE INDEX platform_connections_app_idx ON platform_connections (app_id, created_at, id);
 CREATE INDEX platform_connections_routing_idx ON platform_connections USING gin (routing_ids);
 
--- One inbound URL per Meta-family platform for the whole service (SPEC 4.8 shared webhooks).
+-- One inbound URL per Meta-family platform for the whole service (shared webhooks, docs/inbound.md).
 CREATE TABLE shared_webhooks (
   platform       text PRIMARY KEY,
   id             uuid NOT NULL UNIQUE DEFAULT gen_random_uuid(),

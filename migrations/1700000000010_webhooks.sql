@@ -1,6 +1,6 @@
 -- Up Migration
 
--- Outbound webhook subscriptions (SPEC 2.5). Secrets are sealed with SECRETS_KEY; during a
+-- Outbound webhook subscriptions (docs/guide.md, Webhooks). Secrets are sealed with SECRETS_KEY; during a
 -- rotation the previous secret keeps signing (beside the new one) until previous_expires_at.
 CREATE TABLE webhook_subscriptions (
   id                     uuid PRIMARY KEY DEFAULT gen_random_uuid(),
@@ -45,7 +45,7 @@ CREATE TABLE webhook_deliveries (
 );
 CREATE INDEX webhook_deliveries_app_idx ON webhook_deliveries (app_id, subscription_id, created_at);
 
--- One row per attempt (SPEC 2.7); test sends have no delivery. `n` orders the log.
+-- One row per attempt (the delivery log); test sends have no delivery. `n` orders the log.
 CREATE TABLE webhook_delivery_logs (
   n                bigserial PRIMARY KEY,
   id               uuid NOT NULL UNIQUE DEFAULT gen_random_uuid(),

@@ -1,5 +1,5 @@
 -- Up Migration
--- SPEC 6.1's names that are not stored types (`message.read`, `message.telegram.inbound`…)
+-- The documented event names that are not stored types (`message.read`, `message.telegram.inbound`…)
 -- answer for one ledger row each: the writer stores the row's alias beside its type
 -- (eventAlias in src/ledger/event-types.ts, the one statement of the rule), and listings
 -- filtered by an alias read this index as they read events_type_idx for a stored type.

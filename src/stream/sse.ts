@@ -42,7 +42,7 @@ export function registerStreamRoutes(api: Api, { deps, web, onShutdown }: RouteC
     path: '/events/stream',
     operationId: 'streamEvents',
     description:
-      "Server-Sent Events: each ledger event as a `data:` frame whose `id:` is its cursor, live as it commits. Reconnect with Last-Event-ID (or `?lastEventId=`) to receive every matching event after it exactly once, in order, then live ones. Filters as for GET /v1/events. Frames use the SPEC's camelCase field names.",
+      "Server-Sent Events: each ledger event as a `data:` frame whose `id:` is its cursor, live as it commits. Reconnect with Last-Event-ID (or `?lastEventId=`) to receive every matching event after it exactly once, in order, then live ones. Filters as for GET /v1/events. Frames name fields in camelCase (eventType, appId…) where REST uses snake_case: the guide's field-names table maps one to the other.",
     summary: 'Server-Sent Events stream of the ledger, resumable with Last-Event-ID (or ?lastEventId=)',
     scope: 'events:read',
     appIdRequired: false,

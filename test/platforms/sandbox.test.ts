@@ -60,7 +60,7 @@ describe('sending through the sandbox', () => {
     expect(Date.now() - sentAt).toBeGreaterThanOrEqual(300);
     const [row] = await s.deps.sql`SELECT status, delivery_status FROM outbound_messages WHERE id = ${r.json.id}`;
     expect(row).toEqual({ status: 'sent', delivery_status: 'read' });
-    // Also under their SPEC names, on the webhook.
+    // Also under their documented alias names (docs/events.md), on the webhook.
     const got = await hook.waitFor(
       2,
       (x) => x.json?.event_type === 'message.status' && x.json.payload.external_message_id === r.json.external_message_id,

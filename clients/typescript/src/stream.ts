@@ -1,7 +1,7 @@
 import { EventSourceParserStream } from 'eventsource-parser/stream';
 import { GatewayError } from './errors.js';
 
-/** An event as the stream sends it (the GraphQL `events` node shape, SPEC 4.4). */
+/** An event as the stream sends it (the GraphQL `events` node shape, camelCase). */
 export interface StreamEvent {
   id: string;
   appId: string;
@@ -59,7 +59,7 @@ export interface StreamConnection {
 /**
  * GET /events/stream as an async iterator. A connection that ends or breaks — the service's
  * 60-minute limit, a deploy, a cut network — is reopened with `Last-Event-ID` set to the last
- * cursor received, and the service sends every matching event after it first (SPEC 6.6), so
+ * cursor received, and the service sends every matching event after it first (docs/guide.md, Streams), so
  * the loop sees each event once, in order, across reconnects. Authentication and validation
  * refusals, and a key revoked mid-stream, end the iteration with a GatewayError; a 429 (too
  * many open streams), 5xx or network failure is retried with backoff.

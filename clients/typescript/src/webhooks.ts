@@ -3,7 +3,7 @@ import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 
 export { WebhookVerificationError };
 
-/** The body of a webhook delivery (SPEC 6.3). */
+/** The body of a webhook delivery (docs/webhook-receiver.md, The request). */
 export interface WebhookDelivery {
   /** The delivery id; the same on every retry of it. */
   id: string;
@@ -28,7 +28,7 @@ export type WebhookEdge =
 /** Request headers as node:http gives them (lower-case names), or a fetch Headers. */
 export type WebhookHeaders = Headers | Record<string, string | string[] | undefined>;
 
-/** How far a signature's timestamp may be from now by default (SPEC 5.2, and Standard Webhooks' own). */
+/** How far a signature's timestamp may be from now by default (the service's signing rule, and Standard Webhooks' own). */
 const TOLERANCE_SECONDS = 300;
 
 export interface VerifyWebhookOptions {
@@ -50,7 +50,7 @@ export interface VerifyWebhookOptions {
  *
  * A subscription whose secret has the `whsec_` form (every generated one) is signed the
  * Standard Webhooks way too (`webhook-id`, `webhook-timestamp`, `webhook-signature`), and is
- * verified with the `standardwebhooks` package. Any other secret is verified by SPEC 5.2:
+ * verified with the `standardwebhooks` package. Any other secret is verified by the service's own rule:
  * `X-Service-Signature: sha256=<hex>`, HMAC-SHA256 keyed with the secret's text over
  * `<X-Service-Timestamp>.<body>`. During a rotation the service signs with the new and the
  * previous secret, and a receiver may pass both of its own (`[next, current]`): any one
