@@ -97,7 +97,7 @@ describe('rate limit', () => {
         body: '{}',
       });
       expect(r.status).toBe(401);
-      expect(await r.json()).toEqual({ error: 'unknown webhook' });
+      expect(await r.json()).toEqual({ error: { code: 'UNAUTHORIZED', message: 'unknown webhook' } });
       expect(r.headers.get('ratelimit-limit')).toBeNull();
     }
   });
