@@ -30,6 +30,18 @@ export interface WorkerHost {
 }
 
 /**
+ * How often a job may lose its lock and be put back before BullMQ fails it for good. Every
+ * job is idempotent, so one taken over is safe to run again, and an acknowledged one (a 202, an
+ * inbound 200) exists nowhere else: failing it loses it. A worker loses its jobs' locks not
+ * only when it dies but whenever it cannot reach Redis in time — on a starved machine while a
+ * cluster fails over, workers reconnected for about a minute and six stalls (BullMQ's default
+ * limit is one, ours was five) dead-lettered acknowledged inbound updates. Each stall takes at
+ * least JOB_LOCK_MS + JOB_STALL_CHECK_MS (4.5 s by default), so 50 cover about four minutes of
+ * that; a job that really kills every worker taking it still ends in the dead letter.
+ */
+export const STALLS_TOLERATED = 50;
+
+/**
  * How a job's lock is kept and a dead worker's jobs are found (docs/OPERATIONS.md, "Job locks"):
  * the lock lasts JOB_LOCK_MS; every JOB_STALL_CHECK_MS one worker moves the active jobs whose
  * lock has lapsed back to waiting. A killed worker's jobs run again within about JOB_LOCK_MS +
@@ -42,9 +54,7 @@ export function jobLockOptions(config: Pick<Config, 'JOB_LOCK_MS' | 'JOB_STALL_C
     lockDuration: config.JOB_LOCK_MS,
     lockRenewTime: config.JOB_LOCK_MS / 4,
     stalledInterval: config.JOB_STALL_CHECK_MS,
-    // Every job is idempotent, so one taken over from a crashed worker is safe to run again;
-    // BullMQ's default (1) would fail a job outright the second time its worker dies under it.
-    maxStalledCount: 5,
+    maxStalledCount: STALLS_TOLERATED,
   };
 }
 
