@@ -84,6 +84,12 @@ export function createRedis(
     enableOfflineQueue: failFast.enableOfflineQueue,
     // Replicas are for failover here: every read goes to the master, which has every write.
     scaleReads: 'master',
+    // How long the slot map may take to arrive from one node. ioredis's 1 s is shorter than a
+    // starved process takes to read the answer (a machine at load 20 in the chaos run): each
+    // node then "failed", the client dropped every connection and reconnected, and while a
+    // master failed over, workers went round that for a minute instead of finding the new
+    // master. The same bound as any command on a request connection: past it Redis is not answering.
+    slotsRefreshTimeout: REQUEST_COMMAND_TIMEOUT_MS,
     redisOptions: { ...secured, ...failFast, ...extra },
     ...clusterExtra,
   });
