@@ -45,10 +45,15 @@ export interface RedisServer {
  * else's keys.
  */
 export async function startRedisServer(options: RedisServerOptions = {}): Promise<RedisServer> {
-  const port = await freePort();
-  let busPort = options.clusterBus ? await freePort() : undefined;
-  while (busPort === port) busPort = await freePort();
-  const bus = busPort === undefined ? [] : ['--cluster-port', String(busPort)];
+  let port = 0;
+  let bus: string[] = [];
+  const pickPorts = async () => {
+    port = await freePort();
+    let busPort = options.clusterBus ? await freePort() : undefined;
+    while (busPort === port) busPort = await freePort();
+    bus = busPort === undefined ? [] : ['--cluster-port', String(busPort)];
+  };
+  await pickPorts();
   const dir = mkdtempSync(join(options.parent ?? tmpdir(), 'gw-redis-'));
   const base = options.durable ? ['--appendonly', 'yes', '--appendfsync', 'always', '--save', ''] : ['--appendonly', 'no', '--save', ''];
   let proc: ChildProcess | undefined;
@@ -75,6 +80,19 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
     }
   };
 
+  // A port found free can be taken before redis-server binds it (by a node started beside it,
+  // or as another connection's local port): start again on other ports, a few times.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await start();
+      break;
+    } catch (err) {
+      if (attempt === 5 || !String(err).includes('Address already in use')) throw err;
+      // A cluster node may have written its identity with the port it could not take.
+      rmSync(join(dir, 'nodes.conf'), { force: true });
+      await pickPorts();
+    }
+  }
   const server: RedisServer = {
     port,
     url: `redis://127.0.0.1:${port}/0`,
@@ -91,7 +109,6 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
       rmSync(dir, { recursive: true, force: true });
     },
   };
-  await start();
   return server;
 }
 
