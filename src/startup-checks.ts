@@ -70,23 +70,31 @@ export function shardedPubsubFault(info: string): string | undefined {
 /** Slots a Redis Cluster must serve, all of them, for every key to have a home. */
 const CLUSTER_SLOTS = 16_384;
 
-/** The first answer to `command` from any of `nodes`, or undefined when none answers. */
+/** A refusal of the credentials (Redis's own words name neither the user's password nor ours). */
+const AUTH_REFUSED = /^(WRONGPASS|NOAUTH|NOPERM)\b/;
+
+/**
+ * The first answer to `command` from any of `nodes`; undefined when none answers, or the
+ * refusal when a node answered but refused the credentials.
+ */
 async function askAny(
   nodes: { host: string; port: number }[],
   auth: RedisAuth | undefined,
   command: string[],
-): Promise<{ answer: unknown } | undefined> {
+): Promise<{ answer: unknown } | { refused: string } | undefined> {
+  let refused: string | undefined;
   for (const node of nodes) {
     const probe = probeRedis(node, auth);
     try {
       return { answer: await probe.call(command[0], ...command.slice(1)) };
-    } catch {
-      // the next one
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      if (AUTH_REFUSED.test(message)) refused = message;
     } finally {
       probe.disconnect();
     }
   }
-  return undefined;
+  return refused === undefined ? undefined : { refused };
 }
 
 /** Why a cluster client cannot serve, or undefined when every slot is served. */
@@ -99,9 +107,12 @@ async function clusterFault(cluster: Cluster, waitMs: number): Promise<string | 
   // when it does not, the seeds themselves say whether they answer and what they serve.
   const target = targetOf(cluster);
   const seeds = target && 'clusterNodes' in target ? target.clusterNodes : [];
-  const info = ready
-    ? await cluster.call('CLUSTER', 'INFO').catch(() => undefined)
-    : (await askAny(seeds, target?.auth, ['CLUSTER', 'INFO']))?.answer;
+  const asked = ready
+    ? { answer: await cluster.call('CLUSTER', 'INFO').catch(() => undefined) }
+    : await askAny(seeds, target?.auth, ['CLUSTER', 'INFO']);
+  if (asked && 'refused' in asked)
+    return `Redis Cluster: the seed nodes refused REDIS_URL's credentials (${asked.refused.split('.')[0]}); set the cluster's user and password in REDIS_URL`;
+  const info = asked?.answer;
   if (info === undefined)
     return `Redis Cluster: no seed node of REDIS_CLUSTER_NODES answered within ${waitMs} ms; check the addresses, that the nodes run with cluster-enabled yes, and REDIS_URL's credentials`;
   const field = (name: string) => new RegExp(`^${name}:([^\r\n]*)`, 'm').exec(String(info))?.[1];
@@ -125,6 +136,7 @@ async function sentinelFault(redis: Redis, waitMs: number): Promise<string | und
     'get-master-addr-by-name',
     name,
   ]);
+  if (asked && 'refused' in asked) return `Redis Sentinel: the sentinels refused REDIS_SENTINEL_PASSWORD (${asked.refused.split('.')[0]})`;
   if (!asked)
     return `Redis Sentinel: no sentinel of REDIS_SENTINELS answered within ${waitMs} ms; check the addresses (and REDIS_SENTINEL_PASSWORD when they require one)`;
   const at = asked.answer as [string, string] | null;

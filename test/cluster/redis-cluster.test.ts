@@ -122,6 +122,51 @@ describe('REDIS_CLUSTER_NODES: the service on a 3-master Redis Cluster', () => {
   });
 });
 
+describe('REDIS_CLUSTER_NODES on a cluster that requires a password', () => {
+  let secured: RedisCluster;
+  beforeAll(async () => {
+    secured = await startRedisCluster({ password: 'cluster-secret' });
+  }, 120_000);
+  afterAll(() => secured?.destroy());
+
+  it('takes the password from REDIS_URL for every node: events are committed and answered 201', async () => {
+    // REDIS_URL's host is not used with REDIS_CLUSTER_NODES: only its credentials are.
+    const env = {
+      ...t.env,
+      REDIS_URL: 'redis://:cluster-secret@unused.invalid:6379/0',
+      REDIS_CLUSTER_NODES: secured.seeds,
+      REDIS_PREFIX: '{pw}',
+    };
+    const port = await freePort();
+    const worker = start('workers/index.ts', env);
+    const web = start('src/web.ts', { ...env, PORT: String(port) });
+    await Promise.all([worker.waitFor(/workers started/), web.waitFor(/web listening/)]);
+    const sql = createSql(t.env.DATABASE_URL, { max: 1 });
+    const app = await createApplication(sql, 'cluster-pw', [...SCOPES]).finally(() => sql.end());
+    const created = await apiFetch(`http://127.0.0.1:${port}/v1/events`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${app.apiKey}`, 'X-Service-App-ID': app.appId, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ event_type: 'cluster.password', payload: {} }),
+    });
+    expect(created.status).toBe(201);
+    for (const p of [web, worker]) expect(p.output()).not.toMatch(/NOAUTH|WRONGPASS/);
+  });
+
+  it('a wrong password stops a web process at start with one line and no stack trace', async () => {
+    const web = start('src/web.ts', {
+      ...t.env,
+      REDIS_URL: 'redis://:not-the-secret@unused.invalid:6379/0',
+      REDIS_CLUSTER_NODES: secured.seeds,
+      REDIS_PREFIX: '{pw}',
+      PORT: String(await freePort()),
+    });
+    expect(await web.exited).toBe(1);
+    expect(web.output()).toMatch(/WRONGPASS|invalid username-password|NOAUTH/i);
+    expect(web.output()).not.toMatch(/\n\s+at /);
+    expect(web.output()).not.toContain('not-the-secret');
+  });
+});
+
 describe('REDIS_CLUSTER_NODES parsing', () => {
   it('takes host:port seeds (IPv6 in brackets) and makes them the target of every connection', () => {
     const config = parseConfig({ REDIS_CLUSTER_NODES: 'redis-a:6379, 10.0.0.2:7000,[::1]:7001', REDIS_PREFIX: 'prod:{gw}' });

@@ -15,6 +15,8 @@ export interface RedisClusterOptions {
   nodeTimeoutMs?: number;
   /** Each node in a process group of its own (RedisServerOptions.detached). @default false */
   detached?: boolean;
+  /** Every node requires this password (`requirepass`, and `masterauth` for its replica link). @default none */
+  password?: string;
 }
 
 export interface RedisCluster {
@@ -48,6 +50,7 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
     ...['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf'],
     ...['--cluster-node-timeout', String(options.nodeTimeoutMs ?? 3000)],
     ...['--appendonly', 'yes', '--maxmemory-policy', 'noeviction'],
+    ...(options.password ? ['--requirepass', options.password, '--masterauth', options.password] : []),
   ];
   const started = await Promise.allSettled(
     Array.from({ length: 6 }, () => startRedisServer({ args, parent: options.parent, detached: options.detached, clusterBus: true })),
@@ -59,7 +62,8 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
     await destroy();
     throw failed.reason;
   }
-  const admins = nodes.map((n) => createRedis(n.url, 'blocking'));
+  const auth = options.password ? `:${encodeURIComponent(options.password)}@` : '';
+  const admins = nodes.map((n) => createRedis(`redis://${auth}127.0.0.1:${n.port}/0`, 'blocking'));
   // A node a test killed is retried forever: its refusals are expected, not worth a trace each.
   for (const a of admins) a.on('error', () => {});
   const closeAdmins = () => {
@@ -68,7 +72,10 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
   try {
     await run(
       'redis-cli',
-      ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '1', '--cluster-yes'],
+      [
+        ...(options.password ? ['-a', options.password, '--no-auth-warning'] : []),
+        ...['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '1', '--cluster-yes'],
+      ],
       { timeout: 60_000 },
     );
     await waitForCluster(admins);
