@@ -294,8 +294,8 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Change name, URL, patterns or throttle; pause (PAUSED) or resume (ACTIVE)
-         * @description Changes a subscription's name, URL, patterns or throttle, or pauses (PAUSED) and resumes (ACTIVE) it.
+         * Change name, URL or destination, patterns or throttle; pause (PAUSED) or resume (ACTIVE)
+         * @description Changes a subscription's name, URL or destination, patterns or throttle, or pauses (PAUSED) and resumes (ACTIVE) it. A `destination` replaces the destination whole; a broker destination of the current kind may leave out `url` to keep the stored one, credentials included.
          */
         patch: operations["updateWebhook"];
         trace?: never;
