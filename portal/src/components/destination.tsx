@@ -106,6 +106,10 @@ function withCredentials(url: string, user: string, password: string): string {
   }
 }
 
+/** Inputs hold text; a setting the schema types as a number or boolean goes as one. */
+const typed = (type: string | undefined, v: string): unknown =>
+  type === 'integer' || type === 'number' ? Number(v) : type === 'boolean' ? v === 'true' : v;
+
 /** A problem the form can see before asking the service; the service's own answer is shown as it comes. */
 export function destinationProblem(d: DestinationDraft, initial: Subscription | undefined): string | undefined {
   if (d.kind === 'webhook') return d.url && !/^https?:\/\/\S+$/.test(d.url) ? 'an http(s) URL' : undefined;
@@ -126,7 +130,12 @@ export function destinationBody(d: DestinationDraft, initial: Subscription | und
       ? { destination: { kind: 'webhook' }, target_url: d.url }
       : { target_url: d.url };
   const required = new Set(BROKER_SCHEMAS[d.kind]?.required ?? []);
-  const settings = Object.fromEntries(Object.entries(d.settings).filter(([k, v]) => v !== '' || required.has(k)));
+  const props = BROKER_SCHEMAS[d.kind]?.properties ?? {};
+  const settings = Object.fromEntries(
+    Object.entries(d.settings)
+      .filter(([k, v]) => v !== '' || required.has(k))
+      .map(([k, v]) => [k, typed(props[k]?.type, v)]),
+  );
   return {
     destination: {
       kind: d.kind,
@@ -219,13 +228,27 @@ export function DestinationInputs({
           </p>
           {settingsOf(d.kind).map(([key, p]) => (
             <Field key={`${d.kind}.${key}`} id={`wh-dest-${key}`} label={fieldLabel(key)} hint={p.description}>
-              <input
-                id={`wh-dest-${key}`}
-                value={d.settings[key] ?? ''}
-                pattern={p.pattern ? jsPattern(p.pattern) : undefined}
-                placeholder={p.default === undefined ? undefined : String(p.default)}
-                onChange={(e) => onChange({ ...d, settings: { ...d.settings, [key]: e.currentTarget.value } })}
-              />
+              {p.enum || p.type === 'boolean' ? (
+                <select
+                  id={`wh-dest-${key}`}
+                  value={d.settings[key] ?? ''}
+                  onChange={(e) => onChange({ ...d, settings: { ...d.settings, [key]: e.currentTarget.value } })}
+                >
+                  <option value="">—</option>
+                  {(p.enum ?? ['true', 'false']).map((v) => (
+                    <option key={v}>{v}</option>
+                  ))}
+                </select>
+              ) : (
+                <input
+                  id={`wh-dest-${key}`}
+                  type={p.type === 'integer' || p.type === 'number' ? 'number' : 'text'}
+                  value={d.settings[key] ?? ''}
+                  pattern={p.pattern ? jsPattern(p.pattern) : undefined}
+                  placeholder={p.default === undefined ? undefined : String(p.default)}
+                  onChange={(e) => onChange({ ...d, settings: { ...d.settings, [key]: e.currentTarget.value } })}
+                />
+              )}
             </Field>
           ))}
         </>
