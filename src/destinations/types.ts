@@ -58,8 +58,11 @@ export interface DestinationSender {
  */
 export interface DestinationAdapter {
   kind: string;
-  /** The REST `destination` object of this kind (its `kind` literal included). */
-  input: z.ZodObject<{ kind: z.ZodLiteral<string> } & z.ZodRawShape>;
+  /**
+   * The REST `destination` object of this kind (its `kind` literal included). Its `url` is what
+   * `prepare` seals: a change may leave it out to keep the stored one (src/destinations/inputs.ts).
+   */
+  input: z.ZodObject<{ kind: z.ZodLiteral<string>; url: z.ZodString } & z.ZodRawShape>;
   /** The destination as REST shows it: stored settings and the URL without credentials. */
   output: z.ZodObject<{ kind: z.ZodLiteral<string>; url: z.ZodString } & z.ZodRawShape>;
   /** Checks an input against the outbound policy and splits it into what is shown and what is sealed. */

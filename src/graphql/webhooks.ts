@@ -15,6 +15,7 @@ import {
 } from '../webhooks/subscriptions.js';
 import { sendTestDelivery } from '../webhooks/test-send.js';
 import type { GqlContext } from './context.js';
+import { destinationTypeDefs, toDestinationNode } from './destination-fields.js';
 import type { GraphqlModule } from './schema.js';
 
 const MAX_FIRST = 200;
@@ -23,7 +24,7 @@ const toNode = (s: PublicSubscription & { secret?: string }) => ({
   id: s.id,
   name: s.name,
   targetUrl: s.target_url,
-  destination: { kind: s.destination.kind, url: null, exchange: null, routingKey: null, ...brokerFields(s.destination) },
+  destination: toDestinationNode(s.destination),
   eventPatterns: s.event_patterns,
   channels: s.channels,
   status: s.status,
@@ -52,25 +53,13 @@ const toLogNode = (l: DeliveryLog) => ({
   createdAt: l.created_at,
 });
 
-/** A broker destination's settings in GraphQL names (never its credentials: the stored output has none). */
-function brokerFields(d: PublicSubscription['destination']) {
-  return d.kind === 'webhook' ? {} : { url: d.url, exchange: d.exchange, routingKey: d.routing_key };
-}
-
 const defined = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
 
 export const webhooksModule: GraphqlModule = {
   typeDefs: /* GraphQL */ `
     enum WebhookSubscriptionStatus { ACTIVE PAUSED DISABLED }
 
-    "Where a subscription's deliveries go (docs/destinations.md); a broker's URL is shown without credentials."
-    type SubscriptionDestination {
-      "webhook or a broker kind (rabbitmq)."
-      kind: String!
-      url: String
-      exchange: String
-      routingKey: String
-    }
+    ${destinationTypeDefs}
 
     type WebhookSubscription {
       id: ID!
@@ -160,9 +149,10 @@ export const webhooksModule: GraphqlModule = {
     }
 
     extend type Mutation {
-      "destination: as in REST ({kind: rabbitmq, url, exchange, routing_key}); absent: a webhook to targetUrl."
+      "destination: as REST's, in its names (docs/destinations.md), e.g. {kind: ..., url, ...}; absent: a webhook to targetUrl."
       createWebhookSubscription(name: String!, targetUrl: String, destination: JSON, eventPatterns: [String!]!, channels: [String!], secret: String, maxPerSecond: Int): WebhookSubscription!
-      updateWebhookSubscription(id: ID!, name: String, targetUrl: String, eventPatterns: [String!], channels: [String!], status: WebhookSubscriptionStatus, maxPerSecond: Int): WebhookSubscription!
+      "destination: as REST's PATCH: replaces it whole; a broker destination of the current kind may leave out url to keep the stored one (credentials included)."
+      updateWebhookSubscription(id: ID!, name: String, targetUrl: String, destination: JSON, eventPatterns: [String!], channels: [String!], status: WebhookSubscriptionStatus, maxPerSecond: Int): WebhookSubscription!
       deleteWebhookSubscription(id: ID!): Boolean!
       testWebhookSubscription(id: ID!): WebhookTestResult!
       rotateWebhookSecret(id: ID!): WebhookSecretRotation!
@@ -224,6 +214,7 @@ export const webhooksModule: GraphqlModule = {
           id: string;
           name?: string | null;
           targetUrl?: string | null;
+          destination?: unknown;
           eventPatterns?: string[] | null;
           channels?: string[] | null;
           status?: string | null;
@@ -237,6 +228,7 @@ export const webhooksModule: GraphqlModule = {
           defined({
             name: args.name ?? undefined,
             target_url: args.targetUrl ?? undefined,
+            destination: args.destination ?? undefined,
             event_patterns: args.eventPatterns ?? undefined,
             // An explicit null selects every channel again; leaving the argument out keeps them.
             channels: 'channels' in args ? args.channels : undefined,

@@ -135,8 +135,9 @@ export function registerWebhookRoutes(api: Api): void {
     method: 'patch',
     path: `${base}/:id`,
     operationId: 'updateWebhook',
-    description: "Changes a subscription's name, URL, patterns or throttle, or pauses (PAUSED) and resumes (ACTIVE) it.",
-    summary: 'Change name, URL, patterns or throttle; pause (PAUSED) or resume (ACTIVE)',
+    description:
+      "Changes a subscription's name, URL or destination, patterns or throttle, or pauses (PAUSED) and resumes (ACTIVE) it. A `destination` replaces the destination whole; a broker destination of the current kind may leave out `url` to keep the stored one, credentials included.",
+    summary: 'Change name, URL or destination, patterns or throttle; pause (PAUSED) or resume (ACTIVE)',
     scope: 'admin',
     params: idParams,
     body: updateSubscriptionInput,

@@ -1,6 +1,6 @@
 import type { SecretBox } from '../crypto/secrets.js';
 import type { Deps } from '../deps.js';
-import type { DestinationInput, DestinationOutput } from '../destinations/inputs.js';
+import type { DestinationChange, DestinationOutput } from '../destinations/inputs.js';
 import { DESTINATIONS } from '../destinations/registry.js';
 import { isBrokerKind, type Destination } from '../destinations/senders.js';
 import { fail, ok, type Result } from '../errors.js';
@@ -40,14 +40,21 @@ export interface DestinationWrite {
 
 /**
  * Checks a written destination (and `target_url`, which only a webhook has) against the
- * outbound policy and turns it into columns, a broker's URL sealed.
+ * outbound policy and turns it into columns, a broker's URL sealed. A change passes the
+ * subscription's `current` columns: a broker destination of the current kind without `url`
+ * keeps the stored URL (credentials included), and a `target_url` alone changes only a webhook.
  */
 export function prepareDestination(
   deps: Pick<Deps, 'config' | 'secrets'>,
-  destination: DestinationInput | undefined,
+  destination: DestinationChange | undefined,
   targetUrl: string | undefined,
+  current?: StoredDestinationColumns,
 ): Result<DestinationWrite> {
   const policy = deps.config.OUTBOUND_ADDRESS_POLICY;
+  if (destination === undefined && current && current.destination !== 'webhook')
+    return fail('VALIDATION_ERROR', `target_url is not used by a ${current.destination} destination; send a whole destination`, [
+      { path: ['target_url'], message: 'not used by a broker destination' },
+    ]);
   if (destination === undefined || destination.kind === 'webhook') {
     if (targetUrl === undefined)
       return fail('VALIDATION_ERROR', 'target_url is required for a webhook destination', [{ path: ['target_url'], message: 'required' }]);
@@ -59,7 +66,15 @@ export function prepareDestination(
     return fail('VALIDATION_ERROR', `target_url is not used by a ${destination.kind} destination; its URL is destination.url`, [
       { path: ['target_url'], message: 'not used by a broker destination' },
     ]);
-  const stored = DESTINATIONS[destination.kind].prepare(destination, policy);
+  let url = destination.url;
+  if (url === undefined) {
+    if (current?.destination !== destination.kind || !current.destination_secret_sealed)
+      return fail('VALIDATION_ERROR', `destination.url is required: the subscription has no ${destination.kind} URL to keep`, [
+        { path: ['destination', 'url'], message: 'required unless the kind stays the same' },
+      ]);
+    url = deps.secrets.open(current.destination_secret_sealed);
+  }
+  const stored = DESTINATIONS[destination.kind].prepare({ ...destination, url }, policy);
   if (!stored.ok) return stored;
   const { config, secret, display } = stored.value;
   return ok({ destination: destination.kind, targetUrl: display, config, secretSealed: deps.secrets.seal(secret) });

@@ -5,7 +5,7 @@ import { channelsSchema, type EventScope, storedScope } from '../ledger/event-sc
 import { eventPatternSchema } from '../ledger/event-type-match.js';
 import { generateSecret } from './signing.js';
 import { publishSubscriptionsChanged, type StoredScope, subscriptionMatcher, type SubscriptionStatus } from './subscription-cache.js';
-import { destinationInput, type DestinationOutput } from '../destinations/inputs.js';
+import { destinationChange, destinationInput, type DestinationOutput } from '../destinations/inputs.js';
 import {
   DESTINATION_COLUMNS,
   type DestinationWrite,
@@ -43,8 +43,8 @@ export type CreateSubscriptionInput = z.infer<typeof createSubscriptionInput>;
 export const updateSubscriptionInput = z.strictObject({
   name: z.string().trim().min(1).max(200).optional(),
   target_url: targetUrl.optional(),
-  /** Replaces the destination whole (a broker's URL with its credentials included). */
-  destination: destinationInput.optional(),
+  /** Replaces the destination whole; a broker's URL (with its credentials) may be left out to keep it. */
+  destination: destinationChange.optional(),
   event_patterns: patterns.optional(),
   channels,
   // DISABLED is the service's verdict on a failing endpoint, not something a client sets.
@@ -187,21 +187,16 @@ export async function updateSubscription(
   if (!isUuid(id)) return notFound(id);
   const { sql } = deps;
   let dest: DestinationWrite | undefined;
-  if (patch.destination !== undefined) {
-    const prepared = prepareDestination(deps, patch.destination, patch.target_url);
-    if (!prepared.ok) return prepared;
-    dest = prepared.value;
-  } else if (patch.target_url !== undefined) {
-    // A new target alone changes a webhook's receiver; a broker's URL changes with its whole destination.
-    const [cur] = await sql<
-      { destination: string }[]
-    >`SELECT destination FROM webhook_subscriptions WHERE app_id = ${appId} AND id = ${id}`;
-    if (!cur) return notFound(id);
-    if (cur.destination !== 'webhook')
-      return fail('VALIDATION_ERROR', `target_url is not used by a ${cur.destination} destination; send a whole destination`, [
-        { path: ['target_url'], message: 'not used by a broker destination' },
-      ]);
-    const prepared = prepareDestination(deps, undefined, patch.target_url);
+  if (patch.destination !== undefined || patch.target_url !== undefined) {
+    // The stored destination decides a change that keeps part of it (a broker's URL, a webhook's kind).
+    const keeps = patch.destination === undefined || (patch.destination.kind !== 'webhook' && patch.destination.url === undefined);
+    let current: StoredDestinationColumns | undefined;
+    if (keeps) {
+      [current] = await sql<StoredDestinationColumns[]>`
+        SELECT id, target_url, ${sql.unsafe(DESTINATION_COLUMNS)} FROM webhook_subscriptions WHERE app_id = ${appId} AND id = ${id}`;
+      if (!current) return notFound(id);
+    }
+    const prepared = prepareDestination(deps, patch.destination, patch.target_url, current);
     if (!prepared.ok) return prepared;
     dest = prepared.value;
   }

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
+import { connect, type ChannelModel, type ConsumeMessage } from 'amqplib';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApplication } from '../../src/apps/applications.js';
@@ -419,6 +420,108 @@ describe('the developer portal', () => {
     await panel.getByText('Merged.').waitFor();
     await panel.getByText('telegram 4343').first().waitFor();
     await capture(page, 'users');
+  });
+
+  it('creates and edits a RabbitMQ destination, shows its confirms and errors, and replays to it', async () => {
+    // The machine's RabbitMQ; this test's exchange and queue are named gwtest.<random> and deleted at the end.
+    const name = `gwtest.${randomUUID().slice(0, 8)}`;
+    const broker: ChannelModel = await connect('amqp://guest:guest@127.0.0.1:5672');
+    const ch = await broker.createChannel();
+    try {
+      await ch.assertExchange(`${name}.x`, 'topic', { durable: false });
+      await ch.assertQueue(`${name}.q`, { durable: false });
+      await ch.bindQueue(`${name}.q`, `${name}.x`, '#');
+      const got: ConsumeMessage[] = [];
+      await ch.consume(`${name}.q`, (m) => m && got.push(m), { noAck: true });
+
+      await page.getByRole('link', { name: 'Webhooks' }).click();
+      await page.getByRole('button', { name: 'New webhook' }).click();
+      const form = page.getByRole('form', { name: 'New webhook' });
+      await form.getByLabel('Name', { exact: true }).fill('shipments');
+      await form.getByLabel('Destination').selectOption('rabbitmq');
+      // The fields follow the kind: a broker has no endpoint URL, and its routing key starts at the service's default.
+      expect(await form.getByLabel('Endpoint URL').count()).toBe(0);
+      expect(await form.getByLabel('Routing key').inputValue()).toBe('{event_type}');
+      await form.getByLabel('Broker URL').fill('amqp://127.0.0.1:5672');
+      await form.getByLabel('User', { exact: true }).fill('guest');
+      await form.getByLabel('Password', { exact: true }).fill('guest');
+      await form.getByLabel('Exchange').fill(`${name}.x`);
+      await form.getByLabel('Routing key').fill('gw.{event}');
+      await form.getByLabel('Event patterns').fill('shipment.*');
+      // The service's refusal, as it answered.
+      await form.getByRole('button', { name: 'Create webhook' }).click();
+      await form.getByRole('alert').getByText('only {event_type} and {app_id} may be used (VALIDATION_ERROR)').waitFor();
+      await capture(page, 'broker-destination-form');
+      await form.getByLabel('Routing key').fill('gw.{event_type}');
+      await form.getByRole('button', { name: 'Create webhook' }).click();
+      expect(await page.getByTestId('secret').textContent()).toMatch(/^whsec_/);
+      await page.getByRole('cell', { name: 'rabbitmq · amqp://127.0.0.1:5672' }).waitFor();
+      await page.getByRole('link', { name: 'Open shipments' }).click();
+      await page.getByRole('heading', { name: 'shipments' }).waitFor();
+      const subId = page.url().split('/').pop()!;
+      const sealed = async () =>
+        s.deps.secrets.open(
+          (await s.deps.sql`SELECT destination_secret_sealed FROM webhook_subscriptions WHERE id = ${subId}`)[0].destination_secret_sealed,
+        );
+      expect(await sealed()).toBe('amqp://guest:guest@127.0.0.1:5672');
+      await page.getByTestId('destination-kind').getByText('rabbitmq (publish to your broker)').waitFor();
+      await page.locator('.facts').getByText('gw.{event_type}').waitFor();
+      // The credentials are never shown back.
+      expect(await page.locator('body').textContent()).not.toContain('guest');
+
+      // Published, confirmed: the attempt says so.
+      expect(
+        (await s.request('POST', '/v1/events', { auth: app, body: { event_type: 'shipment.sent', payload: { box: 1 } } })).status,
+      ).toBe(201);
+      const sent = page.locator('.deliveries > li').filter({ hasText: 'shipment.sent' });
+      await sent.locator('.badge', { hasText: 'delivered' }).waitFor({ timeout: 15_000 });
+      await sent.getByText('last answer confirmed by the broker').waitFor();
+      await expect.poll(() => got.length).toBe(1);
+      expect(got[0].fields.routingKey).toBe('gw.shipment.sent');
+      await sent.locator('summary').first().click();
+      await sent.getByText('Message headers').first().click();
+      await sent
+        .getByText(/webhook-signature: v1,/)
+        .first()
+        .waitFor();
+
+      // Edited with the credentials left blank: the stored URL and its credentials stay; the exchange changes.
+      await page.getByRole('button', { name: 'Edit' }).click();
+      const edit = page.getByRole('form', { name: 'Edit webhook' });
+      expect(await edit.getByLabel('Destination').inputValue()).toBe('rabbitmq');
+      expect(await edit.getByLabel('Broker URL').inputValue()).toBe('amqp://127.0.0.1:5672');
+      expect(await edit.getByLabel('Password', { exact: true }).inputValue()).toBe('');
+      await edit.getByLabel('Exchange').fill(`${name}.missing`);
+      await edit.getByRole('button', { name: 'Save changes' }).click();
+      await page.getByText('Saved.').waitFor();
+      await page.locator('.facts').getByText(`${name}.missing`).waitFor();
+      expect(await sealed()).toBe('amqp://guest:guest@127.0.0.1:5672');
+
+      // The broker's refusal is the attempt's answer; fixed, a replay delivers it.
+      const before = new Date().toISOString();
+      expect((await s.request('POST', '/v1/events', { auth: app, body: { event_type: 'shipment.lost', payload: {} } })).status).toBe(201);
+      const lost = page.locator('.deliveries > li').filter({ hasText: 'shipment.lost' });
+      await lost.locator('.badge', { hasText: 'failed' }).waitFor({ timeout: 15_000 });
+      await lost.locator('summary').first().click();
+      await lost
+        .getByText(/not confirmed.*NOT_FOUND - no exchange/)
+        .first()
+        .waitFor();
+      await capture(page, 'broker-destination');
+      await page.getByRole('button', { name: 'Edit' }).click();
+      await edit.getByLabel('Exchange').fill(`${name}.x`);
+      await edit.getByRole('button', { name: 'Save changes' }).click();
+      await page.locator('.facts').getByText(`${name}.x`).waitFor();
+      await page.getByLabel('Replay events since').fill(before);
+      await page.getByRole('button', { name: 'Replay', exact: true }).click();
+      await page.getByText(/Replay queued 1 delivery/).waitFor();
+      await lost.locator('.badge', { hasText: 'delivered' }).waitFor({ timeout: 15_000 });
+      await expect.poll(() => got.map((m) => m.fields.routingKey)).toEqual(['gw.shipment.sent', 'gw.shipment.lost']);
+    } finally {
+      await ch.deleteQueue(`${name}.q`).catch(() => {});
+      await ch.deleteExchange(`${name}.x`).catch(() => {});
+      await broker.close();
+    }
   });
 });
 

@@ -121,6 +121,120 @@ describe('GraphQL subscriptions', () => {
   });
 });
 
+describe('broker destinations through both faces', () => {
+  const BROKER = 'amqp://gwuser:s3cr3t-pass@127.0.0.1:5672/%2F';
+  const SHOWN = 'amqp://127.0.0.1:5672/%2F';
+  const sealedUrl = async (id: string) =>
+    s.deps.secrets.open(
+      (await s.deps.sql`SELECT destination_secret_sealed FROM webhook_subscriptions WHERE id = ${id}`)[0].destination_secret_sealed,
+    );
+  const DEST = 'destination { kind url exchange routingKey }';
+
+  it('creates, reads and changes a broker destination in GraphQL, never showing its credentials', async () => {
+    const c = await s.gql(
+      a,
+      `mutation($d: JSON) { createWebhookSubscription(name: "b", destination: $d, eventPatterns: ["order.*"]) { id targetUrl ${DEST} } }`,
+      { d: { kind: 'rabbitmq', url: BROKER, exchange: 'gwtest.x' } },
+    );
+    const sub = c.json.data.createWebhookSubscription;
+    expect(sub).toMatchObject({
+      targetUrl: SHOWN,
+      destination: { kind: 'rabbitmq', url: SHOWN, exchange: 'gwtest.x', routingKey: '{event_type}' },
+    });
+    const read = await s.gql(a, `query($id: ID!) { webhookSubscription(id: $id) { ${DEST} } webhookSubscriptions { id ${DEST} } }`, {
+      id: sub.id,
+    });
+    expect(read.json.data.webhookSubscription.destination).toEqual(sub.destination);
+    expect(read.json.data.webhookSubscriptions.find((x: { id: string }) => x.id === sub.id).destination).toEqual(sub.destination);
+    expect(JSON.stringify([c.json, read.json])).not.toMatch(/gwuser|s3cr3t/);
+
+    // The update takes a destination; without url it keeps the stored one, credentials included.
+    const kept = await s.gql(a, `mutation($id: ID!, $d: JSON) { updateWebhookSubscription(id: $id, destination: $d) { ${DEST} } }`, {
+      id: sub.id,
+      d: { kind: 'rabbitmq', exchange: 'gwtest.y', routing_key: 'gw.{app_id}' },
+    });
+    expect(kept.json.data.updateWebhookSubscription.destination).toEqual({
+      kind: 'rabbitmq',
+      url: SHOWN,
+      exchange: 'gwtest.y',
+      routingKey: 'gw.{app_id}',
+    });
+    expect(await sealedUrl(sub.id)).toBe('amqp://gwuser:s3cr3t-pass@127.0.0.1:5672/%2F');
+    const moved = await s.gql(
+      a,
+      `mutation($id: ID!, $d: JSON) { updateWebhookSubscription(id: $id, destination: $d) { targetUrl ${DEST} } }`,
+      {
+        id: sub.id,
+        d: { kind: 'rabbitmq', url: 'amqp://other:pw@127.0.0.1:5673', exchange: 'gwtest.y' },
+      },
+    );
+    expect(moved.json.data.updateWebhookSubscription.targetUrl).toBe('amqp://127.0.0.1:5673');
+    expect(await sealedUrl(sub.id)).toBe('amqp://other:pw@127.0.0.1:5673');
+
+    // The same refusals as REST: a target URL on a broker, a bad setting, a kind change without url.
+    const refusals: [Record<string, unknown>, (string | number)[]][] = [
+      [{ t: 'http://127.0.0.1:1/' }, ['target_url']],
+      [{ d: { kind: 'rabbitmq', exchange: 'bad name' } }, ['destination', 'exchange']],
+      [{ d: { kind: 'rabbitmq', exchange: 'x', extra: 1 } }, ['destination', 'extra']],
+    ];
+    for (const [vars, path] of refusals) {
+      const r = await s.gql(
+        a,
+        `mutation($id: ID!, $t: String, $d: JSON) { updateWebhookSubscription(id: $id, targetUrl: $t, destination: $d) { id } }`,
+        {
+          id: sub.id,
+          ...vars,
+        },
+      );
+      expect(r.json.errors?.[0]?.extensions, JSON.stringify(vars)).toMatchObject({ code: 'VALIDATION_ERROR', path });
+    }
+    const hook = await create({ name: 'w', target_url: rx.url, event_patterns: ['*'] });
+    const noUrl = await s.gql(a, `mutation($id: ID!, $d: JSON) { updateWebhookSubscription(id: $id, destination: $d) { id } }`, {
+      id: hook.json.id,
+      d: { kind: 'rabbitmq', exchange: 'x' },
+    });
+    expect(noUrl.json.errors[0].extensions).toMatchObject({ code: 'VALIDATION_ERROR' });
+
+    // Back to a webhook: the sealed broker URL goes with the old destination.
+    const back = await s.gql(
+      a,
+      `mutation($id: ID!, $u: String) { updateWebhookSubscription(id: $id, destination: {kind: "webhook"}, targetUrl: $u) { targetUrl ${DEST} } }`,
+      { id: sub.id, u: rx.url },
+    );
+    expect(back.json.data.updateWebhookSubscription).toEqual({
+      targetUrl: rx.url,
+      destination: { kind: 'webhook', url: null, exchange: null, routingKey: null },
+    });
+    const [row] = await s.deps.sql`SELECT destination_secret_sealed FROM webhook_subscriptions WHERE id = ${sub.id}`;
+    expect(row.destination_secret_sealed).toBeNull();
+  });
+
+  it('keeps a broker URL through a REST PATCH without url, and needs one to change the kind', async () => {
+    const c = await create({ name: 'r', event_patterns: ['*'], destination: { kind: 'rabbitmq', url: BROKER, exchange: 'gwtest.x' } });
+    expect(c.status).toBe(201);
+    const kept = await s.request('PATCH', `/v1/webhook-subscriptions/${c.json.id}`, {
+      auth: a,
+      body: { destination: { kind: 'rabbitmq', exchange: 'gwtest.z' } },
+    });
+    expect(kept.status).toBe(200);
+    expect(kept.json.destination).toEqual({ kind: 'rabbitmq', url: SHOWN, exchange: 'gwtest.z', routing_key: '{event_type}' });
+    expect(await sealedUrl(c.json.id)).toBe('amqp://gwuser:s3cr3t-pass@127.0.0.1:5672/%2F');
+    const hook = await create({ name: 'w', target_url: rx.url, event_patterns: ['*'] });
+    const noUrl = await s.request('PATCH', `/v1/webhook-subscriptions/${hook.json.id}`, {
+      auth: a,
+      body: { destination: { kind: 'rabbitmq', exchange: 'gwtest.z' } },
+    });
+    expect([noUrl.status, noUrl.json.error.code, noUrl.json.error.details[0].path]).toEqual([
+      400,
+      'VALIDATION_ERROR',
+      ['destination', 'url'],
+    ]);
+    // Create still needs the URL.
+    const created = await create({ name: 'n', event_patterns: ['*'], destination: { kind: 'rabbitmq', exchange: 'gwtest.z' } });
+    expect([created.status, created.json.error.code]).toEqual([400, 'VALIDATION_ERROR']);
+  });
+});
+
 describe('test endpoint and delivery logs', () => {
   it('sends a signed webhook.test synchronously, reports the answer, and logs it with cursor pagination', async () => {
     const c = await create({ name: 't', target_url: rx.url, event_patterns: ['*'] });

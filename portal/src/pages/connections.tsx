@@ -3,21 +3,11 @@ import { api, errorText } from '../api.ts';
 import { useEventStream } from '../live/use-event-stream.ts';
 import { Badge, CopyButton, DeleteButton, ErrorNote, Field, Notice, when } from '../components/ui.tsx';
 import schemas from '../generated/platform-schemas.json';
+import { fieldLabel, jsPattern, type ObjectSchema } from '../schema-fields.ts';
 import type { Answer, Connection } from '../types.ts';
 
-interface PropertySchema {
-  type?: string;
-  pattern?: string;
-  format?: string;
-  writeOnly?: boolean;
-  enum?: string[];
-}
-interface ConfigSchema {
-  properties?: Record<string, PropertySchema>;
-  required?: string[];
-}
 /** Each platform's config as JSON Schema, generated at build time from the service's own zod schemas. */
-const CONFIG_SCHEMAS = schemas as Record<string, ConfigSchema>;
+const CONFIG_SCHEMAS = schemas as Record<string, ObjectSchema>;
 const PLATFORMS = Object.keys(CONFIG_SCHEMAS);
 
 export function Connections() {
@@ -262,24 +252,6 @@ function CreateConnection({ onCreated }: { onCreated: (c: Connection) => void })
       </div>
     </form>
   );
-}
-
-/** HTML's `pattern` is anchored and compiled with the v flag; the schema's are anchored already. */
-function jsPattern(pattern: string): string | undefined {
-  const inner = pattern.replace(/^\^/, '').replace(/\$$/, '');
-  try {
-    new RegExp(`^(?:${inner})$`, 'v');
-    return inner;
-  } catch {
-    return undefined;
-  }
-}
-
-/** `api_base_url` → "API base URL": config keys as words. */
-function fieldLabel(key: string): string {
-  const words = key.split('_').map((w) => (/^(api|url|id|smtp|imap|sms)$/.test(w) ? w.toUpperCase() : w));
-  const text = words.join(' ');
-  return text.charAt(0).toUpperCase() + text.slice(1);
 }
 
 const MESSAGE_EVENTS = { eventTypes: 'message.*', conversationId: '', userId: '' };

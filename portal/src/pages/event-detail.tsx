@@ -1,6 +1,7 @@
 import { useEffect, useState } from 'react';
 import { Link } from 'wouter';
 import { api, errorText } from '../api.ts';
+import { answerOf } from '../components/destination.tsx';
 import { Badge, CopyButton, ErrorNote, Json, when } from '../components/ui.tsx';
 import { canOpen, useSession } from '../session.tsx';
 import type { Answer, DeliveryAttempt, RestEvent, Subscription } from '../types.ts';
@@ -129,7 +130,7 @@ export function EventDetail({ id, onOpen }: { id: string; onOpen: (id: string) =
             <li key={subscription.id}>
               <Link href={`/webhooks/${subscription.id}`}>{subscription.name}</Link>:{' '}
               <Badge tone={attempts[0].status}>{attempts[0].status}</Badge> {attempts.length} attempt{attempts.length === 1 ? '' : 's'},
-              last answer {attempts[0].status_code ?? 'none'}
+              last answer {answerOf(subscription.destination.kind, attempts[0])}
             </li>
           ))}
         </ul>

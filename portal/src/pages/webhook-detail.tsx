@@ -3,6 +3,7 @@ import { Link, useLocation } from 'wouter';
 import { api, errorText } from '../api.ts';
 import { Badge, DeleteButton, ErrorNote, Field, Json, Notice, SecretOnce, when } from '../components/ui.tsx';
 import type { Answer, DeliveryAttempt, Subscription } from '../types.ts';
+import { answerOf, DestinationFacts } from '../components/destination.tsx';
 import { WebhookForm } from './webhooks.tsx';
 
 /** How often the open page re-reads the attempt log, so retries show up as they happen. */
@@ -85,8 +86,7 @@ export function WebhookDetail({ id }: { id: string }) {
         <Badge tone={sub.status.toLowerCase()}>{sub.status}</Badge>
       </div>
       <dl className="facts">
-        <dt>URL</dt>
-        <dd className="clip">{sub.target_url}</dd>
+        <DestinationFacts sub={sub} />
         <dt>Patterns</dt>
         <dd>{sub.event_patterns.join(', ')}</dd>
         <dt>Throttle</dt>
@@ -116,9 +116,10 @@ export function WebhookDetail({ id }: { id: string }) {
           onClick={() =>
             act(async () => {
               const r = await api<Answer<'testWebhook'>>('POST', `${path}/test`);
+              const answer = answerOf(sub.destination.kind, { ...r, status: r.success ? 'delivered' : 'failed' });
               return r.success
-                ? `Test event delivered: ${r.status_code} in ${r.duration} ms.`
-                : `Test event failed: ${r.status_code ?? r.error_message ?? 'no answer'} after ${r.duration} ms.`;
+                ? `Test event delivered: ${answer} in ${r.duration} ms.`
+                : `Test event failed: ${r.status_code ?? r.error_message ?? answer} after ${r.duration} ms.`;
             })
           }
         >
@@ -168,7 +169,7 @@ export function WebhookDetail({ id }: { id: string }) {
       ) : null}
       <Replay path={path} onDone={(n) => act(async () => n)} />
       <h2>Deliveries</h2>
-      <Deliveries log={log} onRetry={(deliveryId) => act(async () => retry(deliveryId))} />
+      <Deliveries kind={sub.destination.kind} log={log} onRetry={(deliveryId) => act(async () => retry(deliveryId))} />
     </section>
   );
 }
@@ -215,8 +216,10 @@ function toSince(text: string): string {
   return t;
 }
 
-function Deliveries({ log, onRetry }: { log: DeliveryAttempt[]; onRetry: (deliveryId: string) => void }) {
+/** The log grouped by delivery; a broker's attempts show its confirm or error where a webhook's show the HTTP answer. */
+function Deliveries({ kind, log, onRetry }: { kind: string; log: DeliveryAttempt[]; onRetry: (deliveryId: string) => void }) {
   const deliveries = byDelivery(log);
+  const broker = kind !== 'webhook';
   if (deliveries.length === 0) return <p>No deliveries yet.</p>;
   return (
     <ul className="deliveries">
@@ -227,7 +230,7 @@ function Deliveries({ log, onRetry }: { log: DeliveryAttempt[]; onRetry: (delive
             <details>
               <summary>
                 <Badge tone={last.status}>{last.status}</Badge> <span className="type">{d.eventType}</span> · {d.attempts.length} attempt
-                {d.attempts.length === 1 ? '' : 's'} · last answer {last.status_code ?? 'none'} · {when(last.created_at)}
+                {d.attempts.length === 1 ? '' : 's'} · last answer {answerOf(kind, last)} · {when(last.created_at)}
               </summary>
               {last.status === 'failed' ? (
                 <button type="button" className="small" onClick={() => onRetry(d.id)}>
@@ -238,16 +241,22 @@ function Deliveries({ log, onRetry }: { log: DeliveryAttempt[]; onRetry: (delive
                 {d.attempts.map((a) => (
                   <li key={a.id} data-testid="attempt">
                     <p>
-                      Attempt {a.attempt_count} at {when(a.created_at)}: <strong>{a.status_code ?? 'no answer'}</strong> in {a.duration} ms
+                      Attempt {a.attempt_count} at {when(a.created_at)}: <strong>{answerOf(kind, a)}</strong> in {a.duration} ms
                       {a.error_message ? ` (${a.error_message})` : ''}
                       {a.next_retry_at ? <> · next attempt at {when(a.next_retry_at)}</> : null}
                     </p>
-                    {a.request_headers ? <Headers title="Request headers" headers={a.request_headers} /> : null}
-                    <h4>Request body</h4>
+                    {a.request_headers ? (
+                      <Headers title={broker ? 'Message headers' : 'Request headers'} headers={a.request_headers} />
+                    ) : null}
+                    <h4>{broker ? 'Message body' : 'Request body'}</h4>
                     <Json value={pretty(a.request_body)} />
-                    {a.response_headers ? <Headers title="Response headers" headers={a.response_headers} /> : null}
-                    <h4>Response body</h4>
-                    <Json value={a.response_body ?? '(none)'} />
+                    {broker ? null : (
+                      <>
+                        {a.response_headers ? <Headers title="Response headers" headers={a.response_headers} /> : null}
+                        <h4>Response body</h4>
+                        <Json value={a.response_body ?? '(none)'} />
+                      </>
+                    )}
                   </li>
                 ))}
               </ol>

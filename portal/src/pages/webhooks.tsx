@@ -1,6 +1,13 @@
 import { useCallback, useEffect, useState } from 'react';
 import { Link } from 'wouter';
 import { api, errorText } from '../api.ts';
+import {
+  destinationBody,
+  DestinationInputs,
+  destinationLine,
+  destinationProblem,
+  useDestinationDraft,
+} from '../components/destination.tsx';
 import { Badge, ErrorNote, Field, SecretOnce, Table } from '../components/ui.tsx';
 import { matchingTypes, patternListProblem, splitPatterns } from '../patterns.ts';
 import type { Answer, Subscription } from '../types.ts';
@@ -50,14 +57,17 @@ export function Webhooks() {
       {!subs ? (
         <p>Loading…</p>
       ) : subs.length === 0 ? (
-        <p>No webhooks yet. A webhook posts every event matching its patterns to your URL, signed with its secret.</p>
+        <p>
+          No webhooks yet. A webhook posts every event matching its patterns to your URL, or publishes it to your message broker, signed
+          with its secret.
+        </p>
       ) : (
         <Table
           caption="Webhook subscriptions"
           head={
             <>
               <th scope="col">Name</th>
-              <th scope="col">URL</th>
+              <th scope="col">Destination</th>
               <th scope="col" className="wide-only">
                 Patterns
               </th>
@@ -73,7 +83,7 @@ export function Webhooks() {
               <td>
                 <Link href={`/webhooks/${s.id}`}>{s.name}</Link>
               </td>
-              <td className="clip">{s.target_url}</td>
+              <td className="clip">{destinationLine(s)}</td>
               <td className="wide-only">{s.event_patterns.join(', ')}</td>
               <td>
                 <Badge tone={s.status.toLowerCase()}>{s.status}</Badge>
@@ -92,13 +102,11 @@ function CreateWebhook({ onCreated }: { onCreated: (s: NewSubscription) => void 
     <WebhookForm
       label="New webhook"
       submitText="Create webhook"
-      onSubmit={async (f) =>
+      onSubmit={async ({ max_per_second, ...body }) =>
         onCreated(
           await api<NewSubscription>('POST', '/v1/webhook-subscriptions', {
-            name: f.name,
-            target_url: f.target_url,
-            event_patterns: f.event_patterns,
-            ...(f.max_per_second !== null ? { max_per_second: f.max_per_second } : {}),
+            ...body,
+            ...(max_per_second !== null ? { max_per_second } : {}),
           }),
         )
       }
@@ -106,10 +114,9 @@ function CreateWebhook({ onCreated }: { onCreated: (s: NewSubscription) => void 
   );
 }
 
-/** What the webhook form edits: the fields a client sets on a subscription. */
-export interface WebhookFields {
+/** What the webhook form sends: the fields a client sets on a subscription, its destination as the API takes it. */
+export interface WebhookFields extends Record<string, unknown> {
   name: string;
-  target_url: string;
   event_patterns: string[];
   /** Deliveries per second at most; null: no throttle. */
   max_per_second: number | null;
@@ -124,11 +131,11 @@ export function WebhookForm({
 }: {
   label: string;
   submitText: string;
-  initial?: WebhookFields;
+  initial?: Subscription;
   onSubmit: (fields: WebhookFields) => Promise<void>;
 }) {
   const [name, setName] = useState(initial?.name ?? '');
-  const [url, setUrl] = useState(initial?.target_url ?? '');
+  const [destination, setDestination] = useDestinationDraft(initial);
   const [patterns, setPatterns] = useState(initial?.event_patterns.join(', ') ?? '');
   const [rate, setRate] = useState(initial?.max_per_second ? String(initial.max_per_second) : '');
   const [error, setError] = useState<string>();
@@ -136,11 +143,11 @@ export function WebhookForm({
   const list = splitPatterns(patterns);
   const problem = patterns ? patternListProblem(list) : undefined;
   const matches = matchingTypes(list);
-  const urlProblem = url && !/^https?:\/\/\S+$/.test(url) ? 'an http(s) URL' : undefined;
+  const urlProblem = destinationProblem(destination, initial);
   // The service's bounds (1 to 10,000): five digits alone would let 99,999 through to a 400.
   const rateProblem =
     rate && !(/^[1-9]\d{0,4}$/.test(rate.trim()) && Number(rate) <= 10_000) ? 'a whole number from 1 to 10000, or empty' : undefined;
-  const ready = name.trim() && url && list.length > 0 && !problem && !urlProblem && !rateProblem;
+  const ready = name.trim() && destination.url && list.length > 0 && !problem && !urlProblem && !rateProblem;
   return (
     <form
       className="card"
@@ -151,7 +158,12 @@ export function WebhookForm({
         setBusy(true);
         setError(undefined);
         try {
-          await onSubmit({ name: name.trim(), target_url: url, event_patterns: list, max_per_second: rate.trim() ? Number(rate) : null });
+          await onSubmit({
+            name: name.trim(),
+            ...destinationBody(destination, initial),
+            event_patterns: list,
+            max_per_second: rate.trim() ? Number(rate) : null,
+          });
         } catch (err) {
           setError(errorText(err));
         } finally {
@@ -162,16 +174,7 @@ export function WebhookForm({
       <Field id="wh-name" label="Name">
         <input id="wh-name" value={name} onChange={(e) => setName(e.currentTarget.value)} required />
       </Field>
-      <Field id="wh-url" label="Endpoint URL" problem={urlProblem} hint="Your receiver; it answers 2xx within 30 s to acknowledge">
-        <input
-          id="wh-url"
-          type="url"
-          value={url}
-          onChange={(e) => setUrl(e.currentTarget.value)}
-          required
-          placeholder="https://example.com/hooks"
-        />
-      </Field>
+      <DestinationInputs draft={destination} onChange={setDestination} initial={initial} problem={urlProblem} />
       <Field
         id="wh-patterns"
         label="Event patterns"

@@ -44,7 +44,7 @@ export const OPERATIONS = {
   createWebhook: { method: 'post', path: '/v1/webhook-subscriptions' },
   /** One webhook subscription */
   getWebhook: { method: 'get', path: '/v1/webhook-subscriptions/{id}' },
-  /** Change name, URL, patterns or throttle; pause (PAUSED) or resume (ACTIVE) */
+  /** Change name, URL or destination, patterns or throttle; pause (PAUSED) or resume (ACTIVE) */
   updateWebhook: { method: 'patch', path: '/v1/webhook-subscriptions/{id}' },
   /** Delete a subscription with its deliveries and logs */
   deleteWebhook: { method: 'delete', path: '/v1/webhook-subscriptions/{id}' },

@@ -294,8 +294,8 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Change name, URL, patterns or throttle; pause (PAUSED) or resume (ACTIVE)
-         * @description Changes a subscription's name, URL, patterns or throttle, or pauses (PAUSED) and resumes (ACTIVE) it.
+         * Change name, URL or destination, patterns or throttle; pause (PAUSED) or resume (ACTIVE)
+         * @description Changes a subscription's name, URL or destination, patterns or throttle, or pauses (PAUSED) and resumes (ACTIVE) it. A `destination` replaces the destination whole; a broker destination of the current kind may leave out `url` to keep the stored one, credentials included.
          */
         patch: operations["updateWebhook"];
         trace?: never;
@@ -4311,15 +4311,15 @@ export interface operations {
                     name?: string;
                     /** @description the HTTP receiver of a webhook destination; absent for a broker */
                     target_url?: string;
-                    /** @description where deliveries go; absent: {"kind":"webhook"} to target_url (docs/destinations.md) */
+                    /** @description replaces the destination whole; a broker destination of the current kind may leave out `url` to keep the stored one, credentials included (docs/destinations.md) */
                     destination?: {
                         /** @constant */
                         kind: "webhook";
                     } | {
                         /** @constant */
                         kind: "rabbitmq";
-                        /** @description amqp:// or amqps:// URL, credentials and vhost included; write-only */
-                        url: string;
+                        /** @description amqp:// or amqps:// URL, credentials and vhost included; write-only; absent: the stored one is kept */
+                        url?: string;
                         /** @description the exchange messages are published to; it must exist ("" is the default exchange) */
                         exchange: string;
                         /**
