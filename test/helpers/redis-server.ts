@@ -87,7 +87,10 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
       await start();
       break;
     } catch (err) {
-      if (attempt === 5 || !String(err).includes('Address already in use')) throw err;
+      if (attempt === 5 || !String(err).includes('Address already in use')) {
+        rmSync(dir, { recursive: true, force: true });
+        throw err;
+      }
       // A cluster node may have written its identity with the port it could not take.
       rmSync(join(dir, 'nodes.conf'), { force: true });
       await pickPorts();
