@@ -23,7 +23,15 @@ const toNode = (s: PublicSubscription & { secret?: string }) => ({
   id: s.id,
   name: s.name,
   targetUrl: s.target_url,
-  destination: { kind: s.destination.kind, url: null, exchange: null, routingKey: null, ...brokerFields(s.destination) },
+  destination: {
+    kind: s.destination.kind,
+    url: null,
+    exchange: null,
+    routingKey: null,
+    subject: null,
+    auth: null,
+    ...brokerFields(s.destination),
+  },
   eventPatterns: s.event_patterns,
   channels: s.channels,
   status: s.status,
@@ -54,7 +62,9 @@ const toLogNode = (l: DeliveryLog) => ({
 
 /** A broker destination's settings in GraphQL names (never its credentials: the stored output has none). */
 function brokerFields(d: PublicSubscription['destination']) {
-  return d.kind === 'webhook' ? {} : { url: d.url, exchange: d.exchange, routingKey: d.routing_key };
+  if (d.kind === 'webhook') return {};
+  if (d.kind === 'nats') return { url: d.url, subject: d.subject, auth: d.auth };
+  return { url: d.url, exchange: d.exchange, routingKey: d.routing_key };
 }
 
 const defined = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
@@ -65,11 +75,17 @@ export const webhooksModule: GraphqlModule = {
 
     "Where a subscription's deliveries go (docs/destinations.md); a broker's URL is shown without credentials."
     type SubscriptionDestination {
-      "webhook or a broker kind (rabbitmq)."
+      "webhook or a broker kind (rabbitmq, nats)."
       kind: String!
       url: String
+      "rabbitmq: the exchange published to."
       exchange: String
+      "rabbitmq: the routing-key template."
       routingKey: String
+      "nats: the JetStream subject template."
+      subject: String
+      "nats: the type of credentials given (none, user_password, token, nkey, creds); never the credentials."
+      auth: String
     }
 
     type WebhookSubscription {
@@ -160,7 +176,7 @@ export const webhooksModule: GraphqlModule = {
     }
 
     extend type Mutation {
-      "destination: as in REST ({kind: rabbitmq, url, exchange, routing_key}); absent: a webhook to targetUrl."
+      "destination: as in REST ({kind: rabbitmq, url, exchange, routing_key} or {kind: nats, url, subject, credentials}); absent: a webhook to targetUrl."
       createWebhookSubscription(name: String!, targetUrl: String, destination: JSON, eventPatterns: [String!]!, channels: [String!], secret: String, maxPerSecond: Int): WebhookSubscription!
       updateWebhookSubscription(id: ID!, name: String, targetUrl: String, eventPatterns: [String!], channels: [String!], status: WebhookSubscriptionStatus, maxPerSecond: Int): WebhookSubscription!
       deleteWebhookSubscription(id: ID!): Boolean!
