@@ -10,11 +10,11 @@
  * BARE_CONNECTIONS, BARE_COUNT, BARE_CONCURRENCY.
  * Prints `bare done <count> <ms> <cpu ms>` (the process's user + system CPU during the loop).
  */
-import { createHmac, randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
 import { connect as natsConnect, headers as natsHeaders } from '@nats-io/transport-node';
 import { connect as amqpConnect, type ConfirmChannel } from 'amqplib';
+import { signedDelivery } from './signed-delivery.js';
 
 const kind = process.env.BARE_KIND;
 const url = process.env.BARE_URL ?? '';
@@ -22,34 +22,7 @@ const target = process.env.BARE_TARGET ?? '';
 const connections = Number(process.env.BARE_CONNECTIONS ?? 10);
 const count = Number(process.env.BARE_COUNT ?? 1000);
 const concurrency = Number(process.env.BARE_CONCURRENCY ?? 200);
-const key = Buffer.alloc(32, 7);
-const secret = `whsec_${key.toString('base64')}`;
-
-/** One signed message as a delivery is: the webhook body and its signature headers. */
-function message(i: number) {
-  const id = randomUUID();
-  const body = JSON.stringify({
-    id,
-    subscription_id: randomUUID(),
-    event_id: randomUUID(),
-    event_type: 'bench.destination',
-    app_id: randomUUID(),
-    payload: { i, order_id: `ord-${i}`, amount: i % 1000, note: 'a small realistic payload' },
-    edges: {},
-    created_at: new Date().toISOString(),
-    timestamp: new Date().toISOString(),
-  });
-  const ts = Math.floor(Date.now() / 1000);
-  const headers: Record<string, string> = {
-    'x-service-signature': `sha256=${createHmac('sha256', secret).update(`${ts}.${body}`).digest('hex')}`,
-    'x-service-timestamp': String(ts),
-    'x-service-delivery-id': id,
-    'webhook-id': id,
-    'webhook-timestamp': String(ts),
-    'webhook-signature': `v1,${createHmac('sha256', key).update(`${id}.${ts}.${body}`).digest('base64')}`,
-  };
-  return { id, body, headers };
-}
+const message = (i: number) => signedDelivery(i, 'bench.destination');
 
 type Publish = (conn: number, i: number) => Promise<void>;
 const closers: (() => Promise<unknown>)[] = [];
