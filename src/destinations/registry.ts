@@ -1,3 +1,4 @@
+import { nats } from './nats/adapter.js';
 import { rabbitmq } from './rabbitmq/adapter.js';
 import type { DestinationAdapter } from './types.js';
 
@@ -7,6 +8,7 @@ import type { DestinationAdapter } from './types.js';
  */
 export const DESTINATIONS = {
   rabbitmq,
+  nats,
 } as const satisfies Record<string, DestinationAdapter>;
 
 export type BrokerKind = keyof typeof DESTINATIONS;

@@ -26,9 +26,10 @@ export interface SendResult extends PostResult {
   requestHeaders: Record<string, string>;
 }
 
-/** A broker destination as stored: settings shown to its owner, and its URL sealed (it may hold credentials). */
+/** A broker destination as stored: settings shown to its owner, and its secret sealed. */
 export interface StoredDestination {
   config: Record<string, unknown>;
+  /** What only the sender reads: the URL with its credentials (rabbitmq), the servers and credentials as JSON (nats). */
   secret: string;
   /** The URL without credentials: the subscription's `target_url` for display and logs. */
   display: string;

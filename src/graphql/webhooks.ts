@@ -149,7 +149,7 @@ export const webhooksModule: GraphqlModule = {
     }
 
     extend type Mutation {
-      "destination: as REST's, in its names (docs/destinations.md), e.g. {kind: ..., url, ...}; absent: a webhook to targetUrl."
+      "destination: as REST's, in its names (docs/destinations.md): {kind: rabbitmq, url, exchange, routing_key} or {kind: nats, url, subject, credentials}; absent: a webhook to targetUrl."
       createWebhookSubscription(name: String!, targetUrl: String, destination: JSON, eventPatterns: [String!]!, channels: [String!], secret: String, maxPerSecond: Int): WebhookSubscription!
       "destination: as REST's PATCH: replaces it whole; a broker destination of the current kind may leave out url to keep the stored one (credentials included)."
       updateWebhookSubscription(id: ID!, name: String, targetUrl: String, destination: JSON, eventPatterns: [String!], channels: [String!], status: WebhookSubscriptionStatus, maxPerSecond: Int): WebhookSubscription!

@@ -87,7 +87,7 @@ export function registerWebhookRoutes(api: Api): void {
     path: base,
     operationId: 'createWebhook',
     description:
-      "Subscribes a URL — or a broker destination (`destination`, e.g. a RabbitMQ exchange) — to the events matching the patterns (an exact type, `prefix.*` or `*`). Each matching event is delivered signed with the subscription's secret, which this answer shows once. Deliveries are at least once and unordered: deduplicate by `event_id`.",
+      "Subscribes a URL — or a broker destination (`destination`: a RabbitMQ exchange, a NATS JetStream subject) — to the events matching the patterns (an exact type, `prefix.*` or `*`). Each matching event is delivered signed with the subscription's secret, which this answer shows once. Deliveries are at least once and unordered: deduplicate by `event_id`.",
     summary: 'Subscribe a URL or a broker destination to events matching patterns; a generated secret is returned once',
     scope: 'admin',
     body: createSubscriptionInput,

@@ -72,7 +72,7 @@ export function isPublicAddress(address: string): boolean {
 }
 
 /** The protocol a URL field is spoken in; it decides the schemes the field may have. */
-export type OutboundProtocol = 'http' | 'smtp' | 'amqp';
+export type OutboundProtocol = 'http' | 'smtp' | 'amqp' | 'nats';
 
 /** The schemes each protocol allows under each policy, and what a refusal says. */
 const SCHEMES: Record<OutboundProtocol, Record<OutboundPolicy, { schemes: readonly string[]; refusal: string }>> = {
@@ -88,6 +88,11 @@ const SCHEMES: Record<OutboundProtocol, Record<OutboundPolicy, { schemes: readon
   amqp: {
     any: { schemes: ['amqp:', 'amqps:'], refusal: 'must be an amqp:// or amqps:// URL' },
     'public-https': { schemes: ['amqps:'], refusal: 'must use amqps' },
+  },
+  // A NATS JetStream destination (src/destinations/nats): `tls://` is NATS's spelling of TLS.
+  nats: {
+    any: { schemes: ['nats:', 'tls:'], refusal: 'must be a nats:// or tls:// URL' },
+    'public-https': { schemes: ['tls:'], refusal: 'must use tls' },
   },
 };
 

@@ -1,11 +1,8 @@
 import { z } from 'zod';
 import { fail, ok, type Result } from '../../errors.js';
 import { judgeUrl, type OutboundPolicy } from '../../net/outbound-policy.js';
+import { fillTemplate, isTemplate, TEMPLATE_MESSAGE } from '../template.js';
 import type { StoredDestination } from '../types.js';
-
-/** The placeholders a routing-key template may use. */
-const PLACEHOLDER = /\{([^{}]*)\}/g;
-const KNOWN = new Set(['event_type', 'app_id']);
 
 export const rabbitmqInput = z.strictObject({
   kind: z.literal('rabbitmq'),
@@ -19,9 +16,7 @@ export const rabbitmqInput = z.strictObject({
     .string()
     .max(255)
     .default('{event_type}')
-    .refine((t) => [...t.matchAll(PLACEHOLDER)].every((m) => KNOWN.has(m[1])) && !/[{}]/.test(t.replace(PLACEHOLDER, '')), {
-      message: 'only {event_type} and {app_id} may be used',
-    })
+    .refine(isTemplate, { message: TEMPLATE_MESSAGE })
     .describe('template; {event_type} and {app_id} are replaced'),
 });
 export type RabbitmqInput = z.infer<typeof rabbitmqInput>;
@@ -37,8 +32,7 @@ export const rabbitmqOutput = rabbitmqConfig.extend({
 export type RabbitmqConfig = z.infer<typeof rabbitmqConfig>;
 
 /** The routing key of one message. */
-export const routingKey = (template: string, v: { eventType: string; appId: string }) =>
-  template.replace(PLACEHOLDER, (_, name: string) => (name === 'event_type' ? v.eventType : v.appId));
+export const routingKey = fillTemplate;
 
 /** The broker URL without credentials (what `target_url` and the logs show). */
 function displayUrl(url: URL): string {

@@ -263,7 +263,7 @@ export interface paths {
         put?: never;
         /**
          * Subscribe a URL or a broker destination to events matching patterns; a generated secret is returned once
-         * @description Subscribes a URL — or a broker destination (`destination`, e.g. a RabbitMQ exchange) — to the events matching the patterns (an exact type, `prefix.*` or `*`). Each matching event is delivered signed with the subscription's secret, which this answer shows once. Deliveries are at least once and unordered: deduplicate by `event_id`.
+         * @description Subscribes a URL — or a broker destination (`destination`: a RabbitMQ exchange, a NATS JetStream subject) — to the events matching the patterns (an exact type, `prefix.*` or `*`). Each matching event is delivered signed with the subscription's secret, which this answer shows once. Deliveries are at least once and unordered: deduplicate by `event_id`.
          */
         post: operations["createWebhook"];
         delete?: never;
@@ -3680,6 +3680,17 @@ export interface operations {
                                 kind: "rabbitmq";
                                 /** @description the broker URL without credentials */
                                 url: string;
+                            } | {
+                                subject: string;
+                                /**
+                                 * @description the type of credentials given (never the credentials)
+                                 * @enum {string}
+                                 */
+                                auth: "none" | "user_password" | "token" | "nkey" | "creds";
+                                /** @constant */
+                                kind: "nats";
+                                /** @description the server URLs, comma-separated */
+                                url: string;
                             };
                             event_patterns: string[];
                             /** @description only events on one of these channels; null: any */
@@ -3820,6 +3831,37 @@ export interface operations {
                          * @default {event_type}
                          */
                         routing_key?: string;
+                    } | {
+                        /** @constant */
+                        kind: "nats";
+                        /** @description nats:// or tls:// URL of the server, or several of one cluster separated by commas; no credentials in it */
+                        url: string;
+                        /**
+                         * @description JetStream subject template; {event_type} and {app_id} are replaced; a stream must capture it
+                         * @default {event_type}
+                         */
+                        subject?: string;
+                        /** @description how the gateway authenticates to the server; write-only (responses show only `auth`, its type) */
+                        credentials?: {
+                            /** @constant */
+                            type: "user_password";
+                            user: string;
+                            password: string;
+                        } | {
+                            /** @constant */
+                            type: "token";
+                            token: string;
+                        } | {
+                            /** @constant */
+                            type: "nkey";
+                            /** @description the user NKey seed (SU…) */
+                            seed: string;
+                        } | {
+                            /** @constant */
+                            type: "creds";
+                            /** @description the contents of a .creds file: the user JWT and its NKey seed */
+                            creds: string;
+                        };
                     };
                     event_patterns: string[];
                     /** @description only events carrying one of these channels; null or absent: any */
@@ -3850,6 +3892,17 @@ export interface operations {
                             /** @constant */
                             kind: "rabbitmq";
                             /** @description the broker URL without credentials */
+                            url: string;
+                        } | {
+                            subject: string;
+                            /**
+                             * @description the type of credentials given (never the credentials)
+                             * @enum {string}
+                             */
+                            auth: "none" | "user_password" | "token" | "nkey" | "creds";
+                            /** @constant */
+                            kind: "nats";
+                            /** @description the server URLs, comma-separated */
                             url: string;
                         };
                         event_patterns: string[];
@@ -4021,6 +4074,17 @@ export interface operations {
                             /** @constant */
                             kind: "rabbitmq";
                             /** @description the broker URL without credentials */
+                            url: string;
+                        } | {
+                            subject: string;
+                            /**
+                             * @description the type of credentials given (never the credentials)
+                             * @enum {string}
+                             */
+                            auth: "none" | "user_password" | "token" | "nkey" | "creds";
+                            /** @constant */
+                            kind: "nats";
+                            /** @description the server URLs, comma-separated */
                             url: string;
                         };
                         event_patterns: string[];
@@ -4327,6 +4391,37 @@ export interface operations {
                          * @default {event_type}
                          */
                         routing_key?: string;
+                    } | {
+                        /** @constant */
+                        kind: "nats";
+                        /** @description nats:// or tls:// URL of the server, or several of one cluster separated by commas; no credentials in it; absent: the stored one is kept */
+                        url?: string;
+                        /**
+                         * @description JetStream subject template; {event_type} and {app_id} are replaced; a stream must capture it
+                         * @default {event_type}
+                         */
+                        subject?: string;
+                        /** @description how the gateway authenticates to the server; write-only (responses show only `auth`, its type) */
+                        credentials?: {
+                            /** @constant */
+                            type: "user_password";
+                            user: string;
+                            password: string;
+                        } | {
+                            /** @constant */
+                            type: "token";
+                            token: string;
+                        } | {
+                            /** @constant */
+                            type: "nkey";
+                            /** @description the user NKey seed (SU…) */
+                            seed: string;
+                        } | {
+                            /** @constant */
+                            type: "creds";
+                            /** @description the contents of a .creds file: the user JWT and its NKey seed */
+                            creds: string;
+                        };
                     };
                     event_patterns?: string[];
                     /** @description only events carrying one of these channels; null or absent: any */
@@ -4358,6 +4453,17 @@ export interface operations {
                             /** @constant */
                             kind: "rabbitmq";
                             /** @description the broker URL without credentials */
+                            url: string;
+                        } | {
+                            subject: string;
+                            /**
+                             * @description the type of credentials given (never the credentials)
+                             * @enum {string}
+                             */
+                            auth: "none" | "user_password" | "token" | "nkey" | "creds";
+                            /** @constant */
+                            kind: "nats";
+                            /** @description the server URLs, comma-separated */
                             url: string;
                         };
                         event_patterns: string[];
