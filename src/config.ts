@@ -317,6 +317,8 @@ const schema = z
     WEBHOOK_CONCURRENCY: int(200, 1),
     /** Most events one replay request scans. */
     WEBHOOK_REPLAY_MAX: int(10_000, 1),
+    /** Sends in flight per broker destination per worker process; deliveries beyond it wait without holding a webhook slot. */
+    DESTINATION_MAX_IN_FLIGHT: int(20, 1),
     TRANSCRIPTION_API_BASE: z.url().optional(),
     TRANSCRIPTION_API_KEY: z.string().optional(),
     TRANSCRIPTION_MODEL: z.string().default('whisper-1'),

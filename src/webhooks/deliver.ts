@@ -7,6 +7,7 @@ import { deliveryIdOf } from './fan-out.js';
 import { enqueueDeliveryRuns, type DeliveryRun } from './delivery-queue.js';
 import { createWebhookHttpClient, type WebhookHttpClient } from './http-client.js';
 import { createSenders } from '../destinations/senders.js';
+import { createInFlightBound, type InFlightSlot } from '../destinations/in-flight.js';
 import { parseRetryAfter, retryDelay } from './retry-policy.js';
 import { signerFor, type SubscriptionCache } from './subscription-cache.js';
 import { takeDeliverySlot } from './throttle.js';
@@ -83,6 +84,7 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
   const http = createWebhookHttpClient({ policy: deps.config.OUTBOUND_ADDRESS_POLICY, timeoutMs: deps.config.WEBHOOK_TIMEOUT_MS });
   // HTTP or a broker, by the subscription's destination: one outcome shape, so retries, logs and dead-lettering are shared.
   const senders = createSenders(http, { policy: deps.config.OUTBOUND_ADDRESS_POLICY, timeoutMs: deps.config.WEBHOOK_TIMEOUT_MS });
+  const inFlight = createInFlightBound(deps.config.DESTINATION_MAX_IN_FLIGHT);
   const log = createAttemptLog(deps);
   const queueRuns = createGroupCommit<DeliveryRun, void>((runs) => enqueueDeliveryRuns(deps, runs), 500);
   /** `fn` in a span when tracing is on; as it is otherwise. */
@@ -186,18 +188,20 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
       if (wait > 0) return { kind: 'wait', ms: wait };
     }
 
+    // A broker destination at its in-flight bound: back later, no attempt spent and no slot held.
+    let slot: InFlightSlot | undefined;
+    if (sub.destination.kind !== 'webhook') {
+      slot = inFlight.take(sub.destination.subscriptionId);
+      if (!slot.taken) return { kind: 'wait', ms: slot.waitMs };
+    }
     const attempt = d.attempt_count + 1;
     const ts = Math.floor(Date.now() / 1000);
     const originalTs = d.first_attempt_ts !== null ? Number(d.first_attempt_ts) : ts;
     const headers = signerFor(sub)({ deliveryId: d.id, timestamp: ts, body: d.body });
     if (attempt > 1) Object.assign(headers, retryHeaders(attempt, originalTs));
-    const res = await senders.send(sub.destination, {
-      deliveryId: d.id,
-      appId: d.app_id,
-      eventType: d.event_type,
-      body: d.body,
-      headers,
-    });
+    const res = await senders
+      .send(sub.destination, { deliveryId: d.id, appId: d.app_id, eventType: d.event_type, body: d.body, headers })
+      .finally(() => slot?.taken && slot.release());
     const { delivered, requestHeaders } = res;
     // A permanent failure (a broker's unroutable or refused message) is final at once: retrying cannot help.
     const final = lastAttempt || res.permanent === true;

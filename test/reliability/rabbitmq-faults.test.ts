@@ -12,23 +12,32 @@ const cleanups: (() => Promise<unknown>)[] = [];
 
 beforeAll(async () => {
   [broker, receiver] = await Promise.all([startPrivateRabbitmq(), startReceiver()]);
-  s = await startTestStack({
-    workers: ['ledger', 'webhook'],
-    env: {
-      // Retries outlast a broker restart (about 15 s here) with room to spare: nothing may end failed.
-      WEBHOOK_RETRY_DELAYS_MS: '0,1000,2000,4000,8000,8000,8000,8000',
-      WEBHOOK_TIMEOUT_MS: '3000',
-      WEBHOOK_DISABLE_AFTER: '100000',
-      RATE_LIMIT_PER_MINUTE: '100000',
-    },
-  });
 }, 120_000);
 afterAll(async () => {
-  for (const c of cleanups.reverse()) await c().catch(() => {});
-  await s?.close();
   await receiver?.close();
   await broker?.destroy();
 });
+
+/** The service for one describe block, with `env` beside the defaults below. */
+function stackFor(env: Record<string, string>) {
+  beforeAll(async () => {
+    s = await startTestStack({
+      workers: ['ledger', 'webhook'],
+      env: {
+        // Retries outlast a broker restart (about 15 s here) with room to spare: nothing may end failed.
+        WEBHOOK_RETRY_DELAYS_MS: '0,1000,2000,4000,8000,8000,8000,8000',
+        WEBHOOK_TIMEOUT_MS: '3000',
+        WEBHOOK_DISABLE_AFTER: '100000',
+        RATE_LIMIT_PER_MINUTE: '100000',
+        ...env,
+      },
+    });
+  }, 60_000);
+  afterAll(async () => {
+    for (const c of cleanups.splice(0).reverse()) await c().catch(() => {});
+    await s?.close();
+  });
+}
 
 async function subscribe(app: AppCredentials, body: Record<string, unknown>) {
   const r = await s.request('POST', '/v1/webhook-subscriptions', { auth: app, body: { name: 'sub', ...body } });
@@ -70,6 +79,8 @@ async function drain(queue: string): Promise<string[]> {
 }
 
 describe('a RabbitMQ destination under broker faults', () => {
+  stackFor({});
+
   it('loses nothing when the broker is killed mid-burst and comes back; other subscriptions are not held up', async () => {
     const a = await s.createApp();
     const b = await s.createApp();
@@ -151,4 +162,57 @@ describe('a RabbitMQ destination under broker faults', () => {
     expect(new Set(got.map((r) => r.path))).toEqual(new Set(['/hook/a', '/hook/b']));
     expect(Math.max(...latencies)).toBeLessThan(2_000);
   }, 240_000);
+});
+
+describe('a RabbitMQ destination that hangs', () => {
+  // Few webhook slots, so a hung broker holding them all would show at once.
+  stackFor({ WEBHOOK_CONCURRENCY: '4', DESTINATION_MAX_IN_FLIGHT: '2', WEBHOOK_TIMEOUT_MS: '4000' });
+
+  it('holds at most its in-flight bound of the worker: other subscriptions keep flowing', async () => {
+    const a = await s.createApp();
+    const b = await s.createApp();
+    const { exchange, queue } = await durableQueue('hang');
+    const hung = await subscribe(a, {
+      event_patterns: ['order.*'],
+      destination: { kind: 'rabbitmq', url: broker.url, exchange, routing_key: '{event_type}' },
+    });
+    await subscribe(a, { event_patterns: ['order.*'], target_url: `${receiver.url}/hang-a` });
+    await subscribe(b, { event_patterns: ['ping.*'], target_url: `${receiver.url}/hang-b` });
+    const first = await emit(a, 'order.placed');
+    await receiver.waitFor(1, (r) => r.json?.event_id === first.id);
+    await eventually(async () => (await drain(queue)).length === 1);
+
+    // Accepts TCP, answers nothing: every publish and connect waits for WEBHOOK_TIMEOUT_MS.
+    broker.pause();
+    const pausedAt = Date.now();
+    cleanups.push(async () => broker.resume());
+    const posted = new Map<string, number>();
+    for (let i = 0; i < 30; i++) {
+      posted.set((await emit(a, 'order.placed')).id, Date.now());
+      if (i % 3 === 0) posted.set((await emit(b, 'ping.sent')).id, Date.now());
+      // Spread over twice WEBHOOK_TIMEOUT_MS: the hung publishes time out and are tried again meanwhile.
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    const got = await receiver.waitFor(posted.size, (r) => posted.has(r.json?.event_id), 30_000);
+    const latencies = got.map((r) => r.at - posted.get(r.json.event_id)!);
+    // Under WEBHOOK_TIMEOUT_MS: no webhook delivery waited behind a hung publish.
+    expect(Math.max(...latencies)).toBeLessThan(2_000);
+    broker.resume();
+    const pausedMs = Date.now() - pausedAt;
+
+    const deliveries = await eventually(
+      async () => {
+        const rows = await s.deps.sql<{ status: string }[]>`SELECT status FROM webhook_deliveries WHERE subscription_id = ${hung.id}`;
+        return rows.length === 31 && rows.every((r) => r.status === 'delivered') ? rows : undefined;
+      },
+      60_000,
+      250,
+    );
+    expect(deliveries).toHaveLength(31);
+    // The deliveries over the bound waited without spending attempts: only those in flight timed out.
+    const [{ n: timedOut }] = await s.deps.sql<{ n: number }[]>`
+      SELECT count(*)::int AS n FROM webhook_delivery_logs WHERE subscription_id = ${hung.id} AND status <> 'delivered'`;
+    expect(timedOut).toBeLessThanOrEqual(2 * Math.ceil(pausedMs / 4000) + 2);
+    console.info(`broker hung ${pausedMs} ms: webhook latency max ${Math.max(...latencies)} ms, ${timedOut} broker attempts timed out`);
+  }, 120_000);
 });

@@ -49,10 +49,16 @@ export function createRabbitmqSender(options: SenderOptions): DestinationSender 
   const { policy, timeoutMs } = options;
   const links = new Map<string, Link>();
 
+  /** Closes cleanly within the deadline, else drops the socket: a hung broker never answers the close. */
+  const shut = (conn: ChannelModel) =>
+    withDeadline(conn.close(), timeoutMs, () => new Error('no close-ok')).catch(() =>
+      (conn as unknown as { connection?: { stream?: { destroy?: () => void } } }).connection?.stream?.destroy?.(),
+    );
+
   const drop = (key: string, link: Link, err: Error) => {
     if (links.get(key) === link) links.delete(key);
     for (const settle of [...link.pending]) settle(err);
-    link.conn?.close().catch(() => {});
+    if (link.conn) void shut(link.conn);
   };
 
   async function open(key: string, link: Link, rawUrl: string): Promise<ConfirmChannel> {
@@ -84,7 +90,7 @@ export function createRabbitmqSender(options: SenderOptions): DestinationSender 
     );
     // A connect that answers after its deadline is closed, not leaked.
     connecting.then(
-      (c) => (links.get(key) === link ? undefined : c.close().catch(() => {})),
+      (c) => (links.get(key) === link ? undefined : shut(c)),
       () => {},
     );
     const conn = await withDeadline(connecting, timeoutMs, () => new Error(`no connection within ${timeoutMs} ms`));
@@ -190,7 +196,7 @@ export function createRabbitmqSender(options: SenderOptions): DestinationSender 
       clearInterval(sweeper);
       const all = [...links.entries()];
       links.clear();
-      await Promise.allSettled(all.map(([, link]) => link.conn?.close()));
+      await Promise.allSettled(all.map(([, link]) => link.conn && shut(link.conn)));
     },
   };
 }
