@@ -49,6 +49,12 @@ export interface OpenDestination {
 
 export interface DestinationSender {
   send(dest: OpenDestination, msg: DestinationMessage): Promise<SendResult>;
+  /**
+   * Closes the subscription's pooled connections now, all of them or all but `keep`'s (its
+   * destination changed, or it was deleted, paused or disabled); publishes in flight on them
+   * get their confirms first. A kind without it closes them when idle.
+   */
+  retire?(subscriptionId: string, keep?: OpenDestination): void;
   close(): Promise<void>;
 }
 

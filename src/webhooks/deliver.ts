@@ -86,6 +86,22 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
   const senders = createSenders(http, { policy: deps.config.OUTBOUND_ADDRESS_POLICY, timeoutMs: deps.config.WEBHOOK_TIMEOUT_MS });
   const inFlight = createInFlightBound(deps.config.DESTINATION_MAX_IN_FLIGHT);
   const log = createAttemptLog(deps);
+  // A subscription changed elsewhere: a broker connection it no longer uses is closed now, not when idle.
+  const retireStale = async (appId: string) => {
+    const subs = (await cache.forApps([appId])).get(appId) ?? [];
+    senders.retire(
+      appId,
+      subs.filter((s) => s.status === 'ACTIVE').map((s) => s.destination),
+    );
+  };
+  cache.onChange((appId) => {
+    const brokerApps = senders.brokerApps();
+    // Only applications this process holds broker connections for: no reload for any other change.
+    for (const app of appId ? brokerApps.filter((a) => a === appId) : brokerApps)
+      retireStale(app).catch((err) =>
+        deps.logger.warn({ err, appId: app }, 'could not close the broker connections of changed subscriptions'),
+      );
+  });
   const queueRuns = createGroupCommit<DeliveryRun, void>((runs) => enqueueDeliveryRuns(deps, runs), 500);
   /** `fn` in a span when tracing is on; as it is otherwise. */
   const traced = <T>(name: string, options: SpanOptions, fn: (span?: ActiveSpan) => Promise<T>): Promise<T> =>

@@ -164,6 +164,54 @@ describe('a RabbitMQ destination under broker faults', () => {
   }, 240_000);
 });
 
+describe('a RabbitMQ destination’s connection', () => {
+  stackFor({});
+
+  /** The broker's client connections, by user (the test's own connections are closed when it asks). */
+  const connectionsByUser = async () =>
+    (await broker.ctl('list_connections', '--no-table-headers', 'user'))
+      .split('\n')
+      .map((l) => l.trim())
+      .filter(Boolean)
+      .sort();
+
+  it('is closed at once when the destination changes, and when the subscription is paused or deleted', async () => {
+    const a = await s.createApp();
+    const { exchange, queue } = await durableQueue('retire');
+    await broker.ctl('add_user', 'gwsecond', 'second-pass');
+    await broker.ctl('set_permissions', '-p', '/', 'gwsecond', '.*', '.*', '.*');
+    const destination = (url: string) => ({ kind: 'rabbitmq', url, exchange, routing_key: '{event_type}' });
+    const delivered = async (n: number) => eventually(async () => (await drain(queue)).length === n || undefined, 20_000);
+
+    const sub = await subscribe(a, { event_patterns: ['order.*'], destination: destination(broker.url) });
+    await emit(a, 'order.placed');
+    await delivered(1);
+    expect(await connectionsByUser()).toEqual(['guest']);
+
+    // A new URL (another user): the guest connection goes now, not after a minute idle.
+    const second = broker.url.replace('guest:guest', 'gwsecond:second-pass');
+    const patched = await s.request('PATCH', `/v1/webhook-subscriptions/${sub.id}`, {
+      auth: a,
+      body: { destination: destination(second) },
+    });
+    expect(patched.status).toBe(200);
+    await emit(a, 'order.placed');
+    await delivered(1);
+    await eventually(async () => (await connectionsByUser()).join() === 'gwsecond', 20_000, 0);
+
+    const paused = await s.request('PATCH', `/v1/webhook-subscriptions/${sub.id}`, { auth: a, body: { status: 'PAUSED' } });
+    expect(paused.status).toBe(200);
+    await eventually(async () => (await connectionsByUser()).length === 0, 20_000, 0);
+
+    const other = await subscribe(a, { event_patterns: ['order.*'], destination: destination(broker.url) });
+    await emit(a, 'order.placed');
+    await delivered(1);
+    expect(await connectionsByUser()).toEqual(['guest']);
+    expect((await s.request('DELETE', `/v1/webhook-subscriptions/${other.id}`, { auth: a })).status).toBe(204);
+    await eventually(async () => (await connectionsByUser()).length === 0, 20_000, 0);
+  }, 120_000);
+});
+
 describe('a RabbitMQ destination that hangs', () => {
   // Few webhook slots, so a hung broker holding them all would show at once.
   stackFor({ WEBHOOK_CONCURRENCY: '4', DESTINATION_MAX_IN_FLIGHT: '2', WEBHOOK_TIMEOUT_MS: '4000' });

@@ -38,6 +38,8 @@ interface Link {
   returned: Map<string, string>;
   /** The broker's error that closed the channel or connection (it names the exchange or vhost). */
   failure?: Error;
+  /** Set once retired: called when its last publish in flight settles. */
+  onIdle?: () => void;
 }
 
 /**
@@ -106,8 +108,10 @@ export function createRabbitmqSender(options: SenderOptions): DestinationSender 
     return ch;
   }
 
+  const keyOf = (dest: OpenDestination) => `${dest.subscriptionId}\n${dest.secret}`;
+
   const linkFor = (dest: OpenDestination): { key: string; link: Link } => {
-    const key = `${dest.subscriptionId}\n${dest.secret}`;
+    const key = keyOf(dest);
     let link = links.get(key);
     if (!link) {
       const fresh: Link = { ready: undefined as never, lastUsed: Date.now(), pending: new Set(), returned: new Map() };
@@ -155,6 +159,7 @@ export function createRabbitmqSender(options: SenderOptions): DestinationSender 
           clearTimeout(timer);
           link.pending.delete(onClose);
           link.lastUsed = Date.now();
+          if (link.pending.size === 0) link.onIdle?.();
           resolve(done(r));
         };
         const onClose = (err: Error) => settle({ delivered: false, error: describe(err), permanent: isPermanent(err) });
@@ -191,6 +196,21 @@ export function createRabbitmqSender(options: SenderOptions): DestinationSender 
           onClose(err as Error);
         }
       });
+    },
+    retire(subscriptionId, keep) {
+      const kept = keep && keyOf(keep);
+      for (const [key, link] of links) {
+        if (!key.startsWith(`${subscriptionId}\n`) || key === kept) continue;
+        // Out of the pool at once (no new publish on it), closed once its confirms are in.
+        links.delete(key);
+        const shutWhenReady = () =>
+          void link.ready.then(
+            () => link.conn && shut(link.conn),
+            () => {},
+          );
+        if (link.pending.size === 0) shutWhenReady();
+        else link.onIdle = shutWhenReady;
+      }
     },
     async close() {
       clearInterval(sweeper);
