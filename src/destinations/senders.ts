@@ -1,3 +1,4 @@
+import type { Config } from '../config.js';
 import { sentHeaders, type WebhookHttpClient } from '../webhooks/http-client.js';
 import { BROKER_KINDS, DESTINATIONS, type BrokerKind } from './registry.js';
 import type { DestinationMessage, DestinationSender, OpenDestination, SendResult, SenderOptions } from './types.js';
@@ -63,5 +64,12 @@ export function createSenders(http: WebhookHttpClient, options: SenderOptions): 
     },
   };
 }
+
+/** The broker senders' settings from the service's config: every process that sends builds them here. */
+export const senderOptions = (config: Config): SenderOptions => ({
+  policy: config.OUTBOUND_ADDRESS_POLICY,
+  timeoutMs: config.WEBHOOK_TIMEOUT_MS,
+  ...(config.DESTINATION_CA_FILE ? { extraCa: config.DESTINATION_CA_FILE } : {}),
+});
 
 export const isBrokerKind = (kind: string): kind is BrokerKind => (BROKER_KINDS as string[]).includes(kind);

@@ -38,6 +38,8 @@ export interface SenderOptions {
   policy: OutboundPolicy;
   /** Deadline for a connect and for one publish's confirm, in ms. */
   timeoutMs: number;
+  /** Certificate authorities (PEM) TLS connections trust beside Node's bundle (DESTINATION_CA_FILE). */
+  extraCa?: string;
 }
 
 /** A live destination as the deliverer hands it to a sender: its id (the pool key), opened secret and settings. */

@@ -6,7 +6,7 @@ import { deliveryBodies, loadBodyEvents } from './body.js';
 import { deliveryIdOf } from './fan-out.js';
 import { enqueueDeliveryRuns, type DeliveryRun } from './delivery-queue.js';
 import { createWebhookHttpClient, type WebhookHttpClient } from './http-client.js';
-import { createSenders } from '../destinations/senders.js';
+import { createSenders, senderOptions } from '../destinations/senders.js';
 import { createInFlightBound, type InFlightSlot } from '../destinations/in-flight.js';
 import { parseRetryAfter, retryDelay } from './retry-policy.js';
 import { signerFor, type SubscriptionCache } from './subscription-cache.js';
@@ -83,7 +83,7 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
   const schedule = deps.config.WEBHOOK_RETRY_DELAYS_MS;
   const http = createWebhookHttpClient({ policy: deps.config.OUTBOUND_ADDRESS_POLICY, timeoutMs: deps.config.WEBHOOK_TIMEOUT_MS });
   // HTTP or a broker, by the subscription's destination: one outcome shape, so retries, logs and dead-lettering are shared.
-  const senders = createSenders(http, { policy: deps.config.OUTBOUND_ADDRESS_POLICY, timeoutMs: deps.config.WEBHOOK_TIMEOUT_MS });
+  const senders = createSenders(http, senderOptions(deps.config));
   const inFlight = createInFlightBound(deps.config.DESTINATION_MAX_IN_FLIGHT);
   const log = createAttemptLog(deps);
   // A subscription changed elsewhere: a broker connection it no longer uses is closed now, not when idle.

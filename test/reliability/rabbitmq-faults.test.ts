@@ -1,5 +1,7 @@
 import { connect, type ChannelModel } from 'amqplib';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createRabbitmqSender } from '../../src/destinations/rabbitmq/sender.js';
 import { startPrivateRabbitmq, type PrivateRabbitmq } from '../helpers/rabbitmq-private.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
 import { eventually, startReceiver, type Receiver } from '../webhooks/receiver.js';
@@ -11,7 +13,7 @@ let receiver: Receiver;
 const cleanups: (() => Promise<unknown>)[] = [];
 
 beforeAll(async () => {
-  [broker, receiver] = await Promise.all([startPrivateRabbitmq(), startReceiver()]);
+  [broker, receiver] = await Promise.all([startPrivateRabbitmq({ tls: true }), startReceiver()]);
 }, 120_000);
 afterAll(async () => {
   await receiver?.close();
@@ -19,7 +21,7 @@ afterAll(async () => {
 });
 
 /** The service for one describe block, with `env` beside the defaults below. */
-function stackFor(env: Record<string, string>) {
+function stackFor(env: Record<string, string> | (() => Record<string, string>)) {
   beforeAll(async () => {
     s = await startTestStack({
       workers: ['ledger', 'webhook'],
@@ -29,7 +31,7 @@ function stackFor(env: Record<string, string>) {
         WEBHOOK_TIMEOUT_MS: '3000',
         WEBHOOK_DISABLE_AFTER: '100000',
         RATE_LIMIT_PER_MINUTE: '100000',
-        ...env,
+        ...(typeof env === 'function' ? env() : env),
       },
     });
   }, 60_000);
@@ -263,4 +265,40 @@ describe('a RabbitMQ destination that hangs', () => {
     expect(timedOut).toBeLessThanOrEqual(2 * Math.ceil(pausedMs / 4000) + 2);
     console.info(`broker hung ${pausedMs} ms: webhook latency max ${Math.max(...latencies)} ms, ${timedOut} broker attempts timed out`);
   }, 120_000);
+});
+
+describe('a RabbitMQ destination over TLS', () => {
+  // The service's trust for a broker behind a private CA: the CA the private broker's certificate was made with.
+  stackFor(() => ({ DESTINATION_CA_FILE: join(broker.dir, 'ca.pem') }));
+
+  it('publishes over amqps:// to a broker whose CA the service was given', async () => {
+    const a = await s.createApp();
+    const { exchange, queue } = await durableQueue('tls');
+    await subscribe(a, {
+      event_patterns: ['order.*'],
+      destination: { kind: 'rabbitmq', url: broker.tlsUrl, exchange, routing_key: '{event_type}' },
+    });
+    const ev = await emit(a, 'order.placed');
+    await eventually(async () => (await drain(queue)).length === 1, 20_000);
+    expect((await broker.ctl('list_connections', '--no-table-headers', 'ssl', 'port')).trim()).toBe(`true\t${broker.tlsPort}`);
+    const [row] = await s.deps.sql`SELECT status FROM webhook_deliveries WHERE event_id = ${ev.id}`;
+    expect(row.status).toBe('delivered');
+  });
+
+  it('refuses a certificate it cannot verify (retried), and plain amqp:// under the production policy (failed at once)', async () => {
+    const dest = (url: string) => ({ subscriptionId: 'tls-test', secret: url, config: { exchange: '', routing_key: 'q' } });
+    const msg = { deliveryId: 'd', appId: 'a', eventType: 'order.placed', body: '{}', headers: {} };
+    const untrusting = createRabbitmqSender({ policy: 'any', timeoutMs: 3_000 });
+    const production = createRabbitmqSender({ policy: 'public-https', timeoutMs: 3_000 });
+    try {
+      const unverified = await untrusting.send(dest(broker.tlsUrl!), msg);
+      expect(unverified).toMatchObject({ delivered: false, permanent: false });
+      expect(unverified.error).toMatch(/self[- ]signed certificate in certificate chain/);
+      const plain = await production.send(dest('amqp://gw:pass@broker.example.com/vh'), msg);
+      expect(plain).toMatchObject({ delivered: false, permanent: true });
+      expect(plain.error).toMatch(/must use amqps/);
+    } finally {
+      await Promise.all([untrusting.close(), production.close()]);
+    }
+  });
 });

@@ -1,4 +1,6 @@
 import { connect, type ChannelModel, type ConfirmChannel, type ConsumeMessage } from 'amqplib';
+import { isIP } from 'node:net';
+import { rootCertificates } from 'node:tls';
 import { withDeadline } from '../../availability.js';
 import { judgeUrl, resolvePublic } from '../../net/outbound-policy.js';
 import type { DestinationSender, OpenDestination, SendResult, SenderOptions } from '../types.js';
@@ -49,6 +51,8 @@ interface Link {
  */
 export function createRabbitmqSender(options: SenderOptions): DestinationSender {
   const { policy, timeoutMs } = options;
+  // Node's bundle plus the operator's CAs: `ca` given alone would replace the bundle.
+  const ca = options.extraCa ? [...rootCertificates, options.extraCa] : undefined;
   const links = new Map<string, Link>();
 
   /** Closes cleanly within the deadline, else drops the socket: a hung broker never answers the close. */
@@ -88,7 +92,7 @@ export function createRabbitmqSender(options: SenderOptions): DestinationSender 
         vhost,
         heartbeat: 30,
       },
-      { timeout: timeoutMs, ...(tls ? { servername: host } : {}) },
+      { timeout: timeoutMs, ...(tls ? { ...(isIP(host) ? {} : { servername: host }), ...(ca ? { ca } : {}) } : {}) },
     );
     // A connect that answers after its deadline is closed, not leaked.
     connecting.then(
