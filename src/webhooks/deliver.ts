@@ -295,7 +295,11 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
           if (o.kind === 'retry') await queueRuns({ id: d.id, app_id: d.app_id, run: 0, attempt_base: 1, delayMs: o.delayMs });
         });
         if (outcome.kind === 'wait') {
-          // Over its throttle: stored as pending and queued as a run of its own, no attempt spent.
+          // Over its throttle or its destination's in-flight bound: queued as a run of its own, no
+          // attempt spent, then stored as pending. Queued first, as a retry is: should the write
+          // or this process fail in between, the run waits for its row instead of the row
+          // waiting forever for a run (the safety net skips a subscription the event names).
+          await queueRuns({ id: d.id, app_id: d.app_id, run: 0, attempt_base: 0, delayMs: outcome.ms });
           await record(d, {
             status: 'pending',
             attempt: 0,
@@ -307,7 +311,6 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
             affectsHealth: false,
             log: false,
           });
-          await queueRuns({ id: d.id, app_id: d.app_id, run: 0, attempt_base: 0, delayMs: outcome.ms });
         }
         return outcome;
       }),
