@@ -147,3 +147,27 @@ export function total(rows: Row[]): Row {
 
 const slowest = (rows: Row[], f: (r: Row) => number | null) =>
   rows.some((r) => f(r) !== null) ? Math.max(...rows.map((r) => f(r) ?? 0)) : null;
+
+/** What a broker queue holds against what the ledger says it should: by delivery id, the consumer's de-duplication key. */
+export interface BrokerQueueCount {
+  /** Ledger events the broker subscription should have delivered. */
+  expected: number;
+  /** Distinct delivery ids in the queue. */
+  unique: number;
+  /** Expected events with no message in the queue. */
+  missing: number;
+  /** Messages beyond the first of their delivery id (a publish repeated after a lost confirm). */
+  duplicates: number;
+}
+
+/** Counts `messages` (each a delivery id and the event it carries) against the events `expected` in the ledger. */
+export function reconcileBrokerQueue(expected: string[], messages: { deliveryId: string; eventId: string }[]): BrokerQueueCount {
+  const deliveries = new Set(messages.map((m) => m.deliveryId));
+  const events = new Set(messages.map((m) => m.eventId));
+  return {
+    expected: expected.length,
+    unique: deliveries.size,
+    missing: expected.filter((id) => !events.has(id)).length,
+    duplicates: messages.length - deliveries.size,
+  };
+}

@@ -43,7 +43,7 @@ const short = values.short!;
 const names = [...SCENARIOS, ...FAILOVER_SCENARIOS].map((s) => s.name);
 const chosen = values.scenario
   ? values.scenario.split(',').map((s) => s.trim())
-  : (values.cluster ? FAILOVER_SCENARIOS : SCENARIOS).map((s) => s.name);
+  : (values.cluster ? FAILOVER_SCENARIOS : SCENARIOS).filter((s) => !('optIn' in s && s.optIn)).map((s) => s.name);
 const unknown = chosen.filter((n) => !names.includes(n));
 if (unknown.length) {
   process.stderr.write(`unknown scenario ${unknown.join(', ')}; available: ${names.join(', ')}\n`);
@@ -253,6 +253,7 @@ async function runScenario<C extends Cluster>(cluster: C, telegram: TelegramFake
     timing,
     log,
     appId: app.appId,
+    app,
     recovered: (seconds) => (recoverySeconds = seconds),
     faulted: (at) => void (faultAt ??= at),
     receiver: wiring.receiver,
@@ -418,7 +419,8 @@ async function runOn<C extends Cluster>(start: () => Promise<C>, scenarios: Scen
 
 const processes = { webProcesses: 2, workerProcesses: 2, log, env: serviceEnv };
 try {
-  await runOn(() => startCluster({ topology: 'single', ...processes }), singleScenarios);
+  const singleEnv = Object.assign({}, serviceEnv, ...singleScenarios.map((s) => s.serviceEnv ?? {}));
+  await runOn(() => startCluster({ topology: 'single', ...processes, env: singleEnv }), singleScenarios);
   await runOn(() => startCluster({ topology: 'ha', ...processes }), failoverScenarios);
 } finally {
   log(`platform fake answers: ${JSON.stringify(telegram.answers)}`);

@@ -4,6 +4,7 @@ import { catalogQueues, queueFor, queuePrefix } from '../src/queues.js';
 import { createRedis } from '../src/redis.js';
 import type { AppCredentials, Cluster, SingleCluster } from './cluster.js';
 import type { TelegramFake, WebhookReceiver } from './fakes.js';
+import { brokerRestart } from './broker-scenario.js';
 import { call } from './load.js';
 
 export interface Timing {
@@ -23,6 +24,8 @@ export interface ScenarioContext<C extends Cluster = SingleCluster> {
   log(message: string): void;
   /** The scenario's application. */
   appId: string;
+  /** Its credentials, for a scenario that configures it through the API. */
+  app: AppCredentials;
   /** Reports how long the service took to recover from the fault (seconds; the table's recovery column): what each scenario measures is in chaos/README.md. */
   recovered(seconds: number): void;
   /**
@@ -43,6 +46,10 @@ export type ScenarioCheck = () => Promise<string[]>;
 export interface Scenario<C extends Cluster = SingleCluster> {
   name: string;
   description: string;
+  /** Runs only when named (`--scenario`): too slow for the default and short runs. */
+  optIn?: boolean;
+  /** Service settings it needs beside the harness's; they apply to every scenario of that run. */
+  serviceEnv?: Record<string, string>;
   /**
    * Applies the fault under load and undoes it; returns once the service should be whole
    * again, optionally with a check of what only this scenario can know.
@@ -381,6 +388,7 @@ export const SCENARIOS: Scenario[] = [
       "another application sends payloads nested thousands deep, and ledger jobs no write can store reach the queue behind the door: the scenario application's work is untouched, the poison ends dead-lettered",
     fault: poisonNeighbour,
   },
+  brokerRestart,
 ];
 
 /** Levels of nesting a poison payload has: far past any sane limit, short of the body limit. */

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { z } from 'zod';
 
@@ -42,6 +43,24 @@ const msList = (def: string) =>
         return z.NEVER;
       }
       return parts;
+    });
+
+/** A PEM file's certificates, read once at startup; a missing or certificate-less file fails the config. */
+const pemFile = () =>
+  z
+    .string()
+    .min(1)
+    .optional()
+    .transform((path, ctx) => {
+      if (path === undefined) return undefined;
+      try {
+        const pem = readFileSync(path, 'utf8');
+        if (pem.includes('-----BEGIN CERTIFICATE-----')) return pem;
+        ctx.addIssue({ code: 'custom', message: `${path} holds no PEM certificate` });
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: `cannot read ${path}: ${(err as Error).message}` });
+      }
+      return z.NEVER;
     });
 
 /** Address groups express's `trust proxy` knows by name. */
@@ -317,6 +336,13 @@ const schema = z
     WEBHOOK_CONCURRENCY: int(200, 1),
     /** Most events one replay request scans. */
     WEBHOOK_REPLAY_MAX: int(10_000, 1),
+    /** Sends in flight per broker destination per worker process; deliveries beyond it wait without holding a webhook slot. */
+    DESTINATION_MAX_IN_FLIGHT: int(20, 1),
+    /**
+     * A PEM file of certificate authorities broker destinations' TLS (amqps://) also trusts, beside
+     * Node's bundle: for brokers behind a private CA. Read at startup; the config holds its text.
+     */
+    DESTINATION_CA_FILE: pemFile(),
     TRANSCRIPTION_API_BASE: z.url().optional(),
     TRANSCRIPTION_API_KEY: z.string().optional(),
     TRANSCRIPTION_MODEL: z.string().default('whisper-1'),

@@ -39,6 +39,8 @@ export interface SenderOptions {
   policy: OutboundPolicy;
   /** Deadline for a connect and for one publish's confirm, in ms. */
   timeoutMs: number;
+  /** Certificate authorities (PEM) TLS connections trust beside Node's bundle (DESTINATION_CA_FILE). */
+  extraCa?: string;
 }
 
 /** A live destination as the deliverer hands it to a sender: its id (the pool key), opened secret and settings. */
@@ -50,6 +52,12 @@ export interface OpenDestination {
 
 export interface DestinationSender {
   send(dest: OpenDestination, msg: DestinationMessage): Promise<SendResult>;
+  /**
+   * Closes the subscription's pooled connections now, all of them or all but `keep`'s (its
+   * destination changed, or it was deleted, paused or disabled); publishes in flight on them
+   * get their confirms first. A kind without it closes them when idle.
+   */
+  retire?(subscriptionId: string, keep?: OpenDestination): void;
   close(): Promise<void>;
 }
 

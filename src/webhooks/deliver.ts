@@ -6,7 +6,8 @@ import { deliveryBodies, loadBodyEvents } from './body.js';
 import { deliveryIdOf } from './fan-out.js';
 import { enqueueDeliveryRuns, type DeliveryRun } from './delivery-queue.js';
 import { createWebhookHttpClient, type WebhookHttpClient } from './http-client.js';
-import { createSenders } from '../destinations/senders.js';
+import { createSenders, senderOptions } from '../destinations/senders.js';
+import { createInFlightBound, type InFlightSlot } from '../destinations/in-flight.js';
 import { parseRetryAfter, retryDelay } from './retry-policy.js';
 import { signerFor, type SubscriptionCache } from './subscription-cache.js';
 import { takeDeliverySlot } from './throttle.js';
@@ -82,8 +83,25 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
   const schedule = deps.config.WEBHOOK_RETRY_DELAYS_MS;
   const http = createWebhookHttpClient({ policy: deps.config.OUTBOUND_ADDRESS_POLICY, timeoutMs: deps.config.WEBHOOK_TIMEOUT_MS });
   // HTTP or a broker, by the subscription's destination: one outcome shape, so retries, logs and dead-lettering are shared.
-  const senders = createSenders(http, { policy: deps.config.OUTBOUND_ADDRESS_POLICY, timeoutMs: deps.config.WEBHOOK_TIMEOUT_MS });
+  const senders = createSenders(http, senderOptions(deps.config));
+  const inFlight = createInFlightBound(deps.config.DESTINATION_MAX_IN_FLIGHT);
   const log = createAttemptLog(deps);
+  // A subscription changed elsewhere: a broker connection it no longer uses is closed now, not when idle.
+  const retireStale = async (appId: string) => {
+    const subs = (await cache.forApps([appId])).get(appId) ?? [];
+    senders.retire(
+      appId,
+      subs.filter((s) => s.status === 'ACTIVE').map((s) => s.destination),
+    );
+  };
+  cache.onChange((appId) => {
+    const brokerApps = senders.brokerApps();
+    // Only applications this process holds broker connections for: no reload for any other change.
+    for (const app of appId ? brokerApps.filter((a) => a === appId) : brokerApps)
+      retireStale(app).catch((err) =>
+        deps.logger.warn({ err, appId: app }, 'could not close the broker connections of changed subscriptions'),
+      );
+  });
   const queueRuns = createGroupCommit<DeliveryRun, void>((runs) => enqueueDeliveryRuns(deps, runs), 500);
   /** `fn` in a span when tracing is on; as it is otherwise. */
   const traced = <T>(name: string, options: SpanOptions, fn: (span?: ActiveSpan) => Promise<T>): Promise<T> =>
@@ -186,18 +204,20 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
       if (wait > 0) return { kind: 'wait', ms: wait };
     }
 
+    // A broker destination at its in-flight bound: back later, no attempt spent and no slot held.
+    let slot: InFlightSlot | undefined;
+    if (sub.destination.kind !== 'webhook') {
+      slot = inFlight.take(sub.destination.subscriptionId);
+      if (!slot.taken) return { kind: 'wait', ms: slot.waitMs };
+    }
     const attempt = d.attempt_count + 1;
     const ts = Math.floor(Date.now() / 1000);
     const originalTs = d.first_attempt_ts !== null ? Number(d.first_attempt_ts) : ts;
     const headers = signerFor(sub)({ deliveryId: d.id, timestamp: ts, body: d.body });
     if (attempt > 1) Object.assign(headers, retryHeaders(attempt, originalTs));
-    const res = await senders.send(sub.destination, {
-      deliveryId: d.id,
-      appId: d.app_id,
-      eventType: d.event_type,
-      body: d.body,
-      headers,
-    });
+    const res = await senders
+      .send(sub.destination, { deliveryId: d.id, appId: d.app_id, eventType: d.event_type, body: d.body, headers })
+      .finally(() => slot?.taken && slot.release());
     const { delivered, requestHeaders } = res;
     // A permanent failure (a broker's unroutable or refused message) is final at once: retrying cannot help.
     const final = lastAttempt || res.permanent === true;
@@ -275,7 +295,11 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
           if (o.kind === 'retry') await queueRuns({ id: d.id, app_id: d.app_id, run: 0, attempt_base: 1, delayMs: o.delayMs });
         });
         if (outcome.kind === 'wait') {
-          // Over its throttle: stored as pending and queued as a run of its own, no attempt spent.
+          // Over its throttle or its destination's in-flight bound: queued as a run of its own, no
+          // attempt spent, then stored as pending. Queued first, as a retry is: should the write
+          // or this process fail in between, the run waits for its row instead of the row
+          // waiting forever for a run (the safety net skips a subscription the event names).
+          await queueRuns({ id: d.id, app_id: d.app_id, run: 0, attempt_base: 0, delayMs: outcome.ms });
           await record(d, {
             status: 'pending',
             attempt: 0,
@@ -287,7 +311,6 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
             affectsHealth: false,
             log: false,
           });
-          await queueRuns({ id: d.id, app_id: d.app_id, run: 0, attempt_base: 0, delayMs: outcome.ms });
         }
         return outcome;
       }),

@@ -55,6 +55,8 @@ export interface SubscriptionCache {
   forApps(appIds: string[]): Promise<Map<string, CachedSubscription[]>>;
   get(appId: string, subscriptionId: string): Promise<CachedSubscription | undefined>;
   invalidate(appId: string): void;
+  /** Called after an announced change dropped an application's entry (`undefined`: every application's). */
+  onChange(listener: (appId: string | undefined) => void): void;
   /** Resolves once the invalidation channel is subscribed. */
   ready: Promise<void>;
   close(): Promise<void>;
@@ -92,10 +94,14 @@ export function createSubscriptionCache(deps: Deps): SubscriptionCache {
     generations.set(appId, (generations.get(appId) ?? 0) + 1);
   };
 
+  const listeners: ((appId: string | undefined) => void)[] = [];
   const watch = watchChanges(deps, 'webhook-subscriptions', (appId) => {
-    if (appId) return invalidate(appId);
-    epoch++;
-    entries.clear();
+    if (appId) invalidate(appId);
+    else {
+      epoch++;
+      entries.clear();
+    }
+    for (const l of listeners) l(appId || undefined);
   });
 
   // Secrets are opened and their signing keys prepared once per load, not per delivery.
@@ -157,6 +163,7 @@ export function createSubscriptionCache(deps: Deps): SubscriptionCache {
       return find();
     },
     invalidate,
+    onChange: (listener) => void listeners.push(listener),
     ready: watch.ready,
     async close() {
       entries.clear();

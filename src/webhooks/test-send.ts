@@ -5,7 +5,7 @@ import { systemEvent } from '../ledger/event-types.js';
 import { createAttemptLog } from './attempt-log.js';
 import { buildDeliveryBody } from './body.js';
 import { createWebhookHttpClient } from './http-client.js';
-import { createSenders } from '../destinations/senders.js';
+import { createSenders, senderOptions } from '../destinations/senders.js';
 import { signatureHeaders } from './signing.js';
 import { loadSubscriptionForSend } from './subscriptions.js';
 
@@ -48,7 +48,7 @@ export async function sendTestDelivery(deps: Deps, appId: string, subscriptionId
   const ts = Math.floor(now.getTime() / 1000);
   const options = { policy: deps.config.OUTBOUND_ADDRESS_POLICY, timeoutMs: deps.config.WEBHOOK_TIMEOUT_MS };
   const http = createWebhookHttpClient({ ...options, connectionsPerOrigin: 1 });
-  const senders = createSenders(http, options);
+  const senders = createSenders(http, senderOptions(deps.config));
   try {
     const headers = signatureHeaders({ deliveryId, timestamp: ts, body, secrets: sub.secrets });
     const res = await senders.send(sub.destination, { deliveryId, appId, eventType: test.event_type, body, headers });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { failed, formatTable, reconcileStream, reconcileWrites, total, type Row } from '../../chaos/reconcile.js';
+import { failed, formatTable, reconcileBrokerQueue, reconcileStream, reconcileWrites, total, type Row } from '../../chaos/reconcile.js';
 
 const row = (over: Partial<Row> = {}): Row => ({
   scenario: 's',
@@ -119,5 +119,16 @@ describe('chaos reconciliation', () => {
     const table = formatTable([...rows, total(rows)]);
     expect(table).toMatch(/\| a .*\| - +\| 4\.3 +\| 3\.9 +\| ok +\|/);
     expect(table).toMatch(/\| total .*\| - +\| 4\.3 +\| 6\.0 +\| ok +\|/);
+  });
+
+  it('counts a broker queue by delivery id: unique, missing events, and every copy past the first as a duplicate', () => {
+    const messages = [
+      { deliveryId: 'd1', eventId: 'e1' },
+      { deliveryId: 'd2', eventId: 'e2' },
+      { deliveryId: 'd2', eventId: 'e2' },
+      { deliveryId: 'd2', eventId: 'e2' },
+    ];
+    expect(reconcileBrokerQueue(['e1', 'e2', 'e3'], messages)).toEqual({ expected: 3, unique: 2, missing: 1, duplicates: 2 });
+    expect(reconcileBrokerQueue([], [])).toEqual({ expected: 0, unique: 0, missing: 0, duplicates: 0 });
   });
 });

@@ -1,4 +1,6 @@
 import { connect, type ChannelModel, type ConfirmChannel, type ConsumeMessage } from 'amqplib';
+import { isIP } from 'node:net';
+import { rootCertificates } from 'node:tls';
 import { withDeadline } from '../../availability.js';
 import { judgeUrl, resolvePublic } from '../../net/outbound-policy.js';
 import type { DestinationSender, OpenDestination, SendResult, SenderOptions } from '../types.js';
@@ -38,6 +40,8 @@ interface Link {
   returned: Map<string, string>;
   /** The broker's error that closed the channel or connection (it names the exchange or vhost). */
   failure?: Error;
+  /** Set once retired: called when its last publish in flight settles. */
+  onIdle?: () => void;
 }
 
 /**
@@ -47,12 +51,20 @@ interface Link {
  */
 export function createRabbitmqSender(options: SenderOptions): DestinationSender {
   const { policy, timeoutMs } = options;
+  // Node's bundle plus the operator's CAs: `ca` given alone would replace the bundle.
+  const ca = options.extraCa ? [...rootCertificates, options.extraCa] : undefined;
   const links = new Map<string, Link>();
+
+  /** Closes cleanly within the deadline, else drops the socket: a hung broker never answers the close. */
+  const shut = (conn: ChannelModel) =>
+    withDeadline(conn.close(), timeoutMs, () => new Error('no close-ok')).catch(() =>
+      (conn as unknown as { connection?: { stream?: { destroy?: () => void } } }).connection?.stream?.destroy?.(),
+    );
 
   const drop = (key: string, link: Link, err: Error) => {
     if (links.get(key) === link) links.delete(key);
     for (const settle of [...link.pending]) settle(err);
-    link.conn?.close().catch(() => {});
+    if (link.conn) void shut(link.conn);
   };
 
   async function open(key: string, link: Link, rawUrl: string): Promise<ConfirmChannel> {
@@ -80,11 +92,11 @@ export function createRabbitmqSender(options: SenderOptions): DestinationSender 
         vhost,
         heartbeat: 30,
       },
-      { timeout: timeoutMs, ...(tls ? { servername: host } : {}) },
+      { timeout: timeoutMs, ...(tls ? { ...(isIP(host) ? {} : { servername: host }), ...(ca ? { ca } : {}) } : {}) },
     );
     // A connect that answers after its deadline is closed, not leaked.
     connecting.then(
-      (c) => (links.get(key) === link ? undefined : c.close().catch(() => {})),
+      (c) => (links.get(key) === link ? undefined : shut(c)),
       () => {},
     );
     const conn = await withDeadline(connecting, timeoutMs, () => new Error(`no connection within ${timeoutMs} ms`));
@@ -100,8 +112,10 @@ export function createRabbitmqSender(options: SenderOptions): DestinationSender 
     return ch;
   }
 
+  const keyOf = (dest: OpenDestination) => `${dest.subscriptionId}\n${dest.secret}`;
+
   const linkFor = (dest: OpenDestination): { key: string; link: Link } => {
-    const key = `${dest.subscriptionId}\n${dest.secret}`;
+    const key = keyOf(dest);
     let link = links.get(key);
     if (!link) {
       const fresh: Link = { ready: undefined as never, lastUsed: Date.now(), pending: new Set(), returned: new Map() };
@@ -149,6 +163,7 @@ export function createRabbitmqSender(options: SenderOptions): DestinationSender 
           clearTimeout(timer);
           link.pending.delete(onClose);
           link.lastUsed = Date.now();
+          if (link.pending.size === 0) link.onIdle?.();
           resolve(done(r));
         };
         const onClose = (err: Error) => settle({ delivered: false, error: describe(err), permanent: isPermanent(err) });
@@ -186,11 +201,26 @@ export function createRabbitmqSender(options: SenderOptions): DestinationSender 
         }
       });
     },
+    retire(subscriptionId, keep) {
+      const kept = keep && keyOf(keep);
+      for (const [key, link] of links) {
+        if (!key.startsWith(`${subscriptionId}\n`) || key === kept) continue;
+        // Out of the pool at once (no new publish on it), closed once its confirms are in.
+        links.delete(key);
+        const shutWhenReady = () =>
+          void link.ready.then(
+            () => link.conn && shut(link.conn),
+            () => {},
+          );
+        if (link.pending.size === 0) shutWhenReady();
+        else link.onIdle = shutWhenReady;
+      }
+    },
     async close() {
       clearInterval(sweeper);
       const all = [...links.entries()];
       links.clear();
-      await Promise.allSettled(all.map(([, link]) => link.conn?.close()));
+      await Promise.allSettled(all.map(([, link]) => link.conn && shut(link.conn)));
     },
   };
 }
