@@ -288,14 +288,18 @@ describe('nats destination on a server with users and permissions (its own nats-
   let dir: string;
   let url: string;
   let admin: NatsConnection;
+  let monitor: string;
 
   beforeAll(async () => {
     const port = await freePort();
+    const monitorPort = await freePort();
+    monitor = `http://127.0.0.1:${monitorPort}`;
     dir = mkdtempSync(join(tmpdir(), 'gw-nats-'));
     url = `nats://127.0.0.1:${port}`;
     writeFileSync(
       join(dir, 'server.conf'),
       `listen: 127.0.0.1:${port}
+http: 127.0.0.1:${monitorPort}
 jetstream { store_dir: "${join(dir, 'js')}" }
 authorization {
   users = [
@@ -349,6 +353,31 @@ authorization {
     const r = await send('gw', 'gwpw', 'gwtest.denied.{event_type}');
     expect(r).toMatchObject({ delivered: false, permanent: true });
     expect(r.error).toMatch(/^permission denied: .*gwtest\.denied\.order\.x/i);
+  });
+
+  it("closes a subscription's connection at once when it is retired, and keeps the one asked to keep", async () => {
+    /** Connections of the gateway's user on the server (its monitoring endpoint), the admin's left out. */
+    const gatewayConnections = async () =>
+      ((await (await fetch(`${monitor}/connz?auth=1`)).json()) as { connections?: { authorized_user?: string }[] }).connections?.filter(
+        (c) => c.authorized_user === 'gw',
+      ).length ?? 0;
+    const sender = createNatsSender({ policy: 'any', timeoutMs: 3000 });
+    const dest = {
+      subscriptionId: 'retired-sub',
+      secret: JSON.stringify({ servers: [url], credentials: { type: 'user_password', user: 'gw', password: 'gwpw' } }),
+      config: { subject: 'gwtest.ok.{event_type}', auth: 'user_password' },
+    };
+    const msg = { deliveryId: randomBytes(8).toString('hex'), appId: 'app', eventType: 'order.x', body: '{}', headers: {} };
+    try {
+      expect(await sender.send(dest, msg)).toMatchObject({ delivered: true });
+      expect(await gatewayConnections()).toBe(1);
+      sender.retire!('retired-sub', dest);
+      expect(await gatewayConnections()).toBe(1);
+      sender.retire!('retired-sub');
+      await eventually(async () => ((await gatewayConnections()) === 0 ? true : undefined), 5_000);
+    } finally {
+      await sender.close();
+    }
   });
 
   it('fails wrong credentials at once', async () => {

@@ -58,6 +58,8 @@ interface Link {
   nc?: NatsConnection;
   lastUsed: number;
   pending: number;
+  /** Set once retired: closes the connection when its last publish in flight settles. */
+  onIdle?: () => void;
 }
 
 /**
@@ -191,6 +193,18 @@ export function createNatsSender(options: SenderOptions): DestinationSender {
       } finally {
         link.pending--;
         link.lastUsed = Date.now();
+        if (link.pending === 0) link.onIdle?.();
+      }
+    },
+    retire(subscriptionId, keep) {
+      const kept = keep && `${keep.subscriptionId}\n${keep.secret}`;
+      for (const [key, link] of links) {
+        if (!key.startsWith(`${subscriptionId}\n`) || key === kept) continue;
+        // Out of the pool at once (no new publish on it), closed once its acks are in.
+        links.delete(key);
+        const shut = () => void link.ready.then(() => link.nc?.close(), () => {}).catch(() => {});
+        if (link.pending === 0) shut();
+        else link.onIdle = shut;
       }
     },
     async close() {
