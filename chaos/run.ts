@@ -176,8 +176,16 @@ async function queuesBack(
       const created = Number(await cluster.queueRedis.hget(queue.toKey(done[i]), 'timestamp'));
       if (created >= faultAt) back = (Number(done[i + 1]) - faultAt) / 1000;
     }
-    if (back === undefined) silent.push(queue.name);
-    else {
+    if (back === undefined) {
+      silent.push(queue.name);
+      // What the queue holds and who serves it: a queue with jobs waiting and workers registered
+      // that took none is a stuck worker, not an idle queue (seen after redis-master-kill).
+      const counts = await queue
+        .getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'failed', 'paused')
+        .catch((e: Error) => e.message);
+      const workers = await queue.getWorkersCount().catch((e: Error) => e.message);
+      log(`${queue.name} holds ${JSON.stringify(counts)}; workers registered: ${workers}`);
+    } else {
       log(`${queue.name}: first job created after the fault completed ${back.toFixed(1)} s after it`);
       slowest = Math.max(slowest, back);
     }
