@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect as connectNats } from '@nats-io/transport-node';
 import { connect, type ChannelModel, type ConsumeMessage } from 'amqplib';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -521,6 +523,46 @@ describe('the developer portal', () => {
       await ch.deleteQueue(`${name}.q`).catch(() => {});
       await ch.deleteExchange(`${name}.x`).catch(() => {});
       await broker.close();
+    }
+  });
+
+  it('creates a NATS destination whose user and password go as its credentials, never in its URL, and delivers to it', async () => {
+    // The machine's NATS with JetStream; this test's stream is gwtest_<random> on gwtest.<random>.> and deleted at the end.
+    const tag = randomUUID().slice(0, 8);
+    const nc = await connectNats({ servers: '127.0.0.1:4222' });
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.add({ name: `gwtest_${tag}`, subjects: [`gwtest.${tag}.>`] });
+    try {
+      await page.getByRole('link', { name: 'Webhooks', exact: true }).click();
+      await page.getByRole('button', { name: 'New webhook' }).click();
+      const form = page.getByRole('form', { name: 'New webhook' });
+      await form.getByLabel('Name', { exact: true }).fill('orders-nats');
+      await form.getByLabel('Destination').selectOption('nats');
+      // Credentials are User and Password beside the URL, not a field of their own.
+      expect(await form.getByLabel('Credentials').count()).toBe(0);
+      await form.getByLabel('Broker URL').fill('nats://127.0.0.1:4222');
+      await form.getByLabel('User', { exact: true }).fill('orders');
+      await form.getByLabel('Password', { exact: true }).fill('orders-secret');
+      await form.getByLabel('Subject').fill(`gwtest.${tag}.{event_type}`);
+      await form.getByLabel('Event patterns').fill('order.*');
+      await form.getByRole('button', { name: 'Create webhook' }).click();
+      await page.getByRole('cell', { name: 'nats · nats://127.0.0.1:4222' }).waitFor();
+      const [row] = await s.deps.sql`SELECT id, destination_secret_sealed FROM webhook_subscriptions WHERE name = 'orders-nats'`;
+      expect(JSON.parse(s.deps.secrets.open(row.destination_secret_sealed))).toEqual({
+        servers: ['nats://127.0.0.1:4222'],
+        credentials: { type: 'user_password', user: 'orders', password: 'orders-secret' },
+      });
+      expect(await page.locator('body').textContent()).not.toContain('orders-secret');
+
+      expect((await s.request('POST', '/v1/events', { auth: app, body: { event_type: 'order.placed', payload: {} } })).status).toBe(201);
+      await page.getByRole('link', { name: 'Open orders-nats' }).click();
+      const sent = page.locator('.deliveries > li').filter({ hasText: 'order.placed' });
+      await sent.locator('.badge', { hasText: 'delivered' }).waitFor({ timeout: 15_000 });
+      await sent.getByText('last answer confirmed by the broker').waitFor();
+      expect((await jsm.streams.info(`gwtest_${tag}`)).state.messages).toBe(1);
+    } finally {
+      await jsm.streams.delete(`gwtest_${tag}`).catch(() => {});
+      await nc.close();
     }
   });
 });

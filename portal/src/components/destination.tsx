@@ -11,8 +11,19 @@ import { Field } from './ui.tsx';
 const BROKER_SCHEMAS = schemas as Record<string, ObjectSchema>;
 const DESTINATION_KINDS = ['webhook', ...Object.keys(BROKER_SCHEMAS)];
 
-/** A broker kind's settings besides `url` (the sealed part) and `kind`, as its schema lists them. */
-const settingsOf = (kind: string) => Object.entries(BROKER_SCHEMAS[kind]?.properties ?? {}).filter(([k]) => k !== 'kind' && k !== 'url');
+/**
+ * A kind's settings the form draws as fields: its input's properties but the kind, the URL and
+ * its credentials (typed as User and Password beside the URL, never shown back).
+ */
+const settingsOf = (kind: string) =>
+  Object.entries(BROKER_SCHEMAS[kind]?.properties ?? {}).filter(([k]) => k !== 'kind' && k !== 'url' && k !== 'credentials');
+
+/**
+ * Whether the kind takes a user and password as a `credentials` object of its own (NATS),
+ * rather than in its URL (RabbitMQ): its input schema has a `user_password` credentials variant.
+ */
+const takesCredentialsApart = (kind: string): boolean =>
+  JSON.stringify(BROKER_SCHEMAS[kind]?.properties?.credentials ?? {}).includes('"user_password"');
 
 /** A destination's shown values by name (a broker's URL without credentials and its settings). */
 const shownOf = (sub: Subscription | undefined) => (sub?.destination ?? {}) as Record<string, unknown>;
@@ -139,7 +150,14 @@ export function destinationBody(d: DestinationDraft, initial: Subscription | und
   return {
     destination: {
       kind: d.kind,
-      ...(keepsUrl(d, initial) ? {} : { url: withCredentials(d.url.trim(), d.user, d.password) }),
+      ...(keepsUrl(d, initial)
+        ? {}
+        : takesCredentialsApart(d.kind)
+          ? {
+              url: d.url.trim(),
+              ...(d.user || d.password ? { credentials: { type: 'user_password', user: d.user, password: d.password } } : {}),
+            }
+          : { url: withCredentials(d.url.trim(), d.user, d.password) }),
       ...settings,
     },
   };
