@@ -202,7 +202,13 @@ export function createNatsSender(options: SenderOptions): DestinationSender {
         if (!key.startsWith(`${subscriptionId}\n`) || key === kept) continue;
         // Out of the pool at once (no new publish on it), closed once its acks are in.
         links.delete(key);
-        const shut = () => void link.ready.then(() => link.nc?.close(), () => {}).catch(() => {});
+        const shut = () =>
+          void link.ready
+            .then(
+              () => link.nc?.close(),
+              () => {},
+            )
+            .catch(() => {});
         if (link.pending === 0) shut();
         else link.onIdle = shut;
       }
