@@ -66,6 +66,21 @@ afterAll(async () => {
   await cluster?.destroy();
 });
 
+/**
+ * The master serving `key` and its replica, once the nodes' own view names the replica: a node
+ * that just rejoined as a replica (the test before put it back) reaches every node's CLUSTER
+ * SLOTS a moment after its link is up.
+ */
+const servingWithReplica = (key: string) =>
+  eventually(
+    async () => {
+      const s = await cluster.serving(key);
+      return s.replica ? { ...s, replica: s.replica } : undefined;
+    },
+    30_000,
+    'the replica of the shard known to the cluster',
+  );
+
 /** An application with a Telegram connection on the fake; its queue shard's master and replica. */
 async function appOnShard() {
   const a = await createApplication(sql, `failover-${randomBytes(3).toString('hex')}`, [...SCOPES]);
@@ -82,7 +97,7 @@ async function appOnShard() {
   expect(conn.status).toBe(201);
   const { id: connectionId, webhook_url } = (await conn.json()) as { id: string; webhook_url: string };
   // Every queue of the application's shard shares one hash tag: one slot, one master.
-  const shard = await cluster.serving(queueFor(queues, 'ledger', a.appId).qualifiedName);
+  const shard = await servingWithReplica(queueFor(queues, 'ledger', a.appId).qualifiedName);
   return { appId: a.appId, headers, connectionId, hookPath: new URL(webhook_url).pathname, ...shard };
 }
 
@@ -229,7 +244,7 @@ describe('Redis failover with QUEUE_SHARDS=6 and REDIS_WAIT_REPLICAS=1', () => {
       const a = await createApplication(sql, `every-shard-${randomBytes(3).toString('hex')}`, [...SCOPES]);
       if (!apps.has(shardOf(a.appId, SHARDS))) apps.set(shardOf(a.appId, SHARDS), a.appId);
     }
-    const { master, replica } = await cluster.serving(queueFor(queues, 'ledger', apps.get(0)).qualifiedName);
+    const { master, replica } = await servingWithReplica(queueFor(queues, 'ledger', apps.get(0)!).qualifiedName);
     await master.stop('SIGKILL');
     await cluster.waitForRole(replica!, 'master');
     // A supervisor starts the killed node again: it comes back as a master of its old slots
