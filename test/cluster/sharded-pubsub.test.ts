@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApplication } from '../../src/apps/applications.js';
+import { redisReady } from '../../src/availability.js';
 import { parseConfig, type RedisTarget } from '../../src/config.js';
 import { closeDeps, createDeps, type Deps } from '../../src/deps.js';
 import { addCommitReports, reportChannels, subscribeCommitReports } from '../../src/ledger/commit-reports.js';
@@ -218,6 +219,9 @@ describe('REDIS_SHARDED_PUBSUB on a single Redis server', () => {
     const hub = createWakeHub(t.config.redis, single, observer);
     const redis = createRedis(t.config.redis, 'request');
     try {
+      // A request connection queues nothing while it connects: a pipeline sent before it is
+      // ready answers each command with an error, which publishing (fire and forget) drops.
+      await redisReady(redis, 5_000);
       const appId = randomUUID();
       const got: number[] = [];
       hub.on(appId, (_a, seq) => seq !== undefined && got.push(seq));
