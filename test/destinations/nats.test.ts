@@ -11,6 +11,7 @@ import { createNatsSender } from '../../src/destinations/nats/sender.js';
 import { judgeUrl } from '../../src/net/outbound-policy.js';
 import { freePort, startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
 import { eventually } from '../webhooks/receiver.js';
+import { destinationApi } from './api.js';
 
 // The machine's NATS with JetStream; every stream here is `gwtest_<random>` on `gwtest.<random>.>`, deleted at the end.
 const SERVER = 'nats://127.0.0.1:4222';
@@ -47,23 +48,11 @@ async function stream(manager = jsm) {
   return { name, prefix: `gwtest.${id}`, count, message };
 }
 
-async function subscribe(destination: Record<string, unknown>, patterns = ['order.*']) {
-  const r = await s.request('POST', '/v1/webhook-subscriptions', {
-    auth: a,
-    body: { name: 'nats', event_patterns: patterns, destination: { kind: 'nats', ...destination } },
-  });
-  expect(r.status, JSON.stringify(r.json)).toBe(201);
-  return r.json as { id: string; secret: string; target_url: string; destination: Record<string, unknown> };
-}
-
-const emit = async (eventType: string, payload: Record<string, unknown> = {}) => {
-  const r = await s.request('POST', '/v1/events', { auth: a, body: { event_type: eventType, payload } });
-  expect(r.status).toBe(201);
-  return r.json as { id: string; cursor: string; created_at: string };
-};
-
-const logsOf = async (subId: string) =>
-  (await s.request('GET', `/v1/webhook-subscriptions/${subId}/deliveries?limit=200`, { auth: a })).json.data as any[];
+const { subscribe, emit, logsOf } = destinationApi(
+  () => s,
+  () => a,
+  'nats',
+);
 
 const headersOf = (m: StoredMsg) => Object.fromEntries([...(m.header?.keys() ?? [])].map((k) => [k, m.header!.get(k)]));
 

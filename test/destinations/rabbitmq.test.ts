@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { judgeUrl } from '../../src/net/outbound-policy.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
 import { eventually } from '../webhooks/receiver.js';
+import { destinationApi } from './api.js';
 
 // The machine's RabbitMQ; every exchange and queue here is named `gwtest.<random>.…` and deleted at the end.
 const BROKER = 'amqp://guest:guest@127.0.0.1:5672';
@@ -46,23 +47,11 @@ async function exchange(bound: boolean) {
   return { exchange: `${name}.x`, got };
 }
 
-async function subscribe(destination: Record<string, unknown>, patterns = ['order.*']) {
-  const r = await s.request('POST', '/v1/webhook-subscriptions', {
-    auth: a,
-    body: { name: 'broker', event_patterns: patterns, destination: { kind: 'rabbitmq', ...destination } },
-  });
-  expect(r.status, JSON.stringify(r.json)).toBe(201);
-  return r.json as { id: string; secret: string; target_url: string; destination: Record<string, unknown> };
-}
-
-const emit = async (eventType: string, payload: Record<string, unknown> = {}) => {
-  const r = await s.request('POST', '/v1/events', { auth: a, body: { event_type: eventType, payload } });
-  expect(r.status).toBe(201);
-  return r.json as { id: string; cursor: string; created_at: string };
-};
-
-const logsOf = async (subId: string) =>
-  (await s.request('GET', `/v1/webhook-subscriptions/${subId}/deliveries?limit=200`, { auth: a })).json.data as any[];
+const { subscribe, emit, logsOf } = destinationApi(
+  () => s,
+  () => a,
+  'rabbitmq',
+);
 
 const headersOf = (m: ConsumeMessage) => Object.fromEntries(Object.entries(m.properties.headers ?? {}).map(([k, v]) => [k, String(v)]));
 

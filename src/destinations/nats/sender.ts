@@ -17,8 +17,9 @@ import { isIP } from 'node:net';
 import { withDeadline } from '../../availability.js';
 import { judgeUrl, resolvePublic } from '../../net/outbound-policy.js';
 import { fillTemplate } from '../template.js';
-import type { DestinationSender, OpenDestination, SendResult, SenderOptions } from '../types.js';
+import type { DestinationSender, OpenDestination, SenderOptions } from '../types.js';
 import { natsConfig, natsSecret } from './config.js';
+import { sendResult } from '../result.js';
 
 /** A connection unused this long is closed; the next delivery opens a new one. */
 const IDLE_MS = 60_000;
@@ -172,13 +173,7 @@ export function createNatsSender(options: SenderOptions): DestinationSender {
       const config = natsConfig.parse(dest.config);
       const subject = fillTemplate(config.subject, msg);
       const requestHeaders = { 'content-type': 'application/json', ...msg.headers, 'Nats-Msg-Id': msg.deliveryId };
-      const done = (r: { delivered: boolean; error?: string; permanent?: boolean }): SendResult => ({
-        headers: {},
-        responseBody: '',
-        requestHeaders,
-        durationMs: Math.round(performance.now() - started),
-        ...r,
-      });
+      const done = sendResult(requestHeaders, started);
       const link = linkFor(dest);
       link.pending++;
       try {

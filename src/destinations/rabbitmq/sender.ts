@@ -5,6 +5,7 @@ import { withDeadline } from '../../availability.js';
 import { judgeUrl, resolvePublic } from '../../net/outbound-policy.js';
 import type { DestinationSender, OpenDestination, SendResult, SenderOptions } from '../types.js';
 import { rabbitmqConfig, routingKey } from './config.js';
+import { sendResult } from '../result.js';
 
 /** A connection unused this long is closed; the next delivery opens a new one. */
 const IDLE_MS = 60_000;
@@ -141,13 +142,7 @@ export function createRabbitmqSender(options: SenderOptions): DestinationSender 
       const config = rabbitmqConfig.parse(dest.config);
       const key = routingKey(config.routing_key, msg);
       const requestHeaders = { 'content-type': 'application/json', ...msg.headers };
-      const done = (r: { delivered: boolean; error?: string; permanent?: boolean }): SendResult => ({
-        headers: {},
-        responseBody: '',
-        requestHeaders,
-        durationMs: Math.round(performance.now() - started),
-        ...r,
-      });
+      const done = sendResult(requestHeaders, started);
       const { link } = linkFor(dest);
       let ch: ConfirmChannel;
       try {
