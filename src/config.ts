@@ -6,7 +6,7 @@ import { z } from 'zod';
 export const QUEUE_NAMES = ['inbound', 'send', 'transcription', 'ledger', 'webhook', 'maintenance'] as const;
 export type QueueName = (typeof QUEUE_NAMES)[number];
 /** The queues QUEUE_SHARDS splits by application (docs/SCALING.md, "Queue shards"). */
-export const SHARDED_QUEUES = ['ledger', 'webhook', 'send', 'inbound'] as const satisfies readonly QueueName[];
+export const SHARDED_QUEUES = ['ledger', 'webhook', 'send', 'inbound', 'transcription'] as const satisfies readonly QueueName[];
 const MAX_QUEUE_SHARDS = 64;
 
 /** A queue a worker process serves: every shard of it, or only those listed. */
@@ -135,7 +135,7 @@ const schema = z
      */
     REDIS_SHARDED_PUBSUB: bool(false),
     /**
-     * How many queues each of `ledger`, `webhook`, `send` and `inbound` is split into, chosen
+     * How many queues each of `ledger`, `webhook`, `send`, `inbound` and `transcription` is split into, chosen
      * per application (docs/SCALING.md, "Queue shards"). 1 keeps the single queues and their keys.
      */
     QUEUE_SHARDS: z.coerce.number().int().min(1).max(MAX_QUEUE_SHARDS).default(1),

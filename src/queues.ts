@@ -262,6 +262,9 @@ export const JOBS = {
   transcription: {
     schema: z.object({ app_id: uuid, event: ledgerEventSchema, file_id: uuid }),
     jobId: (d: { event: { id: string } }) => `tr-${d.event.id}`,
+    // On its application's shard, beside the inbound job that adds it: a worker's follow-up
+    // on the same master reaches the replica before that job's completion does (docs/SCALING.md §3).
+    shardKey: (d: { app_id: string }) => d.app_id,
     options: { attempts: 5, backoff: { type: 'exponential', delay: 2000 } },
   },
 } satisfies Record<QueueName, CatalogEntry>;

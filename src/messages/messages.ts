@@ -9,6 +9,7 @@ import type { SendOutcome } from '../ledger/commit-reports.js';
 import type { CommitWaiter, OutcomeCheck } from '../ledger/commit-waiter.js';
 import { getAdapter } from '../platforms/registry.js';
 import { enqueue } from '../queues.js';
+import { isNotReplicated } from '../redis-durability.js';
 import { deleteInBatches } from '../retention/batched-delete.js';
 import { replyPolicyOf, replyWindow } from '../conversations/reply-window.js';
 import { batchable } from './delivery.js';
@@ -139,7 +140,9 @@ export async function submitMessage(
     createdAt = earlier.created_at;
     if (earlier.status === 'sent' || earlier.status === 'failed') return ok({ id, ...earlier });
     settled = services.sends.wait(appId, id, deps.config.SEND_WAIT_MS);
-    await enqueue(deps.queues, 'send', { message_id: id, app_id: appId });
+    await enqueue(deps.queues, 'send', { message_id: id, app_id: appId }).catch(async (err) => {
+      if (!(await settledDespite(err, settled))) throw err;
+    });
   } else {
     // New, or a replayed key whose first request died between claiming the key and recording
     // the message (a database restart): recorded now, from the same body (the key's hash
@@ -158,6 +161,13 @@ export async function submitMessage(
         alone: !batchable(conn.platform) || (input.file_ids?.length ?? 0) > 0,
       });
     } catch (err) {
+      const outcome = await settledDespite(err, settled);
+      if (outcome) {
+        const [row] = await deps.sql<
+          { created_at: Date }[]
+        >`SELECT created_at FROM outbound_messages WHERE app_id = ${appId} AND id = ${id}`;
+        return settledAnswer(id, row.created_at, outcome);
+      }
       services.sends.settle(appId, id, undefined);
       // A foreign key violation: the connection was deleted and this process's cache missed the
       // announcement (see src/connections/connection-cache.ts). Unknown, as without the cache.
@@ -167,11 +177,25 @@ export async function submitMessage(
   }
   const outcome = await settled;
   if (!outcome) return ok({ id, status: 'queued', external_message_id: null, error: null, created_at: createdAt });
+  return settledAnswer(id, createdAt, outcome);
+}
+
+function settledAnswer(id: string, createdAt: Date, outcome: SendOutcome): Result<SubmittedMessage> {
   return ok(
     outcome.status === 'sent'
       ? { id, status: 'sent', external_message_id: outcome.external_message_id, error: null, created_at: createdAt }
       : { id, status: 'failed', external_message_id: null, error: outcome.error, created_at: createdAt },
   );
+}
+
+/**
+ * The outcome of a send whose enqueue failed, when it settled anyway. A job on its master but
+ * on no replica (REDIS_WAIT_REPLICAS) is not safe to call queued, but one the worker sent or
+ * failed within the wait is in PostgreSQL, which no Redis failover takes back: answered as
+ * settled, as an event committed within its wait is a 201 (src/ledger/submit.ts).
+ */
+async function settledDespite(err: unknown, settled: Promise<SendOutcome | undefined>): Promise<SendOutcome | undefined> {
+  return isNotReplicated(err) ? await settled : undefined;
 }
 
 /**

@@ -6,6 +6,7 @@ import { createRedis, type Redis } from '../../src/redis.js';
 import { startRedisCluster, type RedisCluster } from '../helpers/redis-cluster.js';
 import type { RedisServer } from '../helpers/redis-server.js';
 import { CASES } from '../inbound/cases.js';
+import { TelegramFake } from '../fakes/telegram.js';
 import { createTestEnv, freePort, spawnService, type ChildService, type TestEnv } from '../helpers/stack.js';
 import { apiFetch } from '../helpers/openapi-contract.js';
 
@@ -22,6 +23,8 @@ let admin: Redis;
 let web: ChildService;
 let worker: ChildService;
 let base: string;
+let tg: TelegramFake;
+let connectionId: string;
 let headers: Record<string, string>;
 /** A Telegram connection's webhook path, and a signed delivery to post at it. */
 const telegram = CASES.find((c) => c.platform === 'TELEGRAM')!;
@@ -31,7 +34,7 @@ const deliver = (n: number) => {
   return fetch(base + inboundPath, { method: 'POST', headers: d.headers, body: d.body });
 };
 beforeAll(async () => {
-  [cluster, t] = await Promise.all([startRedisCluster(), createTestEnv({ LOG_LEVEL: 'info' })]);
+  [cluster, t, tg] = await Promise.all([startRedisCluster(), createTestEnv({ LOG_LEVEL: 'info' }), TelegramFake.start()]);
   sql = createSql(t.env.DATABASE_URL, { max: 2 });
   admin = createRedis({ clusterNodes: cluster.nodes.map((n) => ({ host: '127.0.0.1', port: n.port })) }, 'blocking');
   admin.on('error', () => {}); // the killed master's refusals, while the client follows the failover
@@ -46,16 +49,19 @@ beforeAll(async () => {
   const conn = await apiFetch(`${base}/v1/platform-connections`, {
     method: 'POST',
     headers,
-    body: JSON.stringify({ platform_name: 'TELEGRAM', name: 'tg', config: telegram.config('http://127.0.0.1:9') }),
+    body: JSON.stringify({ platform_name: 'TELEGRAM', name: 'tg', config: telegram.config(tg.url) }),
   });
   expect(conn.status).toBe(201);
-  inboundPath = new URL(((await conn.json()) as { webhook_url: string }).webhook_url).pathname;
+  const created = (await conn.json()) as { id: string; webhook_url: string };
+  inboundPath = new URL(created.webhook_url).pathname;
+  connectionId = created.id;
 }, 120_000);
 afterAll(async () => {
   for (const p of [web, worker]) p?.kill('SIGKILL');
   await Promise.all([web?.exited, worker?.exited]);
   admin?.disconnect();
   await sql?.end();
+  await tg?.close();
   await t?.dropDatabase();
   await cluster?.destroy();
 });
@@ -126,6 +132,14 @@ describe('REDIS_WAIT_REPLICAS on a 3-master + 3-replica cluster', () => {
       const created = await post({ event_type: 'wait.committed', payload: {} });
       expect(created.status).toBe(201);
       expect(await committed([((await created.json()) as { id: string }).id])).toBe(1);
+      // So is a send the worker completes within the wait: it is in PostgreSQL as sent.
+      const sent = await apiFetch(`${base}/v1/messages`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ platform_connection_id: connectionId, to_external_id: '4242', message: 'sent unreplicated' }),
+      });
+      expect(sent.status).toBe(201);
+      expect(((await sent.json()) as { status: string }).status).toBe('sent');
     } finally {
       process.kill(workerPid, 'SIGCONT');
       process.kill(replicaPid, 'SIGCONT');
