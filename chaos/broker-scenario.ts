@@ -163,8 +163,15 @@ function brokerCheck(
         await cluster.sql<{ id: string }[]>`SELECT id FROM events WHERE app_id = ${appId} AND seq > ${fromSeq} ORDER BY seq`
       ).map((r) => r.id);
       const count = reconcileBrokerQueue(expected, await broker.messages());
+      // How hard the outage hit: attempts that failed, and of those the ones that may have reached the
+      // broker all the same (anything but a refused connect: a confirm or ack lost with the connection).
+      const [attempts] = await cluster.sql<{ failed: number; unconfirmed: number; retried: number }[]>`
+        SELECT count(*)::int AS failed,
+               count(*) FILTER (WHERE error_message NOT ILIKE '%ECONNREFUSED%' AND error_message NOT ILIKE '%connection refused%')::int AS unconfirmed,
+               count(DISTINCT delivery_id)::int AS retried
+          FROM webhook_delivery_logs WHERE subscription_id = ${subId} AND status <> 'delivered'`;
       log(
-        `${broker.label}: ${count.expected} events in the ledger since the subscription was live, ${count.unique} unique delivery ids at the broker, ${count.missing} missing, ${count.duplicates} duplicates (a publish repeated after its confirm or ack was lost and not de-duplicated)`,
+        `${broker.label}: ${count.expected} events in the ledger since the subscription was live, ${count.unique} unique delivery ids at the broker, ${count.missing} missing, ${count.duplicates} duplicates (a publish repeated after its confirm or ack was lost and not de-duplicated); ${attempts.failed} failed attempts of ${attempts.retried} deliveries, ${attempts.unconfirmed} of them other than a refused connect`,
       );
       const faults: string[] = [];
       if (open) faults.push(`${open} broker deliveries still pending or retrying ${SETTLE_MS / 1000} s after the drain`);
