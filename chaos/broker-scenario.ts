@@ -173,6 +173,7 @@ function brokerCheck(
       log(
         `${broker.label}: ${count.expected} events in the ledger since the subscription was live, ${count.unique} unique delivery ids at the broker, ${count.missing} missing, ${count.duplicates} duplicates (a publish repeated after its confirm or ack was lost and not de-duplicated); ${attempts.failed} failed attempts of ${attempts.retried} deliveries, ${attempts.unconfirmed} of them other than a refused connect`,
       );
+      await explainDuplicates(cluster, log, count.copies);
       const faults: string[] = [];
       if (open) faults.push(`${open} broker deliveries still pending or retrying ${SETTLE_MS / 1000} s after the drain`);
       if (failedRows.length) faults.push(`${failedRows.length} broker deliveries ended failed (dead-lettered)`);
@@ -184,4 +185,33 @@ function brokerCheck(
       await broker.server.destroy();
     }
   };
+}
+
+/**
+ * Each duplicated delivery's attempts as the delivery log has them: a copy beyond one plus the
+ * attempts that may have reached the broker unconfirmed (anything but a refused connect) was
+ * sent by an attempt the log does not show as failed.
+ */
+async function explainDuplicates(
+  cluster: Parameters<Scenario['fault']>[0]['cluster'],
+  log: (m: string) => void,
+  copies: Map<string, number>,
+): Promise<void> {
+  if (copies.size === 0) return;
+  const rows = await cluster.sql<{ delivery_id: string; attempt_count: number; status: string; error_message: string | null; at: Date }[]>`
+    SELECT delivery_id, attempt_count, status, error_message, created_at AS at FROM webhook_delivery_logs
+     WHERE delivery_id = ANY(${[...copies.keys()]}::uuid[]) ORDER BY created_at`;
+  const unexplained = [...copies].filter(
+    ([id, n]) =>
+      n >
+      1 +
+        rows.filter(
+          (r) => r.delivery_id === id && r.status !== 'delivered' && !/ECONNREFUSED|connection refused/i.test(r.error_message ?? ''),
+        ).length,
+  );
+  log(`${copies.size} delivery ids at the broker more than once, ${unexplained.length} of them with more copies than unconfirmed attempts`);
+  for (const [id, n] of unexplained.slice(0, 5))
+    log(
+      `  ${id}: ${n} copies; attempts ${JSON.stringify(rows.filter((r) => r.delivery_id === id).map((r) => [r.attempt_count, r.status, r.error_message, r.at.toISOString()]))}`,
+    );
 }
