@@ -11,6 +11,8 @@ export interface ServerProcess {
   /** SIGSTOP: the server keeps its sockets open and answers nothing (a hung server); `resume` is SIGCONT. */
   pause(): void;
   resume(): void;
+  /** SIGKILL now, without waiting for the exit (for an exiting process, which cannot wait). */
+  kill(): void;
 }
 
 export function serverProcess(): ServerProcess {
@@ -32,11 +34,12 @@ export function serverProcess(): ServerProcess {
     },
     pause: () => void proc?.kill('SIGSTOP'),
     resume: () => void proc?.kill('SIGCONT'),
+    kill: () => void proc?.kill('SIGKILL'),
   };
 }
 
 /** A private server a test or the chaos harness started: its signals, its restart and its removal. */
-export interface PrivateServer extends Omit<ServerProcess, 'track'> {
+export interface PrivateServer extends Omit<ServerProcess, 'track' | 'kill'> {
   /** Its directory: configuration, certificates and data, kept across restarts. */
   dir: string;
   /** With `tls`: the PEM of the CA that signed its certificate (for 127.0.0.1 and localhost), `ca.pem` in `dir`. */
@@ -52,6 +55,13 @@ export interface PrivateServer extends Omit<ServerProcess, 'track'> {
 /** The PrivateServer part of a helper's server, around its process and its own `start` (which sets `lastStartMs`). */
 export function privateServer(proc: ServerProcess, dir: string, start: () => Promise<void>): PrivateServer {
   const { running, stop, pause, resume } = proc;
+  const remove = () => rmSync(dir, { recursive: true, force: true });
+  // A test file or harness that exits without its teardown takes its server and directory with it.
+  const onExit = () => {
+    proc.kill();
+    remove();
+  };
+  process.once('exit', onExit);
   return {
     dir,
     lastStartMs: 0,
@@ -62,7 +72,8 @@ export function privateServer(proc: ServerProcess, dir: string, start: () => Pro
     start,
     async destroy() {
       await stop('SIGKILL');
-      rmSync(dir, { recursive: true, force: true });
+      process.off('exit', onExit);
+      remove();
     },
   };
 }
