@@ -158,16 +158,22 @@ export interface BrokerQueueCount {
   missing: number;
   /** Messages beyond the first of their delivery id (a publish repeated after a lost confirm). */
   duplicates: number;
+  /** The delivery ids with more than one message, and how many each. */
+  copies: Map<string, number>;
 }
 
 /** Counts `messages` (each a delivery id and the event it carries) against the events `expected` in the ledger. */
 export function reconcileBrokerQueue(expected: string[], messages: { deliveryId: string; eventId: string }[]): BrokerQueueCount {
   const deliveries = new Set(messages.map((m) => m.deliveryId));
   const events = new Set(messages.map((m) => m.eventId));
+  const copies = new Map<string, number>();
+  for (const m of messages) copies.set(m.deliveryId, (copies.get(m.deliveryId) ?? 0) + 1);
+  for (const [id, n] of copies) if (n === 1) copies.delete(id);
   return {
     expected: expected.length,
     unique: deliveries.size,
     missing: expected.filter((id) => !events.has(id)).length,
     duplicates: messages.length - deliveries.size,
+    copies,
   };
 }

@@ -4,7 +4,7 @@ import { catalogQueues, queueFor, queuePrefix } from '../src/queues.js';
 import { createRedis } from '../src/redis.js';
 import type { AppCredentials, Cluster, SingleCluster } from './cluster.js';
 import type { TelegramFake, WebhookReceiver } from './fakes.js';
-import { brokerRestart } from './broker-scenario.js';
+import { brokerRestart, natsRestart } from './broker-scenario.js';
 import { call } from './load.js';
 
 export interface Timing {
@@ -389,6 +389,7 @@ export const SCENARIOS: Scenario[] = [
     fault: poisonNeighbour,
   },
   brokerRestart,
+  natsRestart,
 ];
 
 /** Levels of nesting a poison payload has: far past any sane limit, short of the body limit. */

@@ -339,8 +339,9 @@ const schema = z
     /** Sends in flight per broker destination per worker process; deliveries beyond it wait without holding a webhook slot. */
     DESTINATION_MAX_IN_FLIGHT: int(20, 1),
     /**
-     * A PEM file of certificate authorities broker destinations' TLS (amqps://) also trusts, beside
-     * Node's bundle: for brokers behind a private CA. Read at startup; the config holds its text.
+     * A PEM file of certificate authorities broker destinations' TLS (amqps://, NATS tls://) also
+     * trusts, beside Node's bundle: for brokers behind a private CA. Read at startup; the config
+     * holds its text.
      */
     DESTINATION_CA_FILE: pemFile(),
     TRANSCRIPTION_API_BASE: z.url().optional(),

@@ -16,7 +16,7 @@ import { TelegramFake } from '../fakes/telegram.js';
 import { eventually } from '../helpers/connections.js';
 import { openSse } from '../helpers/sse.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
-import { startTcpProxy, type TcpProxy } from './support/tcp-proxy.js';
+import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
 import { apiFetch } from '../helpers/openapi-contract.js';
 
 // The typed client (clients/typescript) against the real service: web and workers in this

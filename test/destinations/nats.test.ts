@@ -1,20 +1,18 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { jetstreamManager, type JetStreamManager, type StoredMsg } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyWebhook } from '../../clients/typescript/src/index.js';
 import { createNatsSender } from '../../src/destinations/nats/sender.js';
 import { judgeUrl } from '../../src/net/outbound-policy.js';
+import { startPrivateNats, type PrivateNats } from '../helpers/nats-private.js';
+import { SHARED_NATS_URL } from '../helpers/servers.js';
 import { freePort, startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
 import { eventually } from '../webhooks/receiver.js';
 import { destinationApi } from './api.js';
 
 // The machine's NATS with JetStream; every stream here is `gwtest_<random>` on `gwtest.<random>.>`, deleted at the end.
-const SERVER = 'nats://127.0.0.1:4222';
+const SERVER = SHARED_NATS_URL;
 
 let s: TestStack;
 let a: AppCredentials;
@@ -273,52 +271,30 @@ describe('outbound policy for NATS URLs', () => {
 });
 
 describe('nats destination on a server with users and permissions (its own nats-server)', () => {
-  let proc: ChildProcess;
-  let dir: string;
+  let server: PrivateNats;
   let url: string;
   let admin: NatsConnection;
   let monitor: string;
 
   beforeAll(async () => {
-    const port = await freePort();
-    const monitorPort = await freePort();
-    monitor = `http://127.0.0.1:${monitorPort}`;
-    dir = mkdtempSync(join(tmpdir(), 'gw-nats-'));
-    url = `nats://127.0.0.1:${port}`;
-    writeFileSync(
-      join(dir, 'server.conf'),
-      `listen: 127.0.0.1:${port}
-http: 127.0.0.1:${monitorPort}
-jetstream { store_dir: "${join(dir, 'js')}" }
-authorization {
+    server = await startPrivateNats({
+      monitor: true,
+      conf: `authorization {
   users = [
     { user: admin, password: adminpw }
     { user: gw, password: gwpw, permissions: { publish: { allow: ["gwtest.ok.>"] }, subscribe: { allow: ["_INBOX.>"] } } }
   ]
-}
-`,
-    );
-    proc = spawn('nats-server', ['-c', join(dir, 'server.conf')], { stdio: ['ignore', 'ignore', 'pipe'] });
-    let out = '';
-    await new Promise<void>((resolve, reject) => {
-      proc.stderr!.on('data', (d: Buffer) => {
-        out += d.toString();
-        if (out.includes('Server is ready')) resolve();
-      });
-      proc.once('exit', () => reject(new Error(`nats-server exited at start:\n${out}`)));
+}`,
     });
+    url = server.url;
+    monitor = server.monitorUrl!;
     admin = await connect({ servers: url, user: 'admin', pass: 'adminpw' });
     const m = await jetstreamManager(admin);
     await m.streams.add({ name: 'gwtest_ok', subjects: ['gwtest.ok.>'] });
   });
   afterAll(async () => {
     await admin?.close();
-    if (proc && proc.exitCode === null) {
-      const exited = new Promise((r) => proc.once('exit', r));
-      proc.kill('SIGKILL');
-      await exited;
-    }
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    await server?.destroy();
   });
 
   const send = async (user: string, password: string, subject: string) => {

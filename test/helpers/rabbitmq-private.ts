@@ -1,9 +1,11 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { makeCertificates } from './certificates.js';
+import { privateServer, serverProcess, type PrivateServer } from './server-process.js';
 import { freePort } from './stack.js';
 
 const run = promisify(execFile);
@@ -23,7 +25,8 @@ export interface PrivateRabbitmqOptions {
   parent?: string;
 }
 
-export interface PrivateRabbitmq {
+/** Stopped, its durable queues and persistent messages are kept in `dir`. */
+export interface PrivateRabbitmq extends PrivateServer {
   nodename: string;
   port: number;
   /** `amqp://guest:guest@127.0.0.1:PORT` (guest may connect from loopback). */
@@ -31,28 +34,10 @@ export interface PrivateRabbitmq {
   /** With `tls`: the TLS listener's port and `amqps://guest:guest@127.0.0.1:PORT`. */
   tlsPort?: number;
   tlsUrl?: string;
-  /** With `tls`: the PEM of the CA that signed the broker's certificate (for 127.0.0.1 and localhost). */
-  caPem?: string;
-  dir: string;
-  /** How long the last start took until the node had booted, in ms. */
-  lastStartMs: number;
-  running(): boolean;
-  /**
-   * SIGKILL (the default: the machine lost) or SIGTERM (a clean shutdown); resolves once the VM
-   * has exited. Durable queues and persistent messages are kept in its directory.
-   */
-  stop(signal?: 'SIGKILL' | 'SIGTERM'): Promise<void>;
-  /** SIGSTOP: the broker keeps its sockets open and answers nothing (a hung broker); `resume` is SIGCONT. */
-  pause(): void;
-  resume(): void;
-  /** Starts it again on the same ports, node name and directory; resolves once it has booted. */
-  start(): Promise<void>;
   /** `rabbitmqctl <args>` against this node; its stdout. */
   ctl(...args: string[]): Promise<string>;
   /** The client connections the broker has open now. */
   connectionCount(): Promise<number>;
-  /** Stops it and removes its directory. */
-  destroy(): Promise<void>;
 }
 
 /**
@@ -113,12 +98,10 @@ export async function startPrivateRabbitmq(options: PrivateRabbitmqOptions = {})
   const ctl = async (...args: string[]) =>
     (await run(join(BIN, 'rabbitmqctl'), ['-q', '-n', nodename, ...args], { env, timeout: 90_000 })).stdout;
 
-  let proc: ChildProcess | undefined;
-  let exited: Promise<void> = Promise.resolve();
-  const running = () => proc !== undefined && proc.exitCode === null && proc.signalCode === null;
+  const proc = serverProcess();
 
   const start = async () => {
-    if (running()) return;
+    if (proc.running()) return;
     rmSync(env.RABBITMQ_PID_FILE, { force: true });
     const started = performance.now();
     const child = spawn(join(BIN, 'rabbitmq-server'), [], { env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -126,8 +109,7 @@ export async function startPrivateRabbitmq(options: PrivateRabbitmqOptions = {})
     const keep = (d: Buffer) => (out = (out + d.toString()).slice(-4000));
     child.stdout!.on('data', keep);
     child.stderr!.on('data', keep);
-    proc = child;
-    exited = new Promise((resolve) => child.once('exit', () => resolve()));
+    const exited = proc.track(child);
     // `wait` returns once the pid file is written and the node has booted; it fails at once when the VM exits.
     const booted = ctl('wait', env.RABBITMQ_PID_FILE, '--timeout', '90');
     const died = exited.then(() => {
@@ -136,40 +118,25 @@ export async function startPrivateRabbitmq(options: PrivateRabbitmqOptions = {})
     try {
       await Promise.race([booted, died]);
     } catch (err) {
-      if (running()) child.kill('SIGKILL');
+      if (proc.running()) child.kill('SIGKILL');
       throw err;
     }
     died.catch(() => {});
-    broker.lastStartMs = Math.round(performance.now() - started);
+    base.lastStartMs = Math.round(performance.now() - started);
   };
 
-  const broker: PrivateRabbitmq = {
+  const base = privateServer(proc, dir, start);
+  const broker: PrivateRabbitmq = Object.assign(base, {
     nodename,
     port,
     url: `amqp://guest:guest@127.0.0.1:${port}`,
     ...(options.tls ? { tlsPort, tlsUrl: `amqps://guest:guest@127.0.0.1:${tlsPort}`, caPem } : {}),
-    dir,
-    lastStartMs: 0,
-    running,
-    async stop(signal = 'SIGKILL') {
-      if (!running()) return;
-      proc!.kill('SIGCONT');
-      proc!.kill(signal);
-      await exited;
-    },
-    pause: () => void proc?.kill('SIGSTOP'),
-    resume: () => void proc?.kill('SIGCONT'),
-    start,
     ctl,
     async connectionCount() {
       const out = await ctl('list_connections', 'pid');
       return out.split('\n').filter((l) => l.trim().startsWith('<')).length;
     },
-    async destroy() {
-      await broker.stop('SIGKILL');
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
+  });
   try {
     await start();
   } catch (err) {
@@ -177,32 +144,4 @@ export async function startPrivateRabbitmq(options: PrivateRabbitmqOptions = {})
     throw err;
   }
   return broker;
-}
-
-/** A CA and a server certificate it signed, for 127.0.0.1 and localhost; returns the CA's PEM. */
-async function makeCertificates(dir: string): Promise<string> {
-  const p = (name: string) => join(dir, name);
-  const ssl = (...args: string[]) => run('openssl', args, { cwd: dir, timeout: 30_000 });
-  await ssl(
-    'req',
-    '-x509',
-    '-newkey',
-    'rsa:2048',
-    '-nodes',
-    '-days',
-    '2',
-    '-subj',
-    '/CN=gwtest CA',
-    '-keyout',
-    p('ca.key'),
-    '-out',
-    p('ca.pem'),
-  );
-  await ssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=localhost', '-keyout', p('server.key'), '-out', p('server.csr'));
-  writeFileSync(p('server.ext'), 'subjectAltName = IP:127.0.0.1, DNS:localhost\nextendedKeyUsage = serverAuth\n');
-  await ssl(
-    ...['x509', '-req', '-in', p('server.csr'), '-CA', p('ca.pem'), '-CAkey', p('ca.key'), '-CAcreateserial'],
-    ...['-days', '2', '-extfile', p('server.ext'), '-out', p('server.pem')],
-  );
-  return readFileSync(p('ca.pem'), 'utf8');
 }

@@ -19,3 +19,6 @@ export const PG_PORT = Number(pg.port || 5432);
 
 /** The shared Redis, database number included. */
 export const SHARED_REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379/0';
+
+/** The machine's NATS with JetStream; a test's streams there are `gwtest_…` on `gwtest.….>` subjects, deleted after. */
+export const SHARED_NATS_URL = 'nats://127.0.0.1:4222';

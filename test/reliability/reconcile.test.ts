@@ -128,7 +128,13 @@ describe('chaos reconciliation', () => {
       { deliveryId: 'd2', eventId: 'e2' },
       { deliveryId: 'd2', eventId: 'e2' },
     ];
-    expect(reconcileBrokerQueue(['e1', 'e2', 'e3'], messages)).toEqual({ expected: 3, unique: 2, missing: 1, duplicates: 2 });
-    expect(reconcileBrokerQueue([], [])).toEqual({ expected: 0, unique: 0, missing: 0, duplicates: 0 });
+    expect(reconcileBrokerQueue(['e1', 'e2', 'e3'], messages)).toEqual({
+      expected: 3,
+      unique: 2,
+      missing: 1,
+      duplicates: 2,
+      copies: new Map([['d2', 3]]),
+    });
+    expect(reconcileBrokerQueue([], [])).toEqual({ expected: 0, unique: 0, missing: 0, duplicates: 0, copies: new Map() });
   });
 });

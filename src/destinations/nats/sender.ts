@@ -20,6 +20,7 @@ import { fillTemplate } from '../template.js';
 import type { DestinationSender, OpenDestination, SenderOptions } from '../types.js';
 import { natsConfig, natsSecret } from './config.js';
 import { sendResult } from '../result.js';
+import { trustedCa, unverifiedCertificate } from '../tls.js';
 
 /** A connection unused this long is closed; the next delivery opens a new one. */
 const IDLE_MS = 60_000;
@@ -49,6 +50,8 @@ function classify(err: unknown, subject: string, timeoutMs: number): { error: st
     return { error: `authentication refused: ${(err as Error).message}`, permanent: true };
   if (chainHas(err, (e) => e instanceof InvalidSubjectError)) return { error: `invalid subject "${subject}"`, permanent: true };
   if (chainHas(err, (e) => e instanceof TimeoutError)) return { error: `no JetStream ack within ${timeoutMs} ms`, permanent: false };
+  const certificate = unverifiedCertificate(err);
+  if (certificate) return { error: certificate, permanent: false };
   const e = err as Error & { code?: unknown };
   return { error: `${typeof e?.code === 'string' ? `${e.code}: ` : ''}${e?.message ?? String(err)}`, permanent: false };
 }
@@ -70,6 +73,7 @@ interface Link {
  */
 export function createNatsSender(options: SenderOptions): DestinationSender {
   const { policy, timeoutMs } = options;
+  const ca = trustedCa(options.extraCa);
   const links = new Map<string, Link>();
 
   const drop = (key: string, link: Link) => {
@@ -113,7 +117,7 @@ export function createNatsSender(options: SenderOptions): DestinationSender {
       // `tls://` requires TLS, verified against the host name written, never the address: the
       // transport hands these options to node:tls as they are, so `servername` (untyped there) counts.
       const tls: (NonNullable<NodeConnectionOptions['tls']> & { servername?: string }) | undefined =
-        url.protocol === 'tls:' ? (isIP(host) ? {} : { servername: host }) : undefined;
+        url.protocol === 'tls:' ? { ...(isIP(host) ? {} : { servername: host }), ...(ca ? { ca } : {}) } : undefined;
       const connecting = connect({
         servers: `${address.includes(':') ? `[${address}]` : address}:${url.port || 4222}`,
         name: 'gateway-destination',

@@ -1,11 +1,11 @@
 import { connect, type ChannelModel, type ConfirmChannel, type ConsumeMessage } from 'amqplib';
 import { isIP } from 'node:net';
-import { rootCertificates } from 'node:tls';
 import { withDeadline } from '../../availability.js';
 import { judgeUrl, resolvePublic } from '../../net/outbound-policy.js';
 import type { DestinationSender, OpenDestination, SendResult, SenderOptions } from '../types.js';
 import { rabbitmqConfig, routingKey } from './config.js';
 import { sendResult } from '../result.js';
+import { trustedCa, unverifiedCertificate } from '../tls.js';
 
 /** A connection unused this long is closed; the next delivery opens a new one. */
 const IDLE_MS = 60_000;
@@ -27,7 +27,7 @@ const isPermanent = (err: unknown) =>
 
 const describe = (err: unknown) => {
   const e = err as Error & { code?: string | number };
-  return `${typeof e?.code === 'string' ? `${e.code}: ` : ''}${e?.message ?? String(err)}`;
+  return unverifiedCertificate(err) ?? `${typeof e?.code === 'string' ? `${e.code}: ` : ''}${e?.message ?? String(err)}`;
 };
 
 /** One destination's connection and confirm channel, shared by all its deliveries. */
@@ -52,8 +52,7 @@ interface Link {
  */
 export function createRabbitmqSender(options: SenderOptions): DestinationSender {
   const { policy, timeoutMs } = options;
-  // Node's bundle plus the operator's CAs: `ca` given alone would replace the bundle.
-  const ca = options.extraCa ? [...rootCertificates, options.extraCa] : undefined;
+  const ca = trustedCa(options.extraCa);
   const links = new Map<string, Link>();
 
   /** Closes cleanly within the deadline, else drops the socket: a hung broker never answers the close. */
