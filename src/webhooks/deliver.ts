@@ -84,7 +84,7 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
   const http = createWebhookHttpClient({ policy: deps.config.OUTBOUND_ADDRESS_POLICY, timeoutMs: deps.config.WEBHOOK_TIMEOUT_MS });
   // HTTP or a broker, by the subscription's destination: one outcome shape, so retries, logs and dead-lettering are shared.
   const senders = createSenders(http, senderOptions(deps.config));
-  const inFlight = createInFlightBound(deps.config.DESTINATION_MAX_IN_FLIGHT);
+  const inFlight = createInFlightBound(deps.config.DESTINATION_MAX_IN_FLIGHT, deps.config.WEBHOOK_TIMEOUT_MS);
   const log = createAttemptLog(deps);
   // A subscription changed elsewhere: a broker connection it no longer uses is closed now, not when idle.
   const retireStale = async (appId: string) => {
@@ -204,10 +204,10 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
       if (wait > 0) return { kind: 'wait', ms: wait };
     }
 
-    // A broker destination at its in-flight bound: back later, no attempt spent and no slot held.
+    // A broker destination at its in-flight bound: in line while it answers, else back later (no attempt spent).
     let slot: InFlightSlot | undefined;
     if (sub.destination.kind !== 'webhook') {
-      slot = inFlight.take(sub.destination.subscriptionId);
+      slot = await inFlight.take(sub.destination.subscriptionId);
       if (!slot.taken) return { kind: 'wait', ms: slot.waitMs };
     }
     const attempt = d.attempt_count + 1;
