@@ -326,15 +326,19 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
       return {
         take(events) {
           const taken = events.filter((e) => !inFlight.has(e.event_id) && inFlight.size < limit);
-          for (const e of taken) {
+          const runs = taken.map((e) => {
             inFlight.add(e.event_id);
-            firstAttempts({ eventId: e.event_id, appId: e.app_id, trace: e.trace })
-              .catch((err) =>
-                deps.logger.warn({ err, eventId: e.event_id }, 'in-process first attempts failed; the queued job will make them'),
+            return firstAttempts({ eventId: e.event_id, appId: e.app_id, trace: e.trace })
+              .then(
+                () => true,
+                (err) => {
+                  deps.logger.warn({ err, eventId: e.event_id }, 'in-process first attempts failed; the queued job will make them');
+                  return false;
+                },
               )
               .finally(() => inFlight.delete(e.event_id));
-          }
-          return taken;
+          });
+          return { taken, done: Promise.all(runs).then((ok) => ok.every(Boolean)) };
         },
       };
     },
