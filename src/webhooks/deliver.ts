@@ -68,6 +68,9 @@ export function retryHeaders(attempt: number, originalTs: number): Record<string
   return attempt > 1 ? { 'x-service-retry-count': String(attempt - 1), 'x-service-original-timestamp': String(originalTs) } : {};
 }
 
+/** How soon a run whose delivery is being attempted in this process looks again. */
+const IN_PROGRESS_RECHECK_MS = 250;
+
 /** How long a run waits for its delivery row to appear before concluding it was deleted. */
 const MISSING_ROW_PATIENCE_MS = 120_000;
 
@@ -103,6 +106,21 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
       );
   });
   const queueRuns = createGroupCommit<DeliveryRun, void>((runs) => enqueueDeliveryRuns(deps, runs), 500);
+  /**
+   * Deliveries whose attempt runs in this process, until its outcome is written (or its run
+   * queued). A job run a second time while its first run is still going (BullMQ hands out
+   * again a job whose lock lapsed while the event loop was held) finds no row yet, and must
+   * not send them again.
+   */
+  const attempting = new Set<string>();
+  const exclusively = async <T>(id: string, fn: () => Promise<T>): Promise<T> => {
+    attempting.add(id);
+    try {
+      return await fn();
+    } finally {
+      attempting.delete(id);
+    }
+  };
   /** `fn` in a span when tracing is on; as it is otherwise. */
   const traced = <T>(name: string, options: SpanOptions, fn: (span?: ActiveSpan) => Promise<T>): Promise<T> =>
     deps.tracing ? deps.tracing.span(name, options, fn) : fn();
@@ -270,8 +288,10 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
     // a replay) are left to it: this job never sends one twice.
     const rows: DeliveryRow[] = subs
       .filter((sub) => sub.status === 'ACTIVE' && sub.matches(event) && !have.has(sub.id))
-      .map((sub) => {
-        const id = deliveryIdOf(sub.id, event.id);
+      .map((sub) => ({ sub, id: deliveryIdOf(sub.id, event.id) }))
+      // Being attempted by an earlier run of this job, still going: that run writes its outcome.
+      .filter(({ id }) => !attempting.has(id))
+      .map(({ sub, id }) => {
         const body = bodyOf(id, sub.id);
         return {
           isNew: true,
@@ -288,32 +308,34 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
         };
       });
     return Promise.all(
-      rows.map(async (d) => {
-        const outcome = await attemptRow(d, lastAttempt, 1, async (o) => {
-          // Queued before the outcome is written: a crash in between repeats a send (at least once)
-          // but never strands a delivery in `retrying` with no job to retry it.
-          if (o.kind === 'retry') await queueRuns({ id: d.id, app_id: d.app_id, run: 0, attempt_base: 1, delayMs: o.delayMs });
-        });
-        if (outcome.kind === 'wait') {
-          // Over its throttle or its destination's in-flight bound: queued as a run of its own, no
-          // attempt spent, then stored as pending. Queued first, as a retry is: should the write
-          // or this process fail in between, the run waits for its row instead of the row
-          // waiting forever for a run (the safety net skips a subscription the event names).
-          await queueRuns({ id: d.id, app_id: d.app_id, run: 0, attempt_base: 0, delayMs: outcome.ms });
-          await record(d, {
-            status: 'pending',
-            attempt: 0,
-            statusCode: null,
-            durationMs: 0,
-            error: null,
-            responseBody: null,
-            firstAttemptTs: null,
-            affectsHealth: false,
-            log: false,
+      rows.map((d) =>
+        exclusively(d.id, async () => {
+          const outcome = await attemptRow(d, lastAttempt, 1, async (o) => {
+            // Queued before the outcome is written: a crash in between repeats a send (at least once)
+            // but never strands a delivery in `retrying` with no job to retry it.
+            if (o.kind === 'retry') await queueRuns({ id: d.id, app_id: d.app_id, run: 0, attempt_base: 1, delayMs: o.delayMs });
           });
-        }
-        return outcome;
-      }),
+          if (outcome.kind === 'wait') {
+            // Over its throttle or its destination's in-flight bound: queued as a run of its own, no
+            // attempt spent, then stored as pending. Queued first, as a retry is: should the write
+            // or this process fail in between, the run waits for its row instead of the row
+            // waiting forever for a run (the safety net skips a subscription the event names).
+            await queueRuns({ id: d.id, app_id: d.app_id, run: 0, attempt_base: 0, delayMs: outcome.ms });
+            await record(d, {
+              status: 'pending',
+              attempt: 0,
+              statusCode: null,
+              durationMs: 0,
+              error: null,
+              responseBody: null,
+              firstAttemptTs: null,
+              affectsHealth: false,
+              log: false,
+            });
+          }
+          return outcome;
+        }),
+      ),
     );
   };
 
@@ -351,7 +373,9 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
           : { kind: 'skipped', reason: 'delivery no longer exists' };
       }
       if (d.run !== run) return { kind: 'skipped', reason: `superseded by run ${d.run}` };
-      return attemptRow(d, lastAttempt, schedulePosition);
+      // Being attempted here (this job run again after a stall, or its first attempt): looked at again once that is written.
+      if (attempting.has(d.id)) return { kind: 'wait', ms: IN_PROGRESS_RECHECK_MS };
+      return exclusively(d.id, () => attemptRow(d, lastAttempt, schedulePosition));
     },
     async close() {
       await senders.close();

@@ -97,6 +97,24 @@ describe('the ledger fan-out of a worker process', () => {
     await failed.remove();
   });
 
+  it('sends nothing twice when the first attempts of an event run again while the first run still waits for its answer', async () => {
+    const base = services(['ledger', 'webhook']);
+    rx.answer({ status: 200, body: 'ok', delayMs: 1_000 });
+    try {
+      const event = await commit('fan.again', base);
+      // The first run's POST has arrived; its answer is a second away.
+      await rx.waitFor(1, (r) => r.json.event_id === event.id);
+      // As BullMQ does with a job whose lock lapsed: the same first attempts, run again meanwhile.
+      expect(await base.webhooks.firstAttempts({ eventId: event.id, appId: a.appId })).toEqual([]);
+      await eventually(
+        async () => (await s.deps.sql`SELECT status FROM webhook_deliveries WHERE event_id = ${event.id}`)[0]?.status === 'delivered',
+      );
+      expect(rx.received.filter((r) => r.json.event_id === event.id)).toHaveLength(1);
+    } finally {
+      rx.answer({ status: 200, body: 'ok' });
+    }
+  });
+
   it('queues one first-attempts job per event when its process does not run the webhook queue', async () => {
     const ledgerOnly = services(['ledger']);
     expect(ledgerOnly.localFirstAttempts).toBeUndefined();
