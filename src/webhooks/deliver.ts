@@ -9,7 +9,7 @@ import { createWebhookHttpClient, type WebhookHttpClient } from './http-client.j
 import { createSenders, senderOptions } from '../destinations/senders.js';
 import { createInFlightBound, type InFlightSlot } from '../destinations/in-flight.js';
 import { parseRetryAfter, retryDelay } from './retry-policy.js';
-import { signerFor, type SubscriptionCache } from './subscription-cache.js';
+import { signerFor, type CachedSubscription, type SubscriptionCache } from './subscription-cache.js';
 import { takeDeliverySlot } from './throttle.js';
 import type { LocalFirstAttempts } from './local-deliverer.js';
 import type { ActiveSpan, SpanOptions } from '../tracing/index.js';
@@ -66,6 +66,13 @@ export interface Deliverer {
 /** Extra headers a receiver sees on a retry (docs/webhook-receiver.md). */
 export function retryHeaders(attempt: number, originalTs: number): Record<string, string> {
   return attempt > 1 ? { 'x-service-retry-count': String(attempt - 1), 'x-service-original-timestamp': String(originalTs) } : {};
+}
+
+/** Whether a subscription read again still delivers where `before` did. */
+function stillDelivers(before: CachedSubscription, now: CachedSubscription | undefined): boolean {
+  if (now?.status !== 'ACTIVE') return false;
+  // Both are built by openDestination from the stored columns: the same destination serialises the same.
+  return now.destination === before.destination || JSON.stringify(now.destination) === JSON.stringify(before.destination);
 }
 
 /** How soon a run whose delivery is being attempted in this process looks again. */
@@ -227,6 +234,12 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
     if (sub.destination.kind !== 'webhook') {
       slot = await inFlight.take(sub.destination.subscriptionId);
       if (!slot.taken) return { kind: 'wait', ms: slot.waitMs };
+      // Paused, deleted or pointed elsewhere while it waited in line: sent by a run of its own,
+      // which looks at the subscription afresh, never to where it no longer delivers.
+      if (!stillDelivers(sub, await cache.get(d.app_id, d.subscription_id))) {
+        slot.release();
+        return { kind: 'wait', ms: 0 };
+      }
     }
     const attempt = d.attempt_count + 1;
     const ts = Math.floor(Date.now() / 1000);
