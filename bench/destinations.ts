@@ -20,9 +20,23 @@ import { connect as amqpConnect } from 'amqplib';
 import { createLogger } from '../src/logger.js';
 import { closeQueues, createQueues, JOBS, queueFor } from '../src/queues.js';
 import { createRedis } from '../src/redis.js';
-import { cpuSeconds, percentile, ratio, round, spawnService, startStack, target, until, type Bench } from './lib.js';
+import {
+  cpuSeconds,
+  listenerPid,
+  machineBusySeconds,
+  percentile,
+  ratio,
+  round,
+  spawnService,
+  startStack,
+  target,
+  until,
+  type Bench,
+} from './lib.js';
 
 const AMQP = 'amqp://guest:guest@127.0.0.1:5672';
+/** Where the machine's broker of each kind listens: its process's CPU is read by this port. */
+const BROKER_PORT = { rabbitmq: 5672, nats: 4222 } as const;
 const NATS = 'nats://127.0.0.1:4222';
 const KINDS = ['rabbitmq', 'nats'] as const;
 type Kind = (typeof KINDS)[number];
@@ -142,8 +156,19 @@ const bench: Bench = {
 
           log(`${kind}: throughput: ${SATURATE_EVENTS_PER_S} events/s × ${SUBSCRIPTIONS} subscriptions offered for ${durationS} s`);
           const before = got.length;
-          const workerCpu = () => stack.workers.reduce((t, w) => t + cpuSeconds(w.proc.pid!), 0);
-          const cpu0 = workerCpu();
+          // CPU seconds so far of each part a delivery goes through (Redis and the broker are the
+          // machine's, shared with whatever else runs; the machine is everything).
+          const parts = async () => {
+            const backends = await stack.sql<{ pid: number }[]>`SELECT pid FROM pg_stat_activity WHERE datname = current_database()`;
+            return {
+              worker: stack.workers.reduce((t, w) => t + cpuSeconds(w.proc.pid!), 0),
+              postgres: backends.reduce((t, b) => t + cpuSeconds(b.pid), 0),
+              redis: cpuSeconds(listenerPid(6379) ?? 0),
+              broker: cpuSeconds(listenerPid(BROKER_PORT[kind]) ?? 0),
+              machine: machineBusySeconds(),
+            };
+          };
+          const cpu0 = await parts();
           offered += await offer(kind, SATURATE_EVENTS_PER_S, durationS);
           if (!(await drain()))
             notes.push(`${kind}: throughput phase did not drain within 120 s (${got.length} of ${offered * SUBSCRIPTIONS})`);
@@ -157,7 +182,9 @@ const bench: Bench = {
           const hi = Math.floor(phase.length * 0.9) - 1;
           const rate = hi > lo ? round(((hi - lo) * 1000) / (phase[hi] - phase[lo]), 1) : null;
           figures[`${kind}_deliveries_per_s`] = rate;
-          figures[`${kind}_worker_cpu_us_per_delivery`] = round(((workerCpu() - cpu0) * 1e6) / Math.max(1, phase.length), 1);
+          const cpu1 = await parts();
+          for (const part of ['worker', 'postgres', 'redis', 'broker', 'machine'] as const)
+            figures[`${kind}_${part}_cpu_us_per_delivery`] = round(((cpu1[part] - cpu0[part]) * 1e6) / Math.max(1, phase.length), 1);
           log(`  ${phase.length} deliveries, ${rate} /s sustained`);
 
           const steady = Math.max(10, Math.floor(((rate ?? 1000) * 0.5) / SUBSCRIPTIONS));
@@ -196,9 +223,14 @@ const bench: Bench = {
           BARE_COUNT: String(Math.max(1, delivered[kind])),
           BARE_CONCURRENCY: String(CONCURRENCY),
         });
+        const brokerPid = listenerPid(BROKER_PORT[kind]) ?? 0;
+        const [broker0, machine0] = [cpuSeconds(brokerPid), machineBusySeconds()];
         await bare.waitFor(/bare done/, 300_000);
+        const [broker1, machine1] = [cpuSeconds(brokerPid), machineBusySeconds()];
         const [, ok, ms, cpuMs] = /bare done (\d+) ([\d.]+) ([\d.]+)/.exec(bare.output())!;
         await bare.exited;
+        baselines[`bare_${kind}_broker_cpu_us_per_publish`] = round(((broker1 - broker0) * 1e6) / Number(ok), 1);
+        baselines[`bare_${kind}_machine_cpu_us_per_publish`] = round(((machine1 - machine0) * 1e6) / Number(ok), 1);
         baselines[`bare_${kind}_publishes_per_s`] = round((Number(ok) * 1000) / Number(ms), 1);
         baselines[`bare_${kind}_cpu_us_per_publish`] = round((Number(cpuMs) * 1000) / Number(ok), 1);
         log(`  ${baselines[`bare_${kind}_publishes_per_s`]} /s`);
@@ -217,10 +249,15 @@ const bench: Bench = {
           `${k}_worker_cpu_us_per_delivery_vs_bare_${k}_cpu_us_per_publish`,
           ratio(figures[`${k}_worker_cpu_us_per_delivery`], baselines[`bare_${k}_cpu_us_per_publish`]),
         ],
+        [
+          `${k}_machine_cpu_us_per_delivery_vs_bare_${k}_machine_cpu_us_per_publish`,
+          ratio(figures[`${k}_machine_cpu_us_per_delivery`], baselines[`bare_${k}_machine_cpu_us_per_publish`]),
+        ],
       ]),
     );
     notes.push(
       `${SUBSCRIPTIONS} subscriptions per kind matching every event of its type, one ledger+webhook worker process, WEBHOOK_CONCURRENCY=${CONCURRENCY}; the bare loop: ${SUBSCRIPTIONS} connections, ${CONCURRENCY} publishes in flight, the same body and signature headers`,
+      'CPU per delivery over the throughput phase, ledger commits included: the worker process, the PostgreSQL backends of the bench database, the Redis server, the broker server (found by its port) and the whole machine (/proc/stat: every process, other work on the machine too); the bare loop: its own process, the broker server and the machine while it ran',
       'RabbitMQ: a topic exchange and one non-durable queue (persistent messages, mandatory, publisher confirms); NATS: one file-storage stream (JetStream publish with Nats-Msg-Id, awaiting the ack); arrival timed by a consumer in the bench process (RabbitMQ: the queue, NATS: a core subscription on the subject)',
       `machine load average (1 min) ${loadBefore.toFixed(1)} at the start, ${loadavg()[0].toFixed(1)} at the end: the machine is shared with other work, which moves every figure`,
     );

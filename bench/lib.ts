@@ -8,7 +8,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, readlinkSync, writeFileSync, existsSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -216,6 +216,37 @@ export function cpuSeconds(pid: number): number {
   } catch {
     return 0;
   }
+}
+
+/**
+ * The process listening on a local TCP port (a shared server: PostgreSQL, Redis, a broker), found
+ * through /proc: the listening socket's inode, then the process holding it. Undefined when none
+ * is found (another user's process, no such listener).
+ */
+export function listenerPid(port: number): number | undefined {
+  const hexPort = port.toString(16).toUpperCase().padStart(4, '0');
+  const inodes = new Set(
+    ['/proc/net/tcp', '/proc/net/tcp6'].flatMap((f) =>
+      existsSync(f)
+        ? readFileSync(f, 'utf8')
+            .split('\n')
+            .slice(1)
+            .map((l) => l.trim().split(/\s+/))
+            // State 0A is LISTEN.
+            .filter((c) => c[1]?.endsWith(`:${hexPort}`) && c[3] === '0A')
+            .map((c) => `socket:[${c[9]}]`)
+        : [],
+    ),
+  );
+  if (inodes.size === 0) return undefined;
+  for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    try {
+      if (readdirSync(`/proc/${pid}/fd`).some((fd) => inodes.has(readlinkSync(`/proc/${pid}/fd/${fd}`)))) return Number(pid);
+    } catch {
+      // Gone meanwhile, or not ours to read.
+    }
+  }
+  return undefined;
 }
 
 /** Polls `fn` until it returns true or `timeoutMs` passes; returns whether it did. */

@@ -336,7 +336,7 @@ const schema = z
     WEBHOOK_CONCURRENCY: int(200, 1),
     /** Most events one replay request scans. */
     WEBHOOK_REPLAY_MAX: int(10_000, 1),
-    /** Sends in flight per broker destination per worker process; deliveries beyond it wait without holding a webhook slot. */
+    /** Sends in flight per broker destination per worker process; deliveries beyond it wait for a slot, or without holding a webhook slot once the broker stops answering. */
     DESTINATION_MAX_IN_FLIGHT: int(20, 1),
     /**
      * A PEM file of certificate authorities broker destinations' TLS (amqps://, NATS tls://) also

@@ -9,7 +9,7 @@ import { createWebhookHttpClient, type WebhookHttpClient } from './http-client.j
 import { createSenders, senderOptions } from '../destinations/senders.js';
 import { createInFlightBound, type InFlightSlot } from '../destinations/in-flight.js';
 import { parseRetryAfter, retryDelay } from './retry-policy.js';
-import { signerFor, type SubscriptionCache } from './subscription-cache.js';
+import { signerFor, type CachedSubscription, type SubscriptionCache } from './subscription-cache.js';
 import { takeDeliverySlot } from './throttle.js';
 import type { LocalFirstAttempts } from './local-deliverer.js';
 import type { ActiveSpan, SpanOptions } from '../tracing/index.js';
@@ -68,6 +68,16 @@ export function retryHeaders(attempt: number, originalTs: number): Record<string
   return attempt > 1 ? { 'x-service-retry-count': String(attempt - 1), 'x-service-original-timestamp': String(originalTs) } : {};
 }
 
+/** Whether a subscription read again still delivers where `before` did. */
+function stillDelivers(before: CachedSubscription, now: CachedSubscription | undefined): boolean {
+  if (now?.status !== 'ACTIVE') return false;
+  // Both are built by openDestination from the stored columns: the same destination serialises the same.
+  return now.destination === before.destination || JSON.stringify(now.destination) === JSON.stringify(before.destination);
+}
+
+/** How soon a run whose delivery is being attempted in this process looks again. */
+const IN_PROGRESS_RECHECK_MS = 250;
+
 /** How long a run waits for its delivery row to appear before concluding it was deleted. */
 const MISSING_ROW_PATIENCE_MS = 120_000;
 
@@ -84,7 +94,7 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
   const http = createWebhookHttpClient({ policy: deps.config.OUTBOUND_ADDRESS_POLICY, timeoutMs: deps.config.WEBHOOK_TIMEOUT_MS });
   // HTTP or a broker, by the subscription's destination: one outcome shape, so retries, logs and dead-lettering are shared.
   const senders = createSenders(http, senderOptions(deps.config));
-  const inFlight = createInFlightBound(deps.config.DESTINATION_MAX_IN_FLIGHT);
+  const inFlight = createInFlightBound(deps.config.DESTINATION_MAX_IN_FLIGHT, deps.config.WEBHOOK_TIMEOUT_MS);
   const log = createAttemptLog(deps);
   // A subscription changed elsewhere: a broker connection it no longer uses is closed now, not when idle.
   const retireStale = async (appId: string) => {
@@ -103,6 +113,21 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
       );
   });
   const queueRuns = createGroupCommit<DeliveryRun, void>((runs) => enqueueDeliveryRuns(deps, runs), 500);
+  /**
+   * Deliveries whose attempt runs in this process, until its outcome is written (or its run
+   * queued). A job run a second time while its first run is still going (BullMQ hands out
+   * again a job whose lock lapsed while the event loop was held) finds no row yet, and must
+   * not send them again.
+   */
+  const attempting = new Set<string>();
+  const exclusively = async <T>(id: string, fn: () => Promise<T>): Promise<T> => {
+    attempting.add(id);
+    try {
+      return await fn();
+    } finally {
+      attempting.delete(id);
+    }
+  };
   /** `fn` in a span when tracing is on; as it is otherwise. */
   const traced = <T>(name: string, options: SpanOptions, fn: (span?: ActiveSpan) => Promise<T>): Promise<T> =>
     deps.tracing ? deps.tracing.span(name, options, fn) : fn();
@@ -204,11 +229,17 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
       if (wait > 0) return { kind: 'wait', ms: wait };
     }
 
-    // A broker destination at its in-flight bound: back later, no attempt spent and no slot held.
+    // A broker destination at its in-flight bound: in line while it answers, else back later (no attempt spent).
     let slot: InFlightSlot | undefined;
     if (sub.destination.kind !== 'webhook') {
-      slot = inFlight.take(sub.destination.subscriptionId);
+      slot = await inFlight.take(sub.destination.subscriptionId);
       if (!slot.taken) return { kind: 'wait', ms: slot.waitMs };
+      // Paused, deleted or pointed elsewhere while it waited in line: sent by a run of its own,
+      // which looks at the subscription afresh, never to where it no longer delivers.
+      if (!stillDelivers(sub, await cache.get(d.app_id, d.subscription_id))) {
+        slot.release();
+        return { kind: 'wait', ms: 0 };
+      }
     }
     const attempt = d.attempt_count + 1;
     const ts = Math.floor(Date.now() / 1000);
@@ -270,8 +301,10 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
     // a replay) are left to it: this job never sends one twice.
     const rows: DeliveryRow[] = subs
       .filter((sub) => sub.status === 'ACTIVE' && sub.matches(event) && !have.has(sub.id))
-      .map((sub) => {
-        const id = deliveryIdOf(sub.id, event.id);
+      .map((sub) => ({ sub, id: deliveryIdOf(sub.id, event.id) }))
+      // Being attempted by an earlier run of this job, still going: that run writes its outcome.
+      .filter(({ id }) => !attempting.has(id))
+      .map(({ sub, id }) => {
         const body = bodyOf(id, sub.id);
         return {
           isNew: true,
@@ -288,32 +321,34 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
         };
       });
     return Promise.all(
-      rows.map(async (d) => {
-        const outcome = await attemptRow(d, lastAttempt, 1, async (o) => {
-          // Queued before the outcome is written: a crash in between repeats a send (at least once)
-          // but never strands a delivery in `retrying` with no job to retry it.
-          if (o.kind === 'retry') await queueRuns({ id: d.id, app_id: d.app_id, run: 0, attempt_base: 1, delayMs: o.delayMs });
-        });
-        if (outcome.kind === 'wait') {
-          // Over its throttle or its destination's in-flight bound: queued as a run of its own, no
-          // attempt spent, then stored as pending. Queued first, as a retry is: should the write
-          // or this process fail in between, the run waits for its row instead of the row
-          // waiting forever for a run (the safety net skips a subscription the event names).
-          await queueRuns({ id: d.id, app_id: d.app_id, run: 0, attempt_base: 0, delayMs: outcome.ms });
-          await record(d, {
-            status: 'pending',
-            attempt: 0,
-            statusCode: null,
-            durationMs: 0,
-            error: null,
-            responseBody: null,
-            firstAttemptTs: null,
-            affectsHealth: false,
-            log: false,
+      rows.map((d) =>
+        exclusively(d.id, async () => {
+          const outcome = await attemptRow(d, lastAttempt, 1, async (o) => {
+            // Queued before the outcome is written: a crash in between repeats a send (at least once)
+            // but never strands a delivery in `retrying` with no job to retry it.
+            if (o.kind === 'retry') await queueRuns({ id: d.id, app_id: d.app_id, run: 0, attempt_base: 1, delayMs: o.delayMs });
           });
-        }
-        return outcome;
-      }),
+          if (outcome.kind === 'wait') {
+            // Over its throttle or its destination's in-flight bound: queued as a run of its own, no
+            // attempt spent, then stored as pending. Queued first, as a retry is: should the write
+            // or this process fail in between, the run waits for its row instead of the row
+            // waiting forever for a run (the safety net skips a subscription the event names).
+            await queueRuns({ id: d.id, app_id: d.app_id, run: 0, attempt_base: 0, delayMs: outcome.ms });
+            await record(d, {
+              status: 'pending',
+              attempt: 0,
+              statusCode: null,
+              durationMs: 0,
+              error: null,
+              responseBody: null,
+              firstAttemptTs: null,
+              affectsHealth: false,
+              log: false,
+            });
+          }
+          return outcome;
+        }),
+      ),
     );
   };
 
@@ -326,15 +361,19 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
       return {
         take(events) {
           const taken = events.filter((e) => !inFlight.has(e.event_id) && inFlight.size < limit);
-          for (const e of taken) {
+          const runs = taken.map((e) => {
             inFlight.add(e.event_id);
-            firstAttempts({ eventId: e.event_id, appId: e.app_id, trace: e.trace })
-              .catch((err) =>
-                deps.logger.warn({ err, eventId: e.event_id }, 'in-process first attempts failed; the queued job will make them'),
+            return firstAttempts({ eventId: e.event_id, appId: e.app_id, trace: e.trace })
+              .then(
+                () => true,
+                (err) => {
+                  deps.logger.warn({ err, eventId: e.event_id }, 'in-process first attempts failed; the queued job will make them');
+                  return false;
+                },
               )
               .finally(() => inFlight.delete(e.event_id));
-          }
-          return taken;
+          });
+          return { taken, done: Promise.all(runs).then((ok) => ok.every(Boolean)) };
         },
       };
     },
@@ -347,7 +386,9 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
           : { kind: 'skipped', reason: 'delivery no longer exists' };
       }
       if (d.run !== run) return { kind: 'skipped', reason: `superseded by run ${d.run}` };
-      return attemptRow(d, lastAttempt, schedulePosition);
+      // Being attempted here (this job run again after a stall, or its first attempt): looked at again once that is written.
+      if (attempting.has(d.id)) return { kind: 'wait', ms: IN_PROGRESS_RECHECK_MS };
+      return exclusively(d.id, () => attemptRow(d, lastAttempt, schedulePosition));
     },
     async close() {
       await senders.close();

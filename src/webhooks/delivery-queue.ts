@@ -42,11 +42,11 @@ export async function enqueueFirstAttempts(deps: Deps, events: EventRef[]): Prom
  * of these events are still missing then. Its id derives from the events, so a repeat of the
  * same batch queues nothing new (and a different batch finds the deliveries already made).
  */
-export async function enqueueFirstAttemptsSafetyNet(deps: Deps, events: EventRef[], delayMs: number): Promise<void> {
+export async function enqueueFirstAttemptsSafetyNet(deps: Deps, events: EventRef[], delayMs: number) {
   const unique = uniqueEvents(events);
-  if (unique.length === 0) return;
+  if (unique.length === 0) return undefined;
   const data = { kind: 'first-attempts-safety-net' as const, events: unique.map((e) => ({ event_id: e.event_id, app_id: e.app_id })) };
-  await enqueue(deps.queues, 'webhook', data, { delay: delayMs }, deps.config);
+  return enqueue(deps.queues, 'webhook', data, { delay: delayMs }, deps.config);
 }
 
 /**

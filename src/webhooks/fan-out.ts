@@ -4,6 +4,7 @@ import type { CommittedEvent } from '../ledger/write.js';
 import { buildDeliveryBody, type BodyEvent } from './body.js';
 import { enqueueDeliveryRuns, enqueueFirstAttempts, enqueueFirstAttemptsSafetyNet } from './delivery-queue.js';
 import type { LocalFirstAttempts } from './local-deliverer.js';
+import { holdSafetyNet } from './safety-net.js';
 import type { SubscriptionCache } from './subscription-cache.js';
 
 /** A delivery's id is derived from (subscription, event): a repeat computes the same one. */
@@ -71,11 +72,11 @@ export interface FanOutServices {
  * The ledger's after-commit hook, for events an active subscription matches (matching uses
  * the per-process subscription cache, so it costs no query). When the webhook worker runs in
  * this process, first attempts start right here, without a queue round trip, and one job for
- * the batch's events is queued delayed past WEBHOOK_TIMEOUT_MS as a safety net: should this
- * process die first, the job makes them; otherwise it finds the deliveries written and does
- * nothing. Events the process cannot take now get a job each (id: the event id) that runs
- * at once. A replayed ledger job sends nothing twice: job ids derive from the events, and a
- * first attempt is never made for a (subscription, event) that already has a delivery.
+ * the batch's events is queued delayed past WEBHOOK_TIMEOUT_MS as a safety net, held as a
+ * lease (safety-net.ts): should this process die first, the job makes them. Events the
+ * process cannot take now get a job each (id: the event id) that runs at once. A replayed
+ * ledger job sends nothing twice: job ids derive from the events, and a first attempt is
+ * never made for a (subscription, event) that already has a delivery.
  */
 export async function fanOutCommitted(deps: Deps, webhooks: FanOutServices, committed: CommittedEvent[]): Promise<void> {
   if (committed.length === 0) return;
@@ -84,15 +85,18 @@ export async function fanOutCommitted(deps: Deps, webhooks: FanOutServices, comm
     .filter((e) => (byApp.get(e.app_id) ?? []).some((s) => s.status === 'ACTIVE' && s.matches(e)))
     .map((e) => ({ event_id: e.id, app_id: e.app_id, ...(e.trace ? { trace: e.trace } : {}) }));
   if (matched.length === 0) return;
-  const taken = webhooks.localFirstAttempts?.take(matched) ?? [];
+  const local = webhooks.localFirstAttempts?.take(matched);
+  const taken = local?.taken ?? [];
   const takenIds = new Set(taken.map((e) => e.event_id));
-  await Promise.all([
-    enqueueFirstAttemptsSafetyNet(deps, taken, deps.config.WEBHOOK_TIMEOUT_MS + SAFETY_NET_MARGIN_MS),
+  const delayMs = deps.config.WEBHOOK_TIMEOUT_MS + SAFETY_NET_MARGIN_MS;
+  const [net] = await Promise.all([
+    enqueueFirstAttemptsSafetyNet(deps, taken, delayMs),
     enqueueFirstAttempts(
       deps,
       matched.filter((e) => !takenIds.has(e.event_id)),
     ),
   ]);
+  if (net && local) holdSafetyNet(deps, net, local.done, delayMs);
 }
 
 /** How long past the attempt timeout the safety-net job waits (outcome writes take a moment). */
