@@ -160,6 +160,13 @@ async function replicaVisibility() {
     const primary = createSql(`${pg.primary.base}/gw`, { max: 2 });
     const replica = createSql(`${pg.standby.base}/gw`, { max: 2 });
     try {
+      // The standby has flushed the schema (synchronous commit) but may not have replayed it yet.
+      const [{ lsn }] = await primary<{ lsn: string }[]>`SELECT pg_current_wal_lsn()::text AS lsn`;
+      const deadline = performance.now() + 10_000;
+      while (!(await replica<{ ok: boolean }[]>`SELECT pg_last_wal_replay_lsn() >= ${lsn}::pg_lsn AS ok`)[0].ok) {
+        if (performance.now() > deadline) throw new Error('the standby did not replay the schema within 10 s');
+        await new Promise((r) => setTimeout(r, 20));
+      }
       const app = await createApplication(primary, 'replica-bench', ['events:read']);
       const onPrimary: number[] = [];
       const onReplica: number[] = [];
@@ -207,18 +214,21 @@ const bench: Bench = {
     const cluster = await startRedisCluster();
     try {
       log(`Redis Cluster, QUEUE_SHARDS=6, REDIS_SHARDED_PUBSUB=1: 1 web + 1 worker, ${clients} clients, ${durationS} s`);
-      const clusterStack = await startStack({
-        workerQueues: workers,
-        env: {
-          REDIS_CLUSTER_NODES: cluster.seeds,
-          REDIS_PREFIX: `{bench${randomUUID().slice(0, 8)}}`,
-          QUEUE_SHARDS: '6',
-          REDIS_SHARDED_PUBSUB: '1',
-        },
+      const clusterEnv = (waitReplicas: string) => ({
+        REDIS_CLUSTER_NODES: cluster.seeds,
+        REDIS_PREFIX: `{bench${randomUUID().slice(0, 8)}}`,
+        QUEUE_SHARDS: '6',
+        REDIS_SHARDED_PUBSUB: '1',
+        REDIS_WAIT_REPLICAS: waitReplicas,
       });
+      const clusterStack = await startStack({ workerQueues: workers, env: clusterEnv('1') });
       await resetStats(cluster);
       const onCluster = await serviceLoad(clusterStack, clients, durationS).finally(() => clusterStack.stop());
       const masters = await perMaster(cluster);
+      // The same cluster without WAIT: how much of the cost is the replica's acknowledgement.
+      log(`Redis Cluster as above with REDIS_WAIT_REPLICAS=0: ${clients} clients, ${durationS} s`);
+      const noWaitStack = await startStack({ workerQueues: workers, env: clusterEnv('0') });
+      const noWait = await serviceLoad(noWaitStack, clients, durationS).finally(() => noWaitStack.stop());
       log(`masters: ${JSON.stringify(masters)}`);
       log(`bus messages per wake, ${WAKES} wakes each way`);
       const bus = await busPerWake(cluster);
@@ -245,6 +255,8 @@ const bench: Bench = {
       const figures: Record<string, number | null> = {
         cluster_committed_per_s: onCluster.committedPerS,
         cluster_post_p99_ms: onCluster.postP99Ms,
+        cluster_nowait_committed_per_s: noWait.committedPerS,
+        cluster_nowait_post_p99_ms: noWait.postP99Ms,
         cluster_webhooks_per_s: onCluster.webhooksPerS,
         cluster_stream_p50_ms: onCluster.streamP50Ms,
         cluster_stream_p99_ms: onCluster.streamP99Ms,
@@ -270,6 +282,8 @@ const bench: Bench = {
         cluster_committed_per_s_vs_single_committed_per_s: ratio(onCluster.committedPerS, single.committedPerS),
         cluster_webhooks_per_s_vs_single_webhooks_per_s: ratio(onCluster.webhooksPerS, single.webhooksPerS),
         cluster_post_p99_ms_vs_single_post_p99_ms: ratio(onCluster.postP99Ms, single.postP99Ms),
+        cluster_nowait_committed_per_s_vs_single_committed_per_s: ratio(noWait.committedPerS, single.committedPerS),
+        cluster_nowait_post_p99_ms_vs_single_post_p99_ms: ratio(noWait.postP99Ms, single.postP99Ms),
         cluster_stream_p99_ms_vs_single_stream_p99_ms: ratio(onCluster.streamP99Ms, single.streamP99Ms),
         bus_msgs_per_wake_sharded_vs_bus_msgs_per_wake_classic: ratio(bus.sharded.sent, bus.classic.sent),
         replica_visible_p99_ms_vs_primary_read_p99_ms: ratio(replica.replicaP99, replica.primaryP99),
@@ -289,7 +303,8 @@ const bench: Bench = {
         notes: [
           `${clients} closed-loop clients POST /v1/events round-robin over ${APPS} applications for ${durationS} s (2 s warm-up); each application has one webhook subscription (loopback receiver answering 200) and one open SSE stream`,
           'one web and one worker process (ledger, webhook) in both runs; the cluster adds six redis-server processes on the same 2 cores, not cores',
-          `single: ${single.committed} events committed, ${single.webhooksDelivered} webhooks delivered, ${single.errors} errors; cluster: ${onCluster.committed} committed, ${onCluster.webhooksDelivered} delivered, ${onCluster.errors} errors`,
+          `single: ${single.committed} events committed, ${single.webhooksDelivered} webhooks delivered, ${single.errors} errors; cluster: ${onCluster.committed} committed, ${onCluster.webhooksDelivered} delivered, ${onCluster.errors} errors; cluster without WAIT: ${noWait.committed} committed, ${noWait.errors} errors`,
+          'the cluster runs with REDIS_WAIT_REPLICAS=1 (every 202 waits for a replica, the default with replicas); the nowait figures are the same cluster, a fresh prefix, REDIS_WAIT_REPLICAS=0',
           'webhooks_per_s = deliveries received / (last delivery − load start), the drain after the load included; stream lag = SSE receipt − the event created_at',
           `per master (port: keys, commands during the cluster run): ${masters.map((m) => `${m.port}: ${m.keys}, ${m.commands}`).join('; ')}`,
           `cluster bus per wake (CLUSTER INFO summed over the 6 nodes, ${WAKES} wakes each way): classic ${JSON.stringify(bus.classic)}; sharded ${JSON.stringify(bus.sharded)}`,
