@@ -18,6 +18,13 @@ export interface TcpProxy {
    * (replies lost on the way back). Connections opened later are not affected.
    */
   muteReplies(): void;
+  /**
+   * What the server sends on the connections open now is held back (kept, not lost) until
+   * `letRepliesThrough`: the server acts on every request, the client waits for its answers.
+   */
+  holdReplies(): void;
+  /** Delivers what `holdReplies` kept, and everything after, on those connections. */
+  letRepliesThrough(): void;
   close(): Promise<void>;
 }
 
@@ -27,6 +34,8 @@ export async function startTcpProxy(upstream: string): Promise<TcpProxy> {
   /** Each open connection's upstream socket and client socket. */
   const pairs = new Map<Socket, Socket>();
   const heads: string[] = [];
+  /** Connections whose replies are held, by upstream socket. */
+  const held = new Map<Socket, Socket>();
   const proxy = createServer((client) => {
     const index = heads.push('') - 1;
     const server = createConnection({ host: target.hostname, port: Number(target.port) });
@@ -62,6 +71,17 @@ export async function startTcpProxy(upstream: string): Promise<TcpProxy> {
         // Read and dropped, so the server's writes never stall on a full socket.
         server.resume();
       }
+    },
+    holdReplies() {
+      for (const [server, client] of pairs) {
+        server.unpipe(client);
+        held.set(server, client);
+        server.pause();
+      }
+    },
+    letRepliesThrough() {
+      for (const [server, client] of held) if (pairs.has(server)) server.pipe(client);
+      held.clear();
     },
     async close() {
       for (const socket of open) socket.destroy();
