@@ -339,6 +339,12 @@ const schema = z
     /** Sends in flight per broker destination per worker process; deliveries beyond it wait for a slot, or without holding a webhook slot once the broker stops answering. */
     DESTINATION_MAX_IN_FLIGHT: int(20, 1),
     /**
+     * How long a broker destination at DESTINATION_MAX_IN_FLIGHT may answer nothing before it
+     * counts as hung (ms): the deliveries waiting in line for it are then put back (no attempt
+     * spent) instead of waiting on, and new ones are put back at once.
+     */
+    DESTINATION_STUCK_MS: int(1_000, 1),
+    /**
      * A PEM file of certificate authorities broker destinations' TLS (amqps://, NATS tls://) also
      * trusts, beside Node's bundle: for brokers behind a private CA. Read at startup; the config
      * holds its text.

@@ -1,18 +1,12 @@
 /** The shortest and longest wait a delivery is told to take when its destination is stuck. */
 const MIN_WAIT_MS = 100;
 const MAX_WAIT_MS = 5_000;
-/**
- * How long a destination at its bound may go without answering before it counts as stuck: the
- * deliveries waiting for it are then put back, and new ones are not kept waiting.
- */
-export const STUCK_AFTER_MS = 1_000;
-
 export type InFlightSlot = { taken: true; release: () => void } | { taken: false; waitMs: number };
 
 export interface InFlightBound {
   /**
    * A slot for one send to `key`. At the bound, the caller waits in line for a slot while the
-   * destination keeps answering; once it has answered nothing for STUCK_AFTER_MS (a hung
+   * destination keeps answering; once it has answered nothing for `stuckAfterMs` (a hung
    * broker), it is told how long to stay away instead.
    */
   take(key: string): Promise<InFlightSlot>;
@@ -37,15 +31,15 @@ interface Destination {
  * of a destination that answers waits in this process for the next slot (first come, first
  * served): handing it over costs nothing, where putting it back costs a queued job and two
  * writes. A destination that stops answering (no send ended within `deadlineMs` of its start
- * for STUCK_AFTER_MS, the oldest in flight older than that) sends its waiting deliveries back
+ * for `stuckAfterMs` (DESTINATION_STUCK_MS), the oldest in flight older than that) sends its waiting deliveries back
  * for a time that grows with the age of its oldest send: a hung broker holds its `max` slots,
- * and other deliveries wait for it at most STUCK_AFTER_MS.
+ * and other deliveries wait for it at most `stuckAfterMs`.
  */
-export function createInFlightBound(max: number, deadlineMs: number): InFlightBound {
+export function createInFlightBound(max: number, deadlineMs: number, stuckAfterMs: number): InFlightBound {
   const destinations = new Map<string, Destination>();
 
   const stuck = (d: Destination, now: number) =>
-    now - d.lastAnswer >= STUCK_AFTER_MS && d.starts.length > 0 && now - d.starts[0] >= STUCK_AFTER_MS;
+    now - d.lastAnswer >= stuckAfterMs && d.starts.length > 0 && now - d.starts[0] >= stuckAfterMs;
 
   const backOff = (d: Destination, now: number): InFlightSlot => {
     const oldestAge = d.starts.length ? now - d.starts[0] : 0;
@@ -80,7 +74,7 @@ export function createInFlightBound(max: number, deadlineMs: number): InFlightBo
   const watch = (key: string, d: Destination) => {
     if (d.watchdog || d.waiters.length === 0) return;
     const now = Date.now();
-    const due = Math.max(d.lastAnswer, d.starts[0] ?? now) + STUCK_AFTER_MS;
+    const due = Math.max(d.lastAnswer, d.starts[0] ?? now) + stuckAfterMs;
     d.watchdog = setTimeout(
       () => {
         d.watchdog = undefined;

@@ -94,7 +94,11 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
   const http = createWebhookHttpClient({ policy: deps.config.OUTBOUND_ADDRESS_POLICY, timeoutMs: deps.config.WEBHOOK_TIMEOUT_MS });
   // HTTP or a broker, by the subscription's destination: one outcome shape, so retries, logs and dead-lettering are shared.
   const senders = createSenders(http, senderOptions(deps.config));
-  const inFlight = createInFlightBound(deps.config.DESTINATION_MAX_IN_FLIGHT, deps.config.WEBHOOK_TIMEOUT_MS);
+  const inFlight = createInFlightBound(
+    deps.config.DESTINATION_MAX_IN_FLIGHT,
+    deps.config.WEBHOOK_TIMEOUT_MS,
+    deps.config.DESTINATION_STUCK_MS,
+  );
   const log = createAttemptLog(deps);
   // A subscription changed elsewhere: a broker connection it no longer uses is closed now, not when idle.
   const retireStale = async (appId: string) => {

@@ -1,7 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { createInFlightBound, STUCK_AFTER_MS, type InFlightSlot } from '../../src/destinations/in-flight.js';
+import { createInFlightBound, type InFlightSlot } from '../../src/destinations/in-flight.js';
 
 const DEADLINE_MS = 5_000;
+/** DESTINATION_STUCK_MS's default. */
+const STUCK_AFTER_MS = 1_000;
 
 /** The slot a take was given, or a failure naming what it got instead. */
 const taken = (s: InFlightSlot) => {
@@ -23,7 +25,7 @@ describe('the in-flight bound of a broker destination', () => {
   afterEach(() => vi.useRealTimers());
 
   it('hands a released slot to the delivery waiting longest, and holds no one up below the bound', async () => {
-    const bound = createInFlightBound(2, DEADLINE_MS);
+    const bound = createInFlightBound(2, DEADLINE_MS, STUCK_AFTER_MS);
     const first = taken(await bound.take('d'));
     taken(await bound.take('d'));
     // Another destination's sends are counted apart.
@@ -40,7 +42,7 @@ describe('the in-flight bound of a broker destination', () => {
   });
 
   it('sends the waiting deliveries back once the destination answers nothing for STUCK_AFTER_MS, and new ones at once', async () => {
-    const bound = createInFlightBound(2, DEADLINE_MS);
+    const bound = createInFlightBound(2, DEADLINE_MS, STUCK_AFTER_MS);
     const hung = [taken(await bound.take('d')), taken(await bound.take('d'))];
     const waiting = bound.take('d');
     await vi.advanceTimersByTimeAsync(STUCK_AFTER_MS - 1);
@@ -63,7 +65,7 @@ describe('the in-flight bound of a broker destination', () => {
   });
 
   it('keeps deliveries waiting behind a slow destination that still answers', async () => {
-    const bound = createInFlightBound(2, DEADLINE_MS);
+    const bound = createInFlightBound(2, DEADLINE_MS, STUCK_AFTER_MS);
     const a = taken(await bound.take('d'));
     const b = taken(await bound.take('d'));
     const waiting = [bound.take('d'), bound.take('d')];

@@ -1,6 +1,5 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { STUCK_AFTER_MS } from '../../src/destinations/in-flight.js';
 import { deliveryIdOf } from '../../src/webhooks/fan-out.js';
 import { createSubscriptionCache, type SubscriptionCache } from '../../src/webhooks/subscription-cache.js';
 import { startPrivateNats, type PrivateNats } from '../helpers/nats-private.js';
@@ -13,6 +12,8 @@ import { eventually } from '../webhooks/receiver.js';
 // A delivery that waited in line for its destination's only in-flight slot reads its
 // subscription again once it gets the slot: paused or pointed elsewhere meanwhile, it must not
 // reach the old destination.
+/** DESTINATION_STUCK_MS for this file. */
+const STUCK_AFTER_MS = 20_000;
 let server: PrivateNats;
 let relay: TcpProxy;
 let watcher: NatsConnection;
@@ -34,7 +35,9 @@ afterAll(async () => {
 
 describe('a broker delivery waiting in line for an in-flight slot', () => {
   serviceFor(
-    { DESTINATION_MAX_IN_FLIGHT: '1', WEBHOOK_TIMEOUT_MS: '10000' },
+    // A destination held up this long counts as hung (DESTINATION_STUCK_MS): far longer than the
+    // steps below take on a loaded machine, so the waiting delivery is still in line at the end.
+    { DESTINATION_MAX_IN_FLIGHT: '1', WEBHOOK_TIMEOUT_MS: '30000', DESTINATION_STUCK_MS: String(STUCK_AFTER_MS) },
     (stack) => {
       s = stack;
       // Shares the workers' change feed: its listener runs after theirs, so once it hears a
@@ -92,7 +95,7 @@ describe('a broker delivery waiting in line for an in-flight slot', () => {
       expect(r.status, JSON.stringify(r.json)).toBe(200);
       await changed;
       relay.letRepliesThrough();
-      // Past STUCK_AFTER_MS the destination counts as hung and sends its waiting deliveries back
+      // Past DESTINATION_STUCK_MS the destination counts as hung and sends its waiting deliveries back
       // on their own: the test would then not be testing the second look.
       expect(Date.now() - held, 'the slot must be freed before the destination counts as stuck').toBeLessThan(STUCK_AFTER_MS);
     };
