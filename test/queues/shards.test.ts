@@ -123,7 +123,8 @@ describe('QUEUE_SHARDS=4 end to end', () => {
   beforeAll(async () => {
     tg = await TelegramFake.start();
     rx = await startReceiver();
-    s = await startTestStack({ env: { QUEUE_SHARDS: '4', RATE_LIMIT_PER_MINUTE: '100000' } });
+    // A refused delivery is retried 50 ms later (the default waits a minute).
+    s = await startTestStack({ env: { QUEUE_SHARDS: '4', RATE_LIMIT_PER_MINUTE: '100000', WEBHOOK_RETRY_DELAYS_MS: '0,50,1000' } });
   });
   afterAll(async () => {
     await s.close();
@@ -142,9 +143,12 @@ describe('QUEUE_SHARDS=4 end to end', () => {
         body: { name: 'hook', target_url: `${rx.url}/${a.appId}`, event_patterns: ['shard.*'] },
       });
       expect(sub.status, sub.text).toBe(201);
+      // The first attempt (made in the worker's process, no webhook job once it is written) is
+      // refused, so its retry is a job: on the application's webhook shard.
+      rx.answer({ status: 500 }, { status: 200, body: 'ok' });
       const ev = await s.request('POST', '/v1/events', { auth: a, body: { event_type: 'shard.ping', payload: { i } } });
       expect(ev.status, ev.text).toBe(201);
-      await rx.waitFor(1, (r) => r.path.endsWith(`/${a.appId}`) && r.json?.event_id === ev.json.id);
+      await rx.waitFor(2, (r) => r.path.endsWith(`/${a.appId}`) && r.json?.event_id === ev.json.id);
 
       const conn = await connect(s, a, 'TELEGRAM', {
         bot_token: `${700 + i}:AAE-shard`,
@@ -162,8 +166,8 @@ describe('QUEUE_SHARDS=4 end to end', () => {
       expect((await postWebhook(s, conn.path, d.body, d.headers)).status).toBe(200);
       await waitForEvents(s, a.appId, 'message.inbound');
 
-      // Its jobs went to its own shard (webhook: at least the first attempts' safety net;
-      // transcription has none here: only voice messages make one, checked on its own below).
+      // Its jobs went to its own shard (webhook: the retry; transcription has none here: only
+      // voice messages make one, checked on its own below).
       for (const q of SHARDED_QUEUES.filter((q) => q !== 'transcription')) {
         const counts = await queueFor(s.deps.queues, q, a.appId).getJobCounts('completed', 'delayed', 'waiting', 'active');
         expect(
