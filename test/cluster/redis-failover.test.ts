@@ -20,7 +20,7 @@ import { createTestEnv, freePort, spawnService, type ChildService, type TestEnv 
  * acknowledged as queued survives its shard's master being killed right after, a send whose
  * enqueue the failover refused is enqueued again by the client's retry and sent once, and
  * every worker of a killed master's shards takes jobs again (before the ioredis patch, one to
- * four of the process's 25 queues took none, in four runs of five).
+ * four of the process's queues took none, in four runs of five).
  */
 const PREFIX = `{rf${randomBytes(3).toString('hex')}}`;
 const SHARDS = 6;
