@@ -30,10 +30,10 @@ interface Destination {
  * never confirms holds `max` of the worker's slots, not all of them. A delivery over the bound
  * of a destination that answers waits in this process for the next slot (first come, first
  * served): handing it over costs nothing, where putting it back costs a queued job and two
- * writes. A destination that stops answering (no send ended within `deadlineMs` of its start
- * for `stuckAfterMs` (DESTINATION_STUCK_MS), the oldest in flight older than that) sends its waiting deliveries back
- * for a time that grows with the age of its oldest send: a hung broker holds its `max` slots,
- * and other deliveries wait for it at most `stuckAfterMs`.
+ * writes. A destination that stops answering — no send ended within `deadlineMs` of its start
+ * for `stuckAfterMs` (DESTINATION_STUCK_MS), and its oldest in flight older than that — sends
+ * its waiting deliveries back for a time that grows with the age of its oldest send: a hung
+ * broker holds its `max` slots, and other deliveries wait for it at most `stuckAfterMs`.
  */
 export function createInFlightBound(max: number, deadlineMs: number, stuckAfterMs: number): InFlightBound {
   const destinations = new Map<string, Destination>();

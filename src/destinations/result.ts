@@ -1,3 +1,4 @@
+import { unverifiedCertificate } from './tls.js';
 import type { SendResult } from './types.js';
 
 /** What a broker said of one publish: delivered (confirmed, acked), or why not and whether for good. */
@@ -16,3 +17,9 @@ export const sendResult =
     durationMs: Math.round(performance.now() - started),
     ...outcome,
   });
+
+/** What the delivery log says of a broker error nothing more specific names: its code and message, or the certificate that did not verify. */
+export function describeBrokerError(err: unknown): string {
+  const e = err as Error & { code?: unknown };
+  return unverifiedCertificate(err) ?? `${typeof e?.code === 'string' ? `${e.code}: ` : ''}${e?.message ?? String(err)}`;
+}

@@ -19,8 +19,8 @@ import { judgeUrl, resolvePublic } from '../../net/outbound-policy.js';
 import { fillTemplate } from '../template.js';
 import type { DestinationSender, OpenDestination, SenderOptions } from '../types.js';
 import { natsConfig, natsSecret } from './config.js';
-import { sendResult } from '../result.js';
-import { trustedCa, unverifiedCertificate } from '../tls.js';
+import { describeBrokerError, sendResult } from '../result.js';
+import { trustedCa } from '../tls.js';
 
 /** A connection unused this long is closed; the next delivery opens a new one. */
 const IDLE_MS = 60_000;
@@ -50,10 +50,7 @@ function classify(err: unknown, subject: string, timeoutMs: number): { error: st
     return { error: `authentication refused: ${(err as Error).message}`, permanent: true };
   if (chainHas(err, (e) => e instanceof InvalidSubjectError)) return { error: `invalid subject "${subject}"`, permanent: true };
   if (chainHas(err, (e) => e instanceof TimeoutError)) return { error: `no JetStream ack within ${timeoutMs} ms`, permanent: false };
-  const certificate = unverifiedCertificate(err);
-  if (certificate) return { error: certificate, permanent: false };
-  const e = err as Error & { code?: unknown };
-  return { error: `${typeof e?.code === 'string' ? `${e.code}: ` : ''}${e?.message ?? String(err)}`, permanent: false };
+  return { error: describeBrokerError(err), permanent: false };
 }
 
 /** One destination's connection, shared by all its deliveries. */

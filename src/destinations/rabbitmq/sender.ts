@@ -4,8 +4,8 @@ import { withDeadline } from '../../availability.js';
 import { judgeUrl, resolvePublic } from '../../net/outbound-policy.js';
 import type { DestinationSender, OpenDestination, SendResult, SenderOptions } from '../types.js';
 import { rabbitmqConfig, routingKey } from './config.js';
-import { sendResult } from '../result.js';
-import { trustedCa, unverifiedCertificate } from '../tls.js';
+import { describeBrokerError, sendResult } from '../result.js';
+import { trustedCa } from '../tls.js';
 
 /** A connection unused this long is closed; the next delivery opens a new one. */
 const IDLE_MS = 60_000;
@@ -24,11 +24,6 @@ const isPermanent = (err: unknown) =>
   err instanceof PermanentError ||
   PERMANENT_CODES.has(Number((err as { code?: unknown })?.code)) ||
   /\b(403|404|406|530)\b|ACCESS[-_]REFUSED|NOT_ALLOWED/.test(String((err as Error)?.message));
-
-const describe = (err: unknown) => {
-  const e = err as Error & { code?: string | number };
-  return unverifiedCertificate(err) ?? `${typeof e?.code === 'string' ? `${e.code}: ` : ''}${e?.message ?? String(err)}`;
-};
 
 /** One destination's connection and confirm channel, shared by all its deliveries. */
 interface Link {
@@ -147,7 +142,7 @@ export function createRabbitmqSender(options: SenderOptions): DestinationSender 
       try {
         ch = await link.ready;
       } catch (err) {
-        return done({ delivered: false, error: describe(err), permanent: isPermanent(err) });
+        return done({ delivered: false, error: describeBrokerError(err), permanent: isPermanent(err) });
       }
       return new Promise<SendResult>((resolve) => {
         let settled = false;
@@ -160,7 +155,7 @@ export function createRabbitmqSender(options: SenderOptions): DestinationSender 
           if (link.pending.size === 0) link.onIdle?.();
           resolve(done(r));
         };
-        const onClose = (err: Error) => settle({ delivered: false, error: describe(err), permanent: isPermanent(err) });
+        const onClose = (err: Error) => settle({ delivered: false, error: describeBrokerError(err), permanent: isPermanent(err) });
         const timer = setTimeout(() => settle({ delivered: false, error: `no confirm within ${timeoutMs} ms` }), timeoutMs);
         link.pending.add(onClose);
         try {
