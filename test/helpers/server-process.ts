@@ -1,5 +1,6 @@
 import type { ChildProcess } from 'node:child_process';
-import { rmSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** The signals a test sends the server process it started (its current one: a restart spawns another). */
 export interface ServerProcess {
@@ -8,8 +9,12 @@ export interface ServerProcess {
   running(): boolean;
   /** SIGKILL (the default: the machine lost) or SIGTERM; resolves once it has exited. A paused process is woken first, so SIGTERM reaches it. */
   stop(signal?: 'SIGKILL' | 'SIGTERM'): Promise<void>;
-  /** SIGSTOP: the server keeps its sockets open and answers nothing (a hung server); `resume` is SIGCONT. */
-  pause(): void;
+  /**
+   * SIGSTOP: the server keeps its sockets open and answers nothing (a hung server); `resume` is SIGCONT.
+   * Resolves once every thread of it has stopped: `kill` returns when the signal is queued, and a
+   * thread still running on another core may yet answer what a test sends next.
+   */
+  pause(): Promise<void>;
   resume(): void;
   /** SIGKILL now, without waiting for the exit (for an exiting process, which cannot wait). */
   kill(): void;
@@ -32,7 +37,11 @@ export function serverProcess(): ServerProcess {
       proc!.kill(signal);
       await exited;
     },
-    pause: () => void proc?.kill('SIGSTOP'),
+    async pause() {
+      if (!running()) return;
+      proc!.kill('SIGSTOP');
+      await allStopped(proc!.pid!);
+    },
     resume: () => void proc?.kill('SIGCONT'),
     kill: () => void proc?.kill('SIGKILL'),
   };
@@ -76,4 +85,31 @@ export function privateServer(proc: ServerProcess, dir: string, start: () => Pro
       remove();
     },
   };
+}
+
+/** The states of a process's threads, from /proc (Linux): `T` is stopped by a signal. */
+export function threadStates(pid: number): string[] {
+  const dir = `/proc/${pid}/task`;
+  const states: string[] = [];
+  for (const tid of readdirSync(dir)) {
+    try {
+      // The state follows the command in parentheses, which may itself hold spaces or parentheses.
+      const stat = readFileSync(`${dir}/${tid}/stat`, 'utf8');
+      states.push(stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3));
+    } catch {
+      // A thread that ended between the listing and the read.
+    }
+  }
+  return states;
+}
+
+/** The kernel has no event for "stopped": its state is polled, briefly, with a bound. */
+async function allStopped(pid: number, boundMs = 5_000): Promise<void> {
+  const deadline = Date.now() + boundMs;
+  for (;;) {
+    const states = threadStates(pid);
+    if (states.length > 0 && states.every((s) => s === 'T' || s === 't')) return;
+    if (Date.now() > deadline) throw new Error(`process ${pid} not stopped after ${boundMs} ms (threads: ${states.join('')})`);
+    await sleep(2);
+  }
 }

@@ -177,7 +177,7 @@ describe('a NATS publish to a server that is gone or hangs', () => {
     const fresh = createNatsSender({ policy: 'any', timeoutMs: TIMEOUT_MS });
     try {
       expect((await open.send(dest, msg('before'))).delivered).toBe(true);
-      server.pause();
+      await server.pause();
       const onOpen = await timed(open.send(dest, msg('hung-1')));
       expect(onOpen.r).toMatchObject({ delivered: false, permanent: false, error: `no JetStream ack within ${TIMEOUT_MS} ms` });
       expect(onOpen.ms).toBeGreaterThanOrEqual(TIMEOUT_MS - 50);

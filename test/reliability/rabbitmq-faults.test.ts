@@ -193,7 +193,7 @@ describe('a RabbitMQ destination that hangs', () => {
     await eventually(async () => (await drain(queue)).length === 1);
 
     // Accepts TCP, answers nothing: every publish and connect waits for WEBHOOK_TIMEOUT_MS.
-    broker.pause();
+    await broker.pause();
     const pausedAt = Date.now();
     cleanups.push(async () => broker.resume());
     const posted = new Map<string, number>();
