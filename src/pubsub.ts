@@ -49,7 +49,10 @@ export async function publishAll(redis: Redis, mode: PubSubMode, messages: Outgo
     if (mode.sharded) pipeline.spublish(channel, message);
     else pipeline.publish(channel, message);
   }
-  await pipeline.exec();
+  // A pipeline resolves with each command's error beside its reply: the first one rejects, as
+  // it does on a cluster, so the caller retries rather than counting on a wake that never went.
+  const failed = ((await pipeline.exec()) ?? []).find(([err]) => err);
+  if (failed) throw failed[0];
 }
 
 /** A subscriber connection that speaks one mode: `subscribe` is SUBSCRIBE or SSUBSCRIBE, `onMessage` hears either. */
