@@ -230,6 +230,10 @@ describe('the developer portal', () => {
     await delivery.locator('.badge', { hasText: 'failed' }).waitFor();
     await delivery.locator('summary').first().click();
     expect(await delivery.getByTestId('attempt').count()).toBe(3);
+    // Newest first, each numbered once, by its own count (no list marker counting rows beside it).
+    const attempts = delivery.getByTestId('attempt');
+    expect((await attempts.allInnerTexts()).map((t) => t.match(/^Attempt (\d+)/)?.[1])).toEqual(['3', '2', '1']);
+    expect(await attempts.first().evaluate((li) => getComputedStyle(li).listStyleType)).toBe('none');
     await delivery.getByText('receiver down').first().waitFor();
     // What the receiver saw: the signed request's headers, as sent.
     await delivery.getByText('Request headers').first().click();

@@ -237,7 +237,7 @@ function Deliveries({ kind, log, onRetry }: { kind: string; log: DeliveryAttempt
                   Retry now
                 </button>
               ) : null}
-              <ol className="attempts" reversed>
+              <ol className="attempts">
                 {d.attempts.map((a) => (
                   <li key={a.id} data-testid="attempt">
                     <p>
