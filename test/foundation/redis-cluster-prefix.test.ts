@@ -42,14 +42,15 @@ describe('REDIS_PREFIX with a Redis Cluster hash tag', () => {
   });
 
   it('an untagged prefix spreads one BullMQ queue over several slots, which a cluster refuses', async () => {
-    const queue = new Queue('ledger', {
-      connection: createRedis(cluster.url, 'blocking'),
-      prefix: queuePrefix(`t${randomBytes(4).toString('hex')}`),
-    });
+    // A connection handed to BullMQ is the caller's to close: `queue.close()` leaves it open,
+    // and once the server is gone it would reconnect for the rest of the test run.
+    const connection = createRedis(cluster.url, 'blocking');
+    const queue = new Queue('ledger', { connection, prefix: queuePrefix(`t${randomBytes(4).toString('hex')}`) });
     try {
       await expect(queue.add('ledger', { x: 1 })).rejects.toThrow(/CROSSSLOT/);
     } finally {
       await queue.close();
+      connection.disconnect();
     }
   });
 

@@ -5,7 +5,7 @@ import { reportChannels, subscribeCommitReports, type CommitReportSubscription }
 import { createCommitWaiter, eventCommitted, type CommitOutcome } from '../../src/ledger/commit-waiter.js';
 import { createLedgerSubmitter, type LedgerSubmitter } from '../../src/ledger/submit.js';
 import { enqueue, JOBS, queuePrefix, type LedgerEvent, queueFor } from '../../src/queues.js';
-import { createRedis } from '../../src/redis.js';
+import { createRedis, type Redis } from '../../src/redis.js';
 import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
 
 let s: TestStack;
@@ -14,6 +14,7 @@ let b: AppCredentials;
 let submitter: LedgerSubmitter;
 let reports: CommitReportSubscription;
 let events: QueueEvents;
+let eventsConnection: Redis;
 
 beforeAll(async () => {
   s = await startTestStack({ workers: ['ledger'] });
@@ -27,8 +28,10 @@ beforeAll(async () => {
   });
   await reports.ready;
   submitter = createLedgerSubmitter(s.deps, replyTo, commits);
+  // Ours to close: BullMQ leaves a connection it was handed open.
+  eventsConnection = createRedis(s.config.REDIS_URL, 'blocking');
   events = new QueueEvents('ledger', {
-    connection: createRedis(s.config.REDIS_URL, 'blocking'),
+    connection: eventsConnection,
     prefix: queuePrefix(s.config.REDIS_PREFIX),
   });
   await events.waitUntilReady();
@@ -36,6 +39,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await reports.close();
   await events.close();
+  eventsConnection.disconnect();
   await s.close();
 });
 

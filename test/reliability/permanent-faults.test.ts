@@ -2,13 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { QueueEvents, type Job } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queuePrefix, queueFor } from '../../src/queues.js';
-import { createRedis } from '../../src/redis.js';
+import { createRedis, type Redis } from '../../src/redis.js';
 import { startWorkerHost, type WorkerHost } from '../../workers/host.js';
 import { startTestStack, type TestStack } from '../helpers/stack.js';
 
 let s: TestStack;
 let host: WorkerHost;
 let events: QueueEvents;
+let eventsConnection: Redis;
 const runs = new Map<string, number>();
 
 beforeAll(async () => {
@@ -27,14 +28,17 @@ beforeAll(async () => {
       },
     },
   ]);
+  // Ours to close: BullMQ leaves a connection it was handed open.
+  eventsConnection = createRedis(s.config.REDIS_URL, 'blocking');
   events = new QueueEvents('transcription', {
-    connection: createRedis(s.config.REDIS_URL, 'blocking'),
+    connection: eventsConnection,
     prefix: queuePrefix(s.config.REDIS_PREFIX),
   });
   await events.waitUntilReady();
 });
 afterAll(async () => {
   await events.close();
+  eventsConnection.disconnect();
   await host.close();
   await s.close();
 });
