@@ -100,4 +100,4 @@ export async function fanOutCommitted(deps: Deps, webhooks: FanOutServices, comm
 }
 
 /** How long past the attempt timeout the safety-net job waits (outcome writes take a moment). */
-const SAFETY_NET_MARGIN_MS = 10_000;
+export const SAFETY_NET_MARGIN_MS = 10_000;
