@@ -1,9 +1,14 @@
-import { DelayedError } from 'bullmq';
+import { DelayedError, type Job } from 'bullmq';
 import type { Deps } from '../src/deps.js';
 import { queueFor } from '../src/queues.js';
 import { purgeOldLogs } from '../src/webhooks/attempt-log.js';
+import { SAFETY_NET_MARGIN_MS } from '../src/webhooks/fan-out.js';
+import { createJobClaims } from '../src/webhooks/job-claims.js';
 import { DeliveryAttemptError, retryDelay } from '../src/webhooks/retry-policy.js';
 import type { ProcessorDef } from './host.js';
+import type { JobData } from '../src/queues.js';
+
+type Processor = (job: Job<JobData<'webhook'>>, token?: string) => Promise<unknown>;
 
 /**
  * Webhook log retention is a maintenance task now (`prune-webhook-logs`): on this queue it
@@ -27,7 +32,28 @@ export const webhookProcessor: ProcessorDef<'webhook'> = {
   create(deps, services) {
     const deliverer = services.webhooks;
     unscheduleRetention(deps).catch((err) => deps.logger.warn({ err }, 'could not remove the old webhook log retention scheduler'));
-    return async (job, token) => {
+    // As long as the first-attempts safety net waits: longer than any run of a live worker.
+    const claims = createJobClaims(deps.redis, deps.config.REDIS_PREFIX, deps.config.WEBHOOK_TIMEOUT_MS + SAFETY_NET_MARGIN_MS, (err) =>
+      deps.logger.debug({ err }, 'could not release a webhook job claim; it lapses by itself'),
+    );
+    const claimed: Processor = async (job, token) => {
+      // Handed out again while another process's run of it may still be sending: left until that run ends.
+      const othersLeft = await claims.take(job.id!);
+      if (othersLeft > 0) {
+        deps.logger.info(
+          { jobId: job.id, ms: othersLeft },
+          'webhook job taken over from a worker whose run may still be going; delayed until it ends',
+        );
+        await job.moveToDelayed(Date.now() + othersLeft, token);
+        throw new DelayedError();
+      }
+      try {
+        return await run(job, token);
+      } finally {
+        claims.release(job.id!);
+      }
+    };
+    const run: Processor = async (job, token) => {
       const data = job.data;
       switch (data.kind) {
         case 'log-retention':
@@ -62,6 +88,7 @@ export const webhookProcessor: ProcessorDef<'webhook'> = {
         }
       }
     };
+    return claimed;
   },
   options: (deps) => ({
     concurrency: deps.config.WEBHOOK_CONCURRENCY,

@@ -3,12 +3,11 @@ import { createGroupCommit } from '../ledger/group-commit.js';
 import { createAttemptLog, type AttemptRecord, type DeliveryStatus } from './attempt-log.js';
 import { batchLoader } from '../tick-batch.js';
 import { deliveryBodies, loadBodyEvents } from './body.js';
-import { deliveryIdOf, SAFETY_NET_MARGIN_MS } from './fan-out.js';
-import { createAttemptClaims } from './attempt-claims.js';
+import { deliveryIdOf } from './fan-out.js';
 import { enqueueDeliveryRuns, type DeliveryRun } from './delivery-queue.js';
 import { createWebhookHttpClient, type WebhookHttpClient } from './http-client.js';
 import { createSenders, senderOptions } from '../destinations/senders.js';
-import { createInFlightBound } from '../destinations/in-flight.js';
+import { createInFlightBound, type InFlightSlot } from '../destinations/in-flight.js';
 import { parseRetryAfter, retryDelay } from './retry-policy.js';
 import { signerFor, type CachedSubscription, type SubscriptionCache } from './subscription-cache.js';
 import { takeDeliverySlot } from './throttle.js';
@@ -18,8 +17,6 @@ import type { ActiveSpan, SpanOptions } from '../tracing/index.js';
 interface DeliveryRow {
   /** True for an event's first attempt: the row is written together with the outcome. */
   isNew?: boolean;
-  /** A first attempt that waited out another process's claim: that process may have written it meanwhile. */
-  afterOther?: boolean;
   id: string;
   app_id: string;
   subscription_id: string;
@@ -103,10 +100,6 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
     deps.config.DESTINATION_STUCK_MS,
   );
   const log = createAttemptLog(deps);
-  // As long as the first-attempts safety net waits: a claim outlives any attempt of a live process.
-  const claims = createAttemptClaims(deps.redis, deps.config.REDIS_PREFIX, deps.config.WEBHOOK_TIMEOUT_MS + SAFETY_NET_MARGIN_MS, (err) =>
-    deps.logger.debug({ err }, 'could not release a delivery attempt claim; it lapses by itself'),
-  );
   // A subscription changed elsewhere: a broker connection it no longer uses is closed now, not when idle.
   const retireStale = async (appId: string) => {
     const subs = (await cache.forApps([appId])).get(appId) ?? [];
@@ -241,11 +234,10 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
     }
 
     // A broker destination at its in-flight bound: in line while it answers, else back later (no attempt spent).
-    let releaseSlot = () => {};
+    let slot: InFlightSlot | undefined;
     if (sub.destination.kind !== 'webhook') {
-      const slot = await inFlight.take(sub.destination.subscriptionId);
+      slot = await inFlight.take(sub.destination.subscriptionId);
       if (!slot.taken) return { kind: 'wait', ms: slot.waitMs };
-      releaseSlot = slot.release;
       // Paused, deleted or pointed elsewhere while it waited in line: sent by a run of its own,
       // which looks at the subscription afresh, never to where it no longer delivers.
       if (!stillDelivers(sub, await cache.get(d.app_id, d.subscription_id))) {
@@ -254,63 +246,13 @@ export function createDeliverer(deps: Deps, cache: SubscriptionCache): Deliverer
       }
     }
     const attempt = d.attempt_count + 1;
-    let claimedElsewhere: number;
-    try {
-      claimedElsewhere = await claims.take(d.id, attempt);
-    } catch (err) {
-      releaseSlot();
-      throw err;
-    }
-    if (claimedElsewhere > 0) {
-      releaseSlot();
-      // A run of this delivery's job handed out again while another process still makes the attempt.
-      if (!d.isNew) return { kind: 'wait', ms: claimedElsewhere };
-      // A first attempt has no row to wait on in a run of its own: the row that process writes
-      // ends it here; should that process have died, its claim lapses and this one sends.
-      return (await othersFirstAttempt(d, attempt))
-        ? { kind: 'skipped', reason: 'attempted by another worker process' }
-        : attemptRowUntraced(d, lastAttempt, schedulePosition, beforeRecord);
-    }
-    try {
-      // Taken after another process's claim ended: its outcome may be written already.
-      if (d.isNew && d.afterOther && (await loadOne(`${d.app_id}/${d.id}`)))
-        return { kind: 'skipped', reason: 'attempted by another worker process' };
-      return await send(d, sub, releaseSlot, attempt, lastAttempt, schedulePosition, beforeRecord);
-    } finally {
-      // Idempotent: the send frees its slot as soon as the destination answered.
-      releaseSlot();
-      claims.release(d.id, attempt);
-    }
-  }
-
-  /** Until another process's first attempt is written (true) or its claim lapsed (false). */
-  async function othersFirstAttempt(d: DeliveryRow, attempt: number): Promise<boolean> {
-    for (;;) {
-      await new Promise((r) => setTimeout(r, IN_PROGRESS_RECHECK_MS));
-      if (await loadOne(`${d.app_id}/${d.id}`)) return true;
-      if ((await claims.left(d.id, attempt)) === 0) {
-        d.afterOther = true;
-        return false;
-      }
-    }
-  }
-
-  async function send(
-    d: DeliveryRow,
-    sub: CachedSubscription,
-    releaseSlot: () => void,
-    attempt: number,
-    lastAttempt: boolean,
-    schedulePosition: number,
-    beforeRecord?: (o: AttemptOutcome) => Promise<void>,
-  ): Promise<AttemptOutcome> {
     const ts = Math.floor(Date.now() / 1000);
     const originalTs = d.first_attempt_ts !== null ? Number(d.first_attempt_ts) : ts;
     const headers = signerFor(sub)({ deliveryId: d.id, timestamp: ts, body: d.body });
     if (attempt > 1) Object.assign(headers, retryHeaders(attempt, originalTs));
     const res = await senders
       .send(sub.destination, { deliveryId: d.id, appId: d.app_id, eventType: d.event_type, body: d.body, headers })
-      .finally(releaseSlot);
+      .finally(() => slot?.taken && slot.release());
     const { delivered, requestHeaders } = res;
     // A permanent failure (a broker's unroutable or refused message) is final at once: retrying cannot help.
     const final = lastAttempt || res.permanent === true;

@@ -1,9 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JOBS, type LedgerEvent, queueFor } from '../../src/queues.js';
-import { createAttemptClaims } from '../../src/webhooks/attempt-claims.js';
 import { enqueueFirstAttemptsSafetyNet } from '../../src/webhooks/delivery-queue.js';
-import { deliveryIdOf } from '../../src/webhooks/fan-out.js';
 import type { LocalFirstAttempts } from '../../src/webhooks/local-deliverer.js';
 import { holdSafetyNet } from '../../src/webhooks/safety-net.js';
 import { ledgerProcessor } from '../../workers/ledger.js';
@@ -112,62 +110,6 @@ describe('the ledger fan-out of a worker process', () => {
         async () => (await s.deps.sql`SELECT status FROM webhook_deliveries WHERE event_id = ${event.id}`)[0]?.status === 'delivered',
       );
       expect(rx.received.filter((r) => r.json.event_id === event.id)).toHaveLength(1);
-    } finally {
-      rx.answer({ status: 200, body: 'ok' });
-    }
-  });
-
-  it('sends nothing twice when another worker process runs the first attempts again while the first still waits for its answer', async () => {
-    const base = services(['ledger', 'webhook']);
-    // Another process: its own deliverer, which knows nothing of what this one is attempting.
-    const other = services(['webhook']);
-    rx.answer({ status: 200, body: 'ok', delayMs: 1_000 });
-    try {
-      const event = await commit('fan.elsewhere', base);
-      await rx.waitFor(1, (r) => r.json.event_id === event.id);
-      // The job handed to the other process (the first one's lock lapsed): it waits for the first's outcome.
-      const again = await other.webhooks.firstAttempts({ eventId: event.id, appId: a.appId });
-      expect(again.map((o) => o.kind)).toEqual(['skipped']);
-      const [row] = await s.deps.sql`SELECT status, attempt_count FROM webhook_deliveries WHERE event_id = ${event.id}`;
-      expect(row).toEqual({ status: 'delivered', attempt_count: 1 });
-      expect(rx.received.filter((r) => r.json.event_id === event.id)).toHaveLength(1);
-    } finally {
-      rx.answer({ status: 200, body: 'ok' });
-    }
-  });
-
-  it("sends a first attempt once another process's claim lapsed (it died), and puts back a retry run while one is held", async () => {
-    const ledgerOnly = services(['ledger']);
-    const base = services(['webhook']);
-    const [{ id: subId }] = await s.deps.sql`SELECT id FROM webhook_subscriptions WHERE app_id = ${a.appId}`;
-    // A process that claimed the attempt, then died: its claim lapses by itself.
-    const dead = createAttemptClaims(s.deps.redis, s.config.REDIS_PREFIX, 800, () => {});
-    const event = await commit('fan.orphan', ledgerOnly);
-    const id = deliveryIdOf(subId, event.id);
-    expect(await dead.take(id, 1)).toBe(0);
-    const started = Date.now();
-    const [first] = await base.webhooks.firstAttempts({ eventId: event.id, appId: a.appId });
-    expect(first.kind).toBe('delivered');
-    expect(Date.now() - started).toBeGreaterThanOrEqual(700);
-    expect(rx.received.filter((r) => r.json.event_id === event.id)).toHaveLength(1);
-
-    // A retry run of a delivery whose second attempt another process is making: back later, no attempt spent.
-    rx.answer({ status: 500, body: 'down' });
-    try {
-      const failing = await commit('fan.retry', ledgerOnly);
-      const retrying = deliveryIdOf(subId, failing.id);
-      expect((await base.webhooks.firstAttempts({ eventId: failing.id, appId: a.appId }))[0].kind).toBe('retry');
-      const holder = createAttemptClaims(s.deps.redis, s.config.REDIS_PREFIX, 5_000, () => {});
-      expect(await holder.take(retrying, 2)).toBe(0);
-      const run = { deliveryId: retrying, appId: a.appId, run: 0, lastAttempt: false, schedulePosition: 2, queuedAt: Date.now() };
-      const held = await base.webhooks.attempt(run);
-      expect(held.kind).toBe('wait');
-      expect((held as { ms: number }).ms).toBeGreaterThan(4_000);
-      expect(rx.received.filter((r) => r.json.event_id === failing.id)).toHaveLength(1);
-      holder.release(retrying, 2);
-      await eventually(async () => (await holder.left(retrying, 2)) === 0);
-      expect((await base.webhooks.attempt(run)).kind).toBe('retry');
-      expect(rx.received.filter((r) => r.json.event_id === failing.id)).toHaveLength(2);
     } finally {
       rx.answer({ status: 200, body: 'ok' });
     }
