@@ -22,6 +22,12 @@ export interface Row {
   streamDuplicates: number | null;
   webhooksDelivered: number | null;
   webhooksExpected: number | null;
+  /**
+   * Webhook deliveries the receiver got beyond one per event. Not a broken promise (delivery is
+   * at least once: a retry after a 5xx, a crash between the answer and its write), so not a
+   * failure: shown to see what a fault costs receivers.
+   */
+  webhooksRepeated: number | null;
   /** Messages the platform fake received more than once. */
   sendsDoubled: number | null;
   /** Seconds from the end of the fault until requests answered 2xx again; null where not measured. */
@@ -104,6 +110,7 @@ const COLUMNS: [string, (r: Row) => string][] = [
   ['stream gaps', (r) => (r.streamGaps === null ? '-' : String(r.streamGaps))],
   ['stream duplicates', (r) => (r.streamDuplicates === null ? '-' : String(r.streamDuplicates))],
   ['webhooks delivered/expected', (r) => (r.webhooksExpected === null ? '-' : `${r.webhooksDelivered}/${r.webhooksExpected}`)],
+  ['webhooks repeated', (r) => (r.webhooksRepeated === null ? '-' : String(r.webhooksRepeated))],
   ['sends doubled', (r) => (r.sendsDoubled === null ? '-' : String(r.sendsDoubled))],
   ['recovery (s)', (r) => seconds(r.recoverySeconds)],
   ['queues back (s)', (r) => seconds(r.queuesBackSeconds)],
@@ -136,6 +143,7 @@ export function total(rows: Row[]): Row {
     streamDuplicates: sum((r) => r.streamDuplicates),
     webhooksDelivered: sum((r) => r.webhooksDelivered),
     webhooksExpected: sum((r) => r.webhooksExpected),
+    webhooksRepeated: sum((r) => r.webhooksRepeated),
     sendsDoubled: sum((r) => r.sendsDoubled),
     // The slowest recovery, not a sum: each scenario's stands alone.
     recoverySeconds: slowest(rows, (r) => r.recoverySeconds),

@@ -365,6 +365,7 @@ async function runScenario<C extends Cluster>(cluster: C, telegram: TelegramFake
     streamDuplicates: dups,
     webhooksDelivered: s.ledger.length - s.undelivered,
     webhooksExpected: s.ledger.length,
+    webhooksRepeated: [...wiring.receiver.byEvent.values()].reduce((n, times) => n + times - 1, 0),
     sendsDoubled: doubled.length,
     recoverySeconds,
     queuesBackSeconds,

@@ -12,6 +12,7 @@ const row = (over: Partial<Row> = {}): Row => ({
   streamDuplicates: 0,
   webhooksDelivered: null,
   webhooksExpected: null,
+  webhooksRepeated: null,
   sendsDoubled: null,
   recoverySeconds: null,
   queuesBackSeconds: null,
@@ -70,6 +71,8 @@ describe('chaos reconciliation', () => {
     ]) {
       expect(failed(row(bad))).toBe(true);
     }
+    // At least once: a repeated webhook is shown, never a failure.
+    expect(failed(row({ webhooksRepeated: 3 }))).toBe(false);
   });
 
   it('prints the columns the issue names, with totals', () => {
@@ -93,6 +96,7 @@ describe('chaos reconciliation', () => {
       'stream gaps',
       'stream duplicates',
       'webhooks delivered/expected',
+      'webhooks repeated',
       'sends doubled',
       'recovery (s)',
       'queues back (s)',
