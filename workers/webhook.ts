@@ -33,12 +33,12 @@ export const webhookProcessor: ProcessorDef<'webhook'> = {
     const deliverer = services.webhooks;
     unscheduleRetention(deps).catch((err) => deps.logger.warn({ err }, 'could not remove the old webhook log retention scheduler'));
     // As long as the first-attempts safety net waits: longer than any run of a live worker.
-    const claims = createJobClaims(deps.redis, deps.config.REDIS_PREFIX, deps.config.WEBHOOK_TIMEOUT_MS + SAFETY_NET_MARGIN_MS, (err) =>
+    const claims = createJobClaims(deps.redis, deps.config.WEBHOOK_TIMEOUT_MS + SAFETY_NET_MARGIN_MS, (err) =>
       deps.logger.debug({ err }, 'could not release a webhook job claim; it lapses by itself'),
     );
     const claimed: Processor = async (job, token) => {
       // Handed out again while another process's run of it may still be sending: left until that run ends.
-      const othersLeft = await claims.take(job.id!);
+      const othersLeft = await claims.take(job);
       if (othersLeft > 0) {
         deps.logger.info(
           { jobId: job.id, ms: othersLeft },
@@ -50,7 +50,7 @@ export const webhookProcessor: ProcessorDef<'webhook'> = {
       try {
         return await run(job, token);
       } finally {
-        claims.release(job.id!);
+        claims.release(job);
       }
     };
     const run: Processor = async (job, token) => {

@@ -17,17 +17,29 @@ const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call
  */
 export interface JobClaims {
   /** 0 when this process now holds the job's claim; otherwise how long (ms) another's has left. */
-  take(jobId: string): Promise<number>;
+  take(job: ClaimedJob): Promise<number>;
   /** Releases this process's claim; should that fail, it lapses by itself. */
-  release(jobId: string): void;
+  release(job: ClaimedJob): void;
 }
 
-export function createJobClaims(redis: Redis, redisPrefix: string, ttlMs: number, onReleaseError: (err: unknown) => void): JobClaims {
+/** What names a job's claim: its queue's key prefix and its id. */
+export interface ClaimedJob {
+  queueQualifiedName: string;
+  id?: string;
+}
+
+/**
+ * The claim's key sits in its queue's key space, beside the job's own keys (BullMQ's are
+ * `<queue>:<id>`, `<queue>:<id>:lock`, …): under queue shards it lands on its shard's slot,
+ * so claims spread over a cluster's masters as the jobs do.
+ */
+const key = (job: ClaimedJob) => `${job.queueQualifiedName}:${job.id}:claim`;
+
+export function createJobClaims(redis: Redis, ttlMs: number, onReleaseError: (err: unknown) => void): JobClaims {
   const token = randomUUID();
-  const key = (jobId: string) => `${redisPrefix}:wh-running:${jobId}`;
   return {
-    async take(jobId) {
-      const k = key(jobId);
+    async take(job) {
+      const k = key(job);
       const replies = (await redis.multi().set(k, token, 'PX', ttlMs, 'NX').pttl(k).exec()) ?? [];
       const failed = replies.find(([err]) => err);
       if (failed) throw failed[0];
@@ -35,8 +47,8 @@ export function createJobClaims(redis: Redis, redisPrefix: string, ttlMs: number
       // A claim that lapsed between the two commands reads -2: nobody's, worth a try at once.
       return set === 'OK' ? 0 : Math.max(ttl, 1);
     },
-    release(jobId) {
-      redis.eval(RELEASE, 1, key(jobId), token).catch(onReleaseError);
+    release(job) {
+      redis.eval(RELEASE, 1, key(job), token).catch(onReleaseError);
     },
   };
 }

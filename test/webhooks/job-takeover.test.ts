@@ -109,12 +109,13 @@ describe('a webhook job taken over by another worker process', () => {
     const event = await queuedFirstAttempts();
     const jobId = `we-${event.id}`;
     // The dead worker's claim, with a lifetime short enough for a test.
-    const dead = createJobClaims(s.deps.redis, s.config.REDIS_PREFIX, 600, () => {});
-    expect(await dead.take(jobId)).toBe(0);
+    const dead = createJobClaims(s.deps.redis, 600, () => {});
+    const queue = queueFor(s.deps.queues, 'webhook', a.appId);
+    expect(await dead.take({ queueQualifiedName: queue.qualifiedName, id: jobId })).toBe(0);
     const next = processOf();
     const job = await take('after-death', jobId);
     await expect(next(job, 'after-death')).rejects.toBeInstanceOf(DelayedError);
-    const delayed = await queueFor(s.deps.queues, 'webhook', a.appId).getJob(jobId);
+    const delayed = await queue.getJob(jobId);
     expect(delayed!.delay).toBeGreaterThan(0);
     expect(delayed!.delay).toBeLessThanOrEqual(600);
     // A worker's fetch moves the job to active once it is due, not before.
