@@ -154,6 +154,9 @@ const sessionLost = (err: unknown) => {
   return typeof code === 'string' && (SESSION_LOST.has(code) || code.startsWith('08'));
 };
 
+/** Errors of a transaction whose session was lost before its COMMIT was sent: the server rolled it back. */
+const rolledBack = new WeakSet<object>();
+
 /**
  * Runs `fn` in a transaction on one reserved connection: BEGIN, COMMIT, ROLLBACK on failure.
  * Use it instead of `sql.begin`. postgres.js 3.4.x `begin` answers a connection that died
@@ -161,20 +164,39 @@ const sessionLost = (err: unknown) => {
  * process down (porsager/postgres#1154, #1208) — every worker at once when PostgreSQL
  * restarts under load. Here, when the session is gone, nothing more is written to it and it
  * is not handed back to the pool (the pool has already moved it to its closed connections).
+ *
+ * `againIfLost`: how many times to run `fn` again, on a new session, when its session was
+ * lost before COMMIT was sent — the server rolled it back, so nothing of it is written. A
+ * session lost during COMMIT is never retried: the transaction may have committed.
  */
-export async function transaction<T>(sql: Sql, fn: (tx: Tx) => Promise<T>): Promise<T> {
+export async function transaction<T>(sql: Sql, fn: (tx: Tx) => Promise<T>, options: { againIfLost?: number } = {}): Promise<T> {
+  for (let left = options.againIfLost ?? 0; ; left--) {
+    try {
+      return await transactionOnce(sql, fn);
+    } catch (err) {
+      if (left > 0 && typeof err === 'object' && err !== null && rolledBack.has(err)) continue;
+      throw err;
+    }
+  }
+}
+
+async function transactionOnce<T>(sql: Sql, fn: (tx: Tx) => Promise<T>): Promise<T> {
   const tx = (await sql.reserve()) as Tx;
   const use = poolUse.get(sql);
   if (use) use.reserved++;
   let release = true;
+  let committing = false;
   try {
     await tx`BEGIN`;
     const result = await fn(tx);
+    committing = true;
     await tx`COMMIT`;
     return result;
   } catch (err) {
-    if (sessionLost(err)) release = false;
-    else await tx`ROLLBACK`.catch((e: unknown) => void (release = !sessionLost(e)));
+    if (sessionLost(err)) {
+      release = false;
+      if (!committing && typeof err === 'object' && err !== null) rolledBack.add(err);
+    } else await tx`ROLLBACK`.catch((e: unknown) => void (release = !sessionLost(e)));
     throw err;
   } finally {
     if (use) use.reserved--;

@@ -120,10 +120,13 @@ async function writeAttempts(deps: Deps, records: AttemptRecord[]): Promise<void
   const healthRows = [...health].map(([id, h]) => ({ id, ...h }));
 
   type Disabled = { id: string; app_id: string; name: string; target_url: string; consecutive_failures: number; disabled_at: Date };
-  const disabled: Disabled[] = await transaction(sql, async (tx) => {
-    if (inserts.length) {
-      // Joined with the subscription so one deleted meanwhile is skipped rather than failing the batch.
-      await tx`
+  // A lost session is written again once: otherwise the attempt, already made, is repeated.
+  const disabled: Disabled[] = await transaction(
+    sql,
+    async (tx) => {
+      if (inserts.length) {
+        // Joined with the subscription so one deleted meanwhile is skipped rather than failing the batch.
+        await tx`
         INSERT INTO webhook_deliveries (id, app_id, subscription_id, event_id, event_type, body, status, attempt_count,
                                         first_attempt_ts, last_status_code, last_error)
         SELECT r.id, r.app_id, r.subscription_id, r.event_id, r.event_type, r.body, r.status, r.attempt,
@@ -132,19 +135,19 @@ async function writeAttempts(deps: Deps, records: AttemptRecord[]): Promise<void
                event_type text, body text, status text, attempt int, first_ts bigint, status_code int, error text)
           JOIN webhook_subscriptions s ON s.id = r.subscription_id AND s.app_id = r.app_id
         ON CONFLICT (app_id, subscription_id, event_id) DO NOTHING`;
-    }
-    await Promise.all(
-      byApp(deliveries).map(
-        ([appId, mine]) => tx`
+      }
+      await Promise.all(
+        byApp(deliveries).map(
+          ([appId, mine]) => tx`
         UPDATE webhook_deliveries d SET
           status = r.status, attempt_count = GREATEST(d.attempt_count, r.attempt), last_status_code = r.status_code,
           last_error = r.error, first_attempt_ts = COALESCE(d.first_attempt_ts, r.first_ts), updated_at = now()
           FROM jsonb_to_recordset(${tx.json(mine as never)}::jsonb) AS r(id uuid, app_id uuid, status text, attempt int, status_code int, error text, first_ts bigint)
          WHERE d.app_id = ${appId} AND d.id = r.id AND d.id = ANY(${mine.map((x) => x.id)}::uuid[])`,
-      ),
-    );
-    if (logs.length)
-      await tx`
+        ),
+      );
+      if (logs.length)
+        await tx`
       INSERT INTO webhook_delivery_logs (app_id, subscription_id, delivery_id, event_id, event_type, status, status_code,
                                          attempt_count, duration_ms, error_message, request_body, response_body,
                                          request_headers, response_headers, next_retry_at)
@@ -156,31 +159,33 @@ async function writeAttempts(deps: Deps, records: AttemptRecord[]): Promise<void
              request_body text, response_body text, request_headers jsonb, response_headers jsonb, next_retry_at timestamptz)
         -- A subscription deleted meanwhile takes its log with it.
        WHERE EXISTS (SELECT 1 FROM webhook_subscriptions s WHERE s.id = r.subscription_id AND s.app_id = r.app_id)`;
-    if (healthRows.length === 0) return [] as Disabled[];
-    // Healthy endpoints that stay healthy are not rewritten (no row churn on the hot path).
-    const healthByApp = byApp(healthRows);
-    await Promise.all(
-      healthByApp.map(
-        ([appId, mine]) => tx`
+      if (healthRows.length === 0) return [] as Disabled[];
+      // Healthy endpoints that stay healthy are not rewritten (no row churn on the hot path).
+      const healthByApp = byApp(healthRows);
+      await Promise.all(
+        healthByApp.map(
+          ([appId, mine]) => tx`
       UPDATE webhook_subscriptions s SET
         consecutive_failures = CASE WHEN r.reset THEN r.n ELSE s.consecutive_failures + r.n END
         FROM jsonb_to_recordset(${tx.json(mine as never)}::jsonb) AS r(id uuid, app_id uuid, reset boolean, n int)
        WHERE s.app_id = ${appId} AND s.id = r.id AND NOT (r.reset AND s.consecutive_failures = r.n)`,
-      ),
-    );
-    // Only a failure can push a subscription over the limit.
-    const failing = healthByApp.filter(([, mine]) => mine.some((h) => h.n > 0));
-    const disabledPerApp = await Promise.all(
-      failing.map(
-        ([appId, mine]) => tx<Disabled[]>`
+        ),
+      );
+      // Only a failure can push a subscription over the limit.
+      const failing = healthByApp.filter(([, mine]) => mine.some((h) => h.n > 0));
+      const disabledPerApp = await Promise.all(
+        failing.map(
+          ([appId, mine]) => tx<Disabled[]>`
       UPDATE webhook_subscriptions SET status = 'DISABLED', disabled_at = now(), updated_at = now()
        WHERE app_id = ${appId} AND id = ANY(${mine.map((h) => h.id)}::uuid[]) AND status = 'ACTIVE'
          AND consecutive_failures >= ${deps.config.WEBHOOK_DISABLE_AFTER}
        RETURNING id, app_id, name, target_url, consecutive_failures, disabled_at`,
-      ),
-    );
-    return disabledPerApp.flat();
-  });
+        ),
+      );
+      return disabledPerApp.flat();
+    },
+    { againIfLost: 1 },
+  );
 
   for (const s of disabled) {
     deps.logger.warn(

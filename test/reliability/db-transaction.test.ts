@@ -58,4 +58,32 @@ describe('transaction', () => {
     expect(theirs.code).not.toBe(0);
     expect(theirs.out).toMatch(/Cannot read properties of null \(reading 'write'\)/);
   });
+
+  it('runs again on a new session, with againIfLost, when its session was lost before COMMIT: nothing of the lost run is written', async () => {
+    let runs = 0;
+    const lostOnce = async (tx: Parameters<Parameters<typeof transaction>[1]>[0]) => {
+      runs++;
+      await tx`INSERT INTO tx_probe VALUES (${100 + runs})`;
+      // The first run's backend is terminated under it, as a server restart or an operator would.
+      if (runs === 1) await tx`SELECT pg_terminate_backend(pg_backend_pid())`;
+    };
+    await expect(transaction(sql, lostOnce)).rejects.toMatchObject({ code: expect.stringMatching(/^(57P01|CONNECTION_CLOSED)$/) });
+    runs = 0;
+    await transaction(sql, lostOnce, { againIfLost: 1 });
+    expect(runs).toBe(2);
+    expect((await sql<{ n: number }[]>`SELECT n FROM tx_probe WHERE n > 100 ORDER BY n`).map((r) => r.n)).toEqual([102]);
+    // A failure that is not a lost session is not run again.
+    runs = 0;
+    await expect(
+      transaction(
+        sql,
+        async (tx) => {
+          runs++;
+          await tx`INSERT INTO tx_probe VALUES (1)`;
+        },
+        { againIfLost: 3 },
+      ),
+    ).rejects.toMatchObject({ code: '23505' });
+    expect(runs).toBe(1);
+  });
 });

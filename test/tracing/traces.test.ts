@@ -2,11 +2,13 @@ import { InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trac
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config.js';
 import { startTracing, type Tracing } from '../../src/tracing/index.js';
-import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
-import { startReceiver, type Receiver } from '../webhooks/receiver.js';
+import type { AppCredentials, TestStack } from '../helpers/stack.js';
+import type { Receiver } from '../webhooks/receiver.js';
+import { subscribedStack, type Subscribed } from '../webhooks/subscribed.js';
 
 const exporter = new InMemorySpanExporter();
 let tracing: Tracing;
+let w: Subscribed;
 let s: TestStack;
 let a: AppCredentials;
 let rx: Receiver;
@@ -14,19 +16,12 @@ let rx: Receiver;
 beforeAll(async () => {
   // Tracing as a process with OTEL_EXPORTER_OTLP_ENDPOINT set starts it, spans kept in memory.
   tracing = (await startTracing(parseConfig({ NODE_ENV: 'test' }), { role: 'all', exporter }))!;
-  s = await startTestStack({ tracing });
-  a = await s.createApp();
-  rx = await startReceiver();
-  const sub = await s.request('POST', '/v1/webhook-subscriptions', {
-    auth: a,
-    body: { name: 'traced', target_url: rx.url, event_patterns: ['traced.*'] },
-  });
-  expect(sub.status).toBe(201);
+  w = await subscribedStack('traced.*', { tracing });
+  ({ s, app: a, rx } = w);
 });
 afterAll(async () => {
-  await rx?.close();
   // Shuts tracing down too (closeDeps): the patches come off before the next file in this process.
-  await s?.close();
+  await w?.close();
 });
 
 const spanId = (span: ReadableSpan) => span.spanContext().spanId;

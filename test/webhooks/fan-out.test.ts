@@ -6,9 +6,11 @@ import type { LocalFirstAttempts } from '../../src/webhooks/local-deliverer.js';
 import { holdSafetyNet } from '../../src/webhooks/safety-net.js';
 import { ledgerProcessor } from '../../workers/ledger.js';
 import { createWorkerServices, type WorkerServices } from '../../workers/services.js';
-import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
-import { eventually, startReceiver, type Receiver } from './receiver.js';
+import type { AppCredentials, TestStack } from '../helpers/stack.js';
+import { eventually, type Receiver } from './receiver.js';
+import { subscribedStack, type Subscribed } from './subscribed.js';
 
+let w: Subscribed;
 let s: TestStack;
 let a: AppCredentials;
 let rx: Receiver;
@@ -16,19 +18,12 @@ const built: WorkerServices[] = [];
 
 beforeAll(async () => {
   // No workers: each test builds the ledger processor itself, from the deps and the services it chooses.
-  s = await startTestStack({ workers: false });
-  a = await s.createApp();
-  rx = await startReceiver();
-  const sub = await s.request('POST', '/v1/webhook-subscriptions', {
-    auth: a,
-    body: { name: 'fan', target_url: rx.url, event_patterns: ['fan.*'] },
-  });
-  expect(sub.status).toBe(201);
+  w = await subscribedStack('fan.*', { workers: false });
+  ({ s, app: a, rx } = w);
 });
 afterAll(async () => {
   await Promise.all(built.map((b) => b.close()));
-  await rx.close();
-  await s.close();
+  await w?.close();
 });
 
 const services = (queues: ('ledger' | 'webhook')[]) => {

@@ -7,8 +7,9 @@ import { createJobClaims } from '../../src/webhooks/job-claims.js';
 import { ledgerProcessor } from '../../workers/ledger.js';
 import { createWorkerServices, type WorkerServices } from '../../workers/services.js';
 import { webhookProcessor } from '../../workers/webhook.js';
-import { startTestStack, type AppCredentials, type TestStack } from '../helpers/stack.js';
-import { eventually, startReceiver, type Receiver } from './receiver.js';
+import type { AppCredentials, TestStack } from '../helpers/stack.js';
+import { eventually, type Receiver } from './receiver.js';
+import { subscribedStack, type Subscribed } from './subscribed.js';
 
 /**
  * A webhook job handed to another worker process while the first still runs it. BullMQ does
@@ -16,6 +17,7 @@ import { eventually, startReceiver, type Receiver } from './receiver.js';
  * pause, a starved machine), which then sends on. The second run must not send what the first
  * is sending, and a dead first run must not strand the job.
  */
+let w: Subscribed;
 let s: TestStack;
 let a: AppCredentials;
 let rx: Receiver;
@@ -25,14 +27,8 @@ let checker: Worker;
 const built: WorkerServices[] = [];
 
 beforeAll(async () => {
-  s = await startTestStack({ workers: false, env: { JOB_STALL_CHECK_MS: '100' } });
-  a = await s.createApp();
-  rx = await startReceiver();
-  const sub = await s.request('POST', '/v1/webhook-subscriptions', {
-    auth: a,
-    body: { name: 'takeover', target_url: rx.url, event_patterns: ['takeover.*'] },
-  });
-  expect(sub.status).toBe(201);
+  w = await subscribedStack('takeover.*', { workers: false, env: { JOB_STALL_CHECK_MS: '100' } });
+  ({ s, app: a, rx } = w);
   connection = createRedis(s.config.redis, 'blocking');
   const queue = queueFor(s.deps.queues, 'webhook', a.appId);
   // Takes jobs as a worker does, with a short lock it never renews: each run it starts loses the job.
@@ -47,8 +43,7 @@ afterAll(async () => {
   await Promise.all(built.map((b) => b.close()));
   await Promise.all([grabber?.close(), checker?.close()]);
   connection?.disconnect();
-  await rx.close();
-  await s.close();
+  await w?.close();
 });
 
 /** A worker process's webhook processor: its own deliverer and its own claims. */
