@@ -174,7 +174,7 @@ export async function transaction<T>(sql: Sql, fn: (tx: Tx) => Promise<T>, optio
     try {
       return await transactionOnce(sql, fn);
     } catch (err) {
-      if (left > 0 && typeof err === 'object' && err !== null && rolledBack.has(err)) continue;
+      if (left > 0 && rolledBack.has(err as object)) continue;
       throw err;
     }
   }
@@ -195,7 +195,8 @@ async function transactionOnce<T>(sql: Sql, fn: (tx: Tx) => Promise<T>): Promise
   } catch (err) {
     if (sessionLost(err)) {
       release = false;
-      if (!committing && typeof err === 'object' && err !== null) rolledBack.add(err);
+      // A lost session's error is an object: `sessionLost` read its code.
+      if (!committing) rolledBack.add(err as object);
     } else await tx`ROLLBACK`.catch((e: unknown) => void (release = !sessionLost(e)));
     throw err;
   } finally {

@@ -1,7 +1,7 @@
 import { Cluster } from 'ioredis';
 import type { RedisTarget } from './config.js';
 import type { ConnectionObserver } from './connection-watch.js';
-import { createRedis, watchConnection, type Redis } from './redis.js';
+import { createRedis, execReplies, watchConnection, type Redis } from './redis.js';
 
 /**
  * Classic or sharded pub/sub for the ledger's wakes and commit reports (REDIS_SHARDED_PUBSUB).
@@ -49,10 +49,8 @@ export async function publishAll(redis: Redis, mode: PubSubMode, messages: Outgo
     if (mode.sharded) pipeline.spublish(channel, message);
     else pipeline.publish(channel, message);
   }
-  // A pipeline resolves with each command's error beside its reply: the first one rejects, as
-  // it does on a cluster, so the caller retries rather than counting on a wake that never went.
-  const failed = ((await pipeline.exec()) ?? []).find(([err]) => err);
-  if (failed) throw failed[0];
+  // A failed PUBLISH rejects, as on a cluster: the caller retries rather than counting on a wake that never went.
+  await execReplies(pipeline);
 }
 
 /** A subscriber connection that speaks one mode: `subscribe` is SUBSCRIBE or SSUBSCRIBE, `onMessage` hears either. */

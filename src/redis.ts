@@ -1,4 +1,4 @@
-import { Cluster, type ClusterOptions, Redis as Single, type RedisOptions } from 'ioredis';
+import { type ChainableCommander, Cluster, type ClusterOptions, Redis as Single, type RedisOptions } from 'ioredis';
 import type { RedisTarget } from './config.js';
 import { watchOutage, type ConnectionObserver } from './connection-watch.js';
 
@@ -162,4 +162,15 @@ export function watchConnection(redis: Redis, name: string, observer: Connection
   (redis as { duplicate: (...args: unknown[]) => Redis }).duplicate = (...args: unknown[]) =>
     watchConnection(duplicate(...args), `${name}/${nameOf(args) || ++duplicates}`, observer);
   return redis;
+}
+
+/**
+ * The replies of a pipeline or MULTI. `exec` resolves even when commands failed, each error
+ * beside its reply: the first one rejects here, so no caller reads an error as a reply.
+ */
+export async function execReplies(commands: ChainableCommander): Promise<unknown[]> {
+  const replies = (await commands.exec()) ?? [];
+  const failed = replies.find(([err]) => err);
+  if (failed) throw failed[0];
+  return replies.map(([, reply]) => reply);
 }

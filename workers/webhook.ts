@@ -1,4 +1,4 @@
-import { DelayedError, type Job } from 'bullmq';
+import { DelayedError } from 'bullmq';
 import type { Deps } from '../src/deps.js';
 import { queueFor } from '../src/queues.js';
 import { purgeOldLogs } from '../src/webhooks/attempt-log.js';
@@ -6,9 +6,8 @@ import { SAFETY_NET_MARGIN_MS } from '../src/webhooks/fan-out.js';
 import { createJobClaims } from '../src/webhooks/job-claims.js';
 import { DeliveryAttemptError, retryDelay } from '../src/webhooks/retry-policy.js';
 import type { ProcessorDef } from './host.js';
-import type { JobData } from '../src/queues.js';
 
-type Processor = (job: Job<JobData<'webhook'>>, token?: string) => Promise<unknown>;
+type Processor = ReturnType<ProcessorDef<'webhook'>['create']>;
 
 /**
  * Webhook log retention is a maintenance task now (`prune-webhook-logs`): on this queue it

@@ -1,4 +1,4 @@
-import type { Redis } from '../redis.js';
+import { execReplies, type Redis } from '../redis.js';
 import { getAdapter } from './registry.js';
 import type { Budget, PlatformName, RateBudget } from './types.js';
 
@@ -204,9 +204,7 @@ export async function admitSends(
       ...paceParams(b.recipient),
     );
   }
-  const replies = (await pipeline.exec()) ?? [];
-  return replies.map(([err, reply]) => {
-    if (err) throw err;
+  return (await execReplies(pipeline)).map((reply) => {
     const [wait, paced] = reply as [number, number];
     return { waitMs: Number(wait), paced: Number(paced) === 1 };
   });

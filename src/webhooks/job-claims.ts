@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from '../redis.js';
+import { execReplies, type Redis } from '../redis.js';
 
 /** Deletes a claim only while it is still this process's: one that lapsed may be another's now. */
 const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`;
@@ -40,10 +40,7 @@ export function createJobClaims(redis: Redis, ttlMs: number, onReleaseError: (er
   return {
     async take(job) {
       const k = key(job);
-      const replies = (await redis.multi().set(k, token, 'PX', ttlMs, 'NX').pttl(k).exec()) ?? [];
-      const failed = replies.find(([err]) => err);
-      if (failed) throw failed[0];
-      const [[, set], [, ttl]] = replies as [[null, string | null], [null, number]];
+      const [set, ttl] = (await execReplies(redis.multi().set(k, token, 'PX', ttlMs, 'NX').pttl(k))) as [string | null, number];
       // A claim that lapsed between the two commands reads -2: nobody's, worth a try at once.
       return set === 'OK' ? 0 : Math.max(ttl, 1);
     },
